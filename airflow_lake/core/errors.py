@@ -1,0 +1,59 @@
+"""One exception hierarchy for the core. Messages name the table, the instant and the value."""
+
+from __future__ import annotations
+
+
+class LakeError(Exception):
+    """Base class of every error raised by airflow_lake.core."""
+
+
+class TableNotFoundError(LakeError):
+    """The path holds no Hudi table (no `.hoodie/hoodie.properties`)."""
+
+
+class InvalidTableError(LakeError):
+    """The table's metadata is unreadable or inconsistent (bad checksum, torn file...)."""
+
+
+class UnsupportedTableVersionError(LakeError):
+    """The table version (or timeline layout) is one we cannot write."""
+
+
+class TableExistsError(LakeError):
+    """`Table.create` found a table already there."""
+
+
+class InvalidOptionError(LakeError):
+    """An option or argument has a value we cannot accept."""
+
+
+class SchemaError(LakeError):
+    """The data's schema cannot be merged with the table's schema."""
+
+
+class RecordKeyError(LakeError):
+    """A record key is null, empty or missing."""
+
+
+class MissingFieldError(LakeError):
+    """A record key, precombine or partition field is absent from the data."""
+
+
+class PartitionPathError(LakeError):
+    """A partition value would escape the table's base path."""
+
+
+class InstantNotFoundError(LakeError):
+    """The named instant is not on the timeline."""
+
+
+class TimelineError(LakeError):
+    """A timeline transition could not be made (the file exists, the previous state is missing)."""
+
+
+class LockError(LakeError):
+    """The table lock could not be taken in time."""
+
+
+class WriteConflictError(LakeError):
+    """Another writer committed a conflicting change; this write did not land."""

@@ -1,0 +1,189 @@
+"""Hudi's bloom filters, vectorised: Hadoop MurmurHash, SIMPLE and DYNAMIC_V0 (spec §6.3).
+
+Serialised bytes are identical to what Java writes for the same keys in the same order.
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+import struct
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+_M = np.uint32(0x5BD1E995)
+MURMUR = 1
+SIMPLE = "SIMPLE"
+DYNAMIC_V0 = "DYNAMIC_V0"
+
+
+def bloom_size(num_entries: int, fpp: float) -> tuple[int, int]:
+    """(bitSize, numHashes) as Hudi's BloomFilterUtils computes them."""
+    bits = math.ceil(num_entries * (-math.log(fpp) / (math.log(2) ** 2)))
+    return bits, math.ceil(math.log(2) * bits / num_entries)
+
+
+def _utf8(keys: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
+    """(offsets int64[n+1], data uint8) of a string array."""
+    if isinstance(keys, pa.ChunkedArray):
+        keys = keys.combine_chunks() if keys.num_chunks != 1 else keys.chunk(0)
+    keys = keys.cast(pa.large_string())
+    if keys.null_count:
+        raise ValueError("bloom filter keys must not be null")
+    _, off_buf, data_buf = keys.buffers()
+    offsets = np.frombuffer(off_buf, dtype=np.int64)[keys.offset : keys.offset + len(keys) + 1]
+    data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.zeros(0, np.uint8)
+    return offsets, data
+
+
+def hash_positions(keys: pa.Array | pa.ChunkedArray, num_hashes: int, bit_size: int):
+    """Yield (row indices, positions[num_hashes, len(rows)]) per key-length group."""
+    offsets, data = _utf8(keys)
+    lengths = np.diff(offsets)
+    for length in np.unique(lengths):
+        rows = np.nonzero(lengths == length)[0]
+        yield rows, _positions_fixed_length(offsets[rows], data, int(length), num_hashes, bit_size)
+
+
+def _positions_fixed_length(starts, data, length, num_hashes, bit_size) -> np.ndarray:
+    n = len(starts)
+    matrix = data[starts[:, None] + np.arange(length)] if length else np.zeros((n, 0), np.uint8)
+    nwords = length // 4
+    words = np.ascontiguousarray(matrix[:, : nwords * 4]).view("<u4").astype(np.uint32)
+    with np.errstate(over="ignore"):
+        k = words * _M
+        k ^= k >> np.uint32(24)
+        k *= _M
+        tail = length % 4
+        tailx = np.zeros(n, np.uint32)
+        signed = matrix.view(np.int8).astype(np.int32)
+        if tail >= 3:
+            tailx ^= (signed[:, length - 3] << 16).astype(np.uint32)
+        if tail >= 2:
+            tailx ^= (signed[:, length - 2] << 8).astype(np.uint32)
+        if tail >= 1:
+            tailx ^= signed[:, length - 1].astype(np.uint32)
+        out = np.empty((num_hashes, n), np.int64)
+        seed = np.zeros(n, np.uint32)
+        length_u = np.uint32(length)
+        for i in range(num_hashes):
+            h = seed ^ length_u
+            for w in range(nwords):
+                h *= _M
+                h ^= k[:, w]
+            if tail:
+                h ^= tailx
+                h *= _M
+            h ^= h >> np.uint32(13)
+            h *= _M
+            h ^= h >> np.uint32(15)
+            seed = h
+            out[i] = np.abs(np.fmod(h.view(np.int32).astype(np.int64), bit_size))
+    return out
+
+
+@dataclass
+class BloomFilter:
+    """A Hudi bloom filter: one bit-vector row (SIMPLE) or several (DYNAMIC_V0)."""
+
+    bit_size: int
+    num_hashes: int
+    rows: np.ndarray  # bool[rows, bit_size]
+    kind: str = DYNAMIC_V0
+    num_entries: int = 60000
+    current_nb_record: int = 0
+
+    @staticmethod
+    def build(keys, *, num_entries=60000, fpp=1e-9, kind=DYNAMIC_V0, max_entries=100000) -> BloomFilter:
+        bit_size, num_hashes = bloom_size(num_entries, fpp)
+        n = len(keys)
+        if kind == SIMPLE:
+            row_of, nrows, current = np.zeros(n, np.int64), 1, n
+        else:
+            row_of, nrows, current = dynamic_rows(n, num_entries, max_entries)
+        bits = np.zeros((nrows, bit_size), dtype=bool)
+        for idx, positions in hash_positions(keys, num_hashes, bit_size):
+            bits[np.broadcast_to(row_of[idx], positions.shape), positions] = True
+        return BloomFilter(bit_size, num_hashes, bits, kind, num_entries, current)
+
+    def might_contain(self, keys) -> np.ndarray:
+        """bool per key: possibly present (any row matches all its positions)."""
+        result = np.zeros(len(keys), dtype=bool)
+        for idx, positions in hash_positions(keys, self.num_hashes, self.bit_size):
+            hit = self.rows[:, positions].all(axis=1)  # [rows, n]
+            result[idx] = hit.any(axis=0)
+        return result
+
+    # -- serialisation ---------------------------------------------------------------------
+    def _header(self) -> bytes:
+        return struct.pack(">iibi", -1, self.num_hashes, MURMUR, self.bit_size)
+
+    def _row_bytes(self, row: np.ndarray) -> bytes:
+        return self._header() + np.packbits(row, bitorder="little").tobytes()
+
+    def to_bytes(self) -> bytes:
+        if self.kind == SIMPLE:
+            return self._row_bytes(self.rows[0])
+        parts = [self._header(), struct.pack(">iii", self.num_entries, self.current_nb_record, len(self.rows))]
+        parts += [self._row_bytes(r) for r in self.rows]
+        return b"".join(parts)
+
+    def to_base64(self) -> str:
+        return base64.b64encode(self.to_bytes()).decode("ascii")
+
+    @staticmethod
+    def from_base64(text: str, kind: str | None) -> BloomFilter:
+        raw = base64.b64decode(text)
+        kind = kind or SIMPLE
+        version, num_hashes, hash_type, bit_size = struct.unpack_from(">iibi", raw, 0)
+        if version >= 0 or hash_type != MURMUR:
+            raise ValueError("only versioned Murmur bloom filters are supported")
+        nbytes = (bit_size + 7) // 8
+        if kind == SIMPLE:
+            bits = np.unpackbits(np.frombuffer(raw, np.uint8, nbytes, 13), bitorder="little")[:bit_size]
+            return BloomFilter(bit_size, num_hashes, bits[None, :].astype(bool), SIMPLE)
+        nr, current, nrows = struct.unpack_from(">iii", raw, 13)
+        rows = []
+        pos = 25
+        for _ in range(nrows):
+            pos += 13
+            rows.append(np.unpackbits(np.frombuffer(raw, np.uint8, nbytes, pos), bitorder="little")[:bit_size])
+            pos += nbytes
+        return BloomFilter(bit_size, num_hashes, np.array(rows, dtype=bool), DYNAMIC_V0, nr, current)
+
+
+def dynamic_rows(n: int, nr: int, max_entries: int) -> tuple[np.ndarray, int, int]:
+    """Row of each of n keys added in order to an InternalDynamicBloomFilter.
+
+    Rows fill `nr` keys each while `rows * nr < max_entries`; once a full row cannot be
+    followed by a new one the filter saturates and later keys go round-robin over the rows
+    (starting at row 0). Returns (row per key, number of rows, currentNbRecord).
+    """
+    max_rows = 1
+    while max_rows * nr < max_entries:
+        max_rows += 1
+    filled = max_rows * nr
+    i = np.arange(n, dtype=np.int64)
+    row_of = np.minimum(i // nr, max_rows - 1)
+    nrows = max(1, min(max_rows, -(-n // nr) if n else 1))
+    if n > filled:
+        extra = i[filled:] - filled
+        # the first saturated add goes to row 0, then the round-robin index starts at 0 again
+        row_of[filled:] = np.where(extra == 0, 0, (extra - 1) % max_rows)
+    current = n - (nrows - 1) * nr
+    return row_of, nrows, int(current)
+
+
+def min_max_keys(keys: pa.Array | pa.ChunkedArray) -> tuple[str | None, str | None]:
+    """Smallest and largest key in Java `String.compareTo` (UTF-16 code unit) order."""
+    if len(keys) == 0:
+        return None, None
+    _, data = _utf8(keys)
+    if (data >= 0xEE).any():  # code points >= U+E000 sort differently in UTF-16
+        values = sorted(set(keys.to_pylist()), key=lambda s: s.encode("utf-16-be"))
+        return values[0], values[-1]
+    mm = pc.min_max(keys)
+    return mm["min"].as_py(), mm["max"].as_py()

@@ -1,0 +1,82 @@
+"""Base files: parquet with the five meta columns and Hudi's footer metadata (spec §6)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..storage import Storage
+from .bloom import DYNAMIC_V0, BloomFilter, min_max_keys
+
+BLOOM_KEY = "org.apache.hudi.bloomfilter"
+BLOOM_KEY_LEGACY = "com.uber.hoodie.bloomfilter"
+BLOOM_TYPE_KEY = "hoodie_bloom_filter_type_code"
+MIN_KEY = "hoodie_min_record_key"
+MAX_KEY = "hoodie_max_record_key"
+AVRO_SCHEMA_KEY = "parquet.avro.schema"
+# Columns that are constant within a base file: dictionary-encode only these (fast writes).
+_DICTIONARY_COLUMNS = ["_hoodie_commit_time", "_hoodie_partition_path", "_hoodie_file_name"]
+
+
+@dataclass(frozen=True)
+class BloomSettings:
+    num_entries: int = 60000
+    fpp: float = 1e-9
+    kind: str = DYNAMIC_V0
+    max_entries: int = 100000
+
+
+def footer_metadata(keys: pa.ChunkedArray | None, avro_schema: dict, bloom: BloomSettings | None) -> dict[bytes, bytes]:
+    """Hudi's footer key/values for a file whose records have these keys, in file order."""
+    meta = {AVRO_SCHEMA_KEY: json.dumps(avro_schema), "writer.model.name": "avro"}
+    if keys is not None and bloom is not None:
+        bf = BloomFilter.build(keys, num_entries=bloom.num_entries, fpp=bloom.fpp,
+                               kind=bloom.kind, max_entries=bloom.max_entries)
+        meta[BLOOM_KEY] = bf.to_base64()
+        if bloom.kind == DYNAMIC_V0:
+            meta[BLOOM_TYPE_KEY] = DYNAMIC_V0
+        lo, hi = min_max_keys(keys)
+        if lo is not None:
+            meta[MIN_KEY], meta[MAX_KEY] = lo, hi
+    return {k.encode(): v.encode() for k, v in meta.items()}
+
+
+def write_base_file(storage: Storage, path: str, table: pa.Table, avro_schema: dict, *,
+                    bloom: BloomSettings | None, compression: str = "snappy") -> int:
+    """Write a whole base file in one PUT; returns its size in bytes.
+
+    `table` starts with the five meta columns; `avro_schema` includes them. With `bloom`
+    None (populate.meta.fields=false) no bloom filter or key range is written.
+    """
+    keys = table.column("_hoodie_record_key") if bloom is not None else None
+    schema = table.schema.with_metadata(footer_metadata(keys, avro_schema, bloom))
+    sink = pa.BufferOutputStream()
+    dictionary = [c for c in _DICTIONARY_COLUMNS if c in table.column_names]
+    with pq.ParquetWriter(sink, schema, compression=compression, use_dictionary=dictionary) as writer:
+        writer.write_table(table.replace_schema_metadata(schema.metadata), row_group_size=1_000_000)
+    buf = sink.getvalue()
+    storage.write(path, buf)
+    return buf.size
+
+
+def read_footer(storage: Storage, path: str) -> dict[str, str]:
+    """The key/value footer metadata of a parquet file."""
+    with storage.open_input(path) as f:
+        md = pq.read_metadata(f).metadata or {}
+    return {k.decode(): v.decode() for k, v in md.items()}
+
+
+def read_bloom(footer: dict[str, str]) -> BloomFilter | None:
+    text = footer.get(BLOOM_KEY) or footer.get(BLOOM_KEY_LEGACY)
+    return BloomFilter.from_base64(text, footer.get(BLOOM_TYPE_KEY)) if text else None
+
+
+def read_base_file(storage: Storage, path: str, columns: list[str] | None = None) -> pa.Table:
+    """Read a base file, only the `columns` it has (None: all)."""
+    with storage.open_input(path) as f:
+        pf = pq.ParquetFile(f)
+        names = pf.schema_arrow.names
+        return pf.read(columns=None if columns is None else [c for c in columns if c in names])

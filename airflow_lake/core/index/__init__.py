@@ -1,0 +1,1 @@
+"""Indexes: tag incoming record keys with the file group that holds them."""

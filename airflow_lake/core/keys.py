@@ -1,0 +1,164 @@
+"""Key generators and partition paths (spec §5.5), vectorised over Arrow columns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .config import COMPLEX_KEYGEN, NONPARTITIONED_KEYGEN, SIMPLE_KEYGEN, TableConfig
+from .errors import MissingFieldError, PartitionPathError, RecordKeyError
+
+DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+NULL_KEY = "__null__"
+EMPTY_KEY = "__empty__"
+# '%' first, so that the escapes themselves are not escaped again
+_URL_ESCAPE = ["%"] + [chr(c) for c in range(0x20)] + list("\"#'*/:=?\\\x7f{[]^")
+
+
+@dataclass(frozen=True)
+class KeyGenerator:
+    """Renders `_hoodie_record_key` and `_hoodie_partition_path` for a batch of rows."""
+
+    table: str
+    record_key_fields: tuple[str, ...]
+    partition_fields: tuple[str, ...]
+    keygen_class: str
+    hive_style: bool = False
+    url_encode: bool = False
+
+    @staticmethod
+    def for_table(cfg: TableConfig, uri: str) -> KeyGenerator:
+        keygen = cfg.keygen_class or (
+            NONPARTITIONED_KEYGEN if not cfg.partition_fields
+            else COMPLEX_KEYGEN if len(cfg.record_key_fields) > 1 else SIMPLE_KEYGEN
+        )
+        return KeyGenerator(uri, tuple(cfg.record_key_fields), tuple(cfg.partition_fields),
+                            keygen, cfg.hive_style, cfg.url_encode)
+
+    @property
+    def is_complex(self) -> bool:
+        return self.keygen_class.endswith("ComplexKeyGenerator") or len(self.record_key_fields) > 1
+
+    def check_fields(self, data: pa.Table, *, partition: bool = True) -> None:
+        needed = list(self.record_key_fields) + (list(self.partition_fields) if partition else [])
+        missing = [f for f in needed if _column(data, f) is None]
+        if missing:
+            raise MissingFieldError(f"table {self.table}: the data has no column {missing[0]!r} "
+                                    f"(record key fields {list(self.record_key_fields)}, partition fields "
+                                    f"{list(self.partition_fields)}); columns: {data.column_names}")
+
+    # -- record keys -----------------------------------------------------------------------
+    def record_keys(self, data: pa.Table) -> pa.Array:
+        """The record key of every row; a null or empty key is a `RecordKeyError`."""
+        self.check_fields(data, partition=False)
+        if not self.is_complex:
+            field = self.record_key_fields[0]
+            keys = _as_string(_column(data, field))
+            bad = pc.or_kleene(pc.is_null(keys), pc.equal(keys, "")).fill_null(True)
+            if pc.any(bad).as_py():
+                row = pc.index(bad, True).as_py()
+                raise RecordKeyError(f"table {self.table}: record key field {field!r} is "
+                                     f"{'null' if keys[row].as_py() is None else 'empty'} in row {row}")
+            return keys
+        parts = []
+        all_missing = None
+        for field in self.record_key_fields:
+            values = _as_string(_column(data, field))
+            missing = pc.or_kleene(pc.is_null(values), pc.equal(values, "")).fill_null(True)
+            all_missing = missing if all_missing is None else pc.and_(all_missing, missing)
+            values = pc.if_else(pc.is_null(values), NULL_KEY, values)
+            values = pc.if_else(pc.equal(values, ""), EMPTY_KEY, values)
+            parts.append(pc.binary_join_element_wise(f"{field}:", values, ""))
+        if pc.any(all_missing).as_py():
+            row = pc.index(all_missing, True).as_py()
+            raise RecordKeyError(f"table {self.table}: every record key field {list(self.record_key_fields)} "
+                                 f"is null or empty in row {row}")
+        return _combine(pc.binary_join_element_wise(*parts, ","))
+
+    # -- partition paths -------------------------------------------------------------------
+    def partition_paths(self, data: pa.Table) -> pa.Array:
+        """The relative partition path of every row ("" when non-partitioned)."""
+        if not self.partition_fields or self.keygen_class.endswith("NonpartitionedKeyGenerator"):
+            return pa.array([""] * len(data), pa.string()) if len(data) else pa.array([], pa.string())
+        self.check_fields(data)
+        parts = []
+        for field in self.partition_fields:
+            values = _as_string(_column(data, field))
+            values = pc.if_else(pc.or_kleene(pc.is_null(values), pc.equal(values, "")).fill_null(True),
+                                DEFAULT_PARTITION, values)
+            if self.url_encode:
+                values = _url_encode(values)
+            if self.hive_style:
+                values = pc.binary_join_element_wise(f"{field}=", values, "")
+            parts.append(values)
+        paths = _combine(parts[0] if len(parts) == 1 else pc.binary_join_element_wise(*parts, "/"))
+        check_partition_paths(self.table, pc.unique(paths).to_pylist())
+        return paths
+
+
+def check_partition_paths(table: str, paths: list[str]) -> None:
+    """Reject partition paths that would leave the base path or hide in `.hoodie`."""
+    for path in paths:
+        segments = path.split("/")
+        if path.startswith("/") or any(s in ("", ".", "..") for s in segments) or segments[0] == ".hoodie" \
+                or "\\" in path or "\x00" in path:
+            raise PartitionPathError(f"table {table}: partition path {path!r} is not allowed "
+                                     "(empty, '.' or '..' segments, absolute paths, '\\' and '.hoodie' "
+                                     "would escape the table); enable "
+                                     "hoodie.datasource.write.partitionpath.urlencode to encode such values")
+
+
+def _column(data: pa.Table, field: str) -> pa.ChunkedArray | None:
+    """A top-level or dotted nested column."""
+    if field in data.column_names:
+        return data.column(field)
+    head, _, rest = field.partition(".")
+    if not rest or head not in data.column_names:
+        return None
+    col = data.column(head)
+    for part in rest.split("."):
+        if not pa.types.is_struct(col.type) or col.type.get_field_index(part) < 0:
+            return None
+        col = pc.struct_field(col, part)
+    return col
+
+
+def _as_string(col: pa.ChunkedArray) -> pa.Array:
+    col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    if pa.types.is_dictionary(col.type):
+        col = col.dictionary_decode()
+    if pa.types.is_boolean(col.type):
+        return pc.if_else(col, "true", "false")
+    if pa.types.is_string(col.type):
+        return col
+    return col.cast(pa.string())
+
+
+def _combine(arr) -> pa.Array:
+    return arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
+
+
+def _url_encode(values: pa.Array) -> pa.Array:
+    for ch in _URL_ESCAPE:
+        values = pc.replace_substring(values, ch, f"%{ord(ch):02X}")
+    return values
+
+
+def parse_partition_path(path: str, fields: list[str], hive_style: bool) -> dict[str, str | None]:
+    """Partition values (as strings) from a relative partition path."""
+    if not fields or not path:
+        return {}
+    segments = path.split("/")
+    values: dict[str, str | None] = {}
+    if hive_style:
+        for seg in segments:
+            k, _, v = seg.partition("=")
+            values[k] = v
+    elif len(segments) == len(fields):
+        values = dict(zip(fields, segments, strict=True))
+    for k, v in values.items():
+        if v == DEFAULT_PARTITION:
+            values[k] = None
+    return values

@@ -1,0 +1,143 @@
+"""Storage over `pyarrow.fs`: the only I/O layer of the core.
+
+Local paths and URIs (`file://`, `s3://`, `gs://`, `hdfs://`) are accepted. There is no
+rename and no append: object stores have neither. `create` (create-if-absent) is the one
+atomic primitive the timeline needs.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+
+
+@dataclass(frozen=True, slots=True)
+class FileStatus:
+    """A listed file: path relative to the storage root, size in bytes, mtime in ms."""
+
+    path: str
+    size: int
+    mtime_ms: int
+
+    @property
+    def name(self) -> str:
+        return posixpath.basename(self.path)
+
+
+class Storage:
+    """A file system rooted at a table's base path; all paths are relative to the root."""
+
+    def __init__(self, uri: str, filesystem: pafs.FileSystem | None = None):
+        if filesystem is None:
+            if "://" not in uri:
+                uri = os.path.abspath(uri)
+                filesystem, root = pafs.LocalFileSystem(), uri
+            else:
+                filesystem, root = pafs.FileSystem.from_uri(uri)
+        else:
+            root = uri
+        self.uri = uri
+        self.fs = filesystem
+        self.root = root.rstrip("/") or "/"
+        self.is_local = isinstance(filesystem, pafs.LocalFileSystem)
+
+    def full(self, path: str) -> str:
+        """Absolute path inside the file system for a path relative to the root."""
+        return posixpath.join(self.root, path) if path else self.root
+
+    # -- reads -----------------------------------------------------------------------------
+    def exists(self, path: str) -> bool:
+        return self.fs.get_file_info(self.full(path)).type != pafs.FileType.NotFound
+
+    def is_dir(self, path: str) -> bool:
+        return self.fs.get_file_info(self.full(path)).type == pafs.FileType.Directory
+
+    def read(self, path: str) -> bytes:
+        with self.fs.open_input_stream(self.full(path)) as f:
+            return f.read()
+
+    def status(self, path: str) -> FileStatus | None:
+        info = self.fs.get_file_info(self.full(path))
+        if info.type == pafs.FileType.NotFound:
+            return None
+        return self._status(info)
+
+    def _status(self, info: pafs.FileInfo) -> FileStatus:
+        rel = info.path[len(self.root) :].lstrip("/") if info.path.startswith(self.root) else info.path
+        mtime = info.mtime_ns // 1_000_000 if info.mtime_ns is not None else 0
+        return FileStatus(rel, info.size or 0, mtime)
+
+    def list(self, path: str, *, recursive: bool = False) -> list[FileStatus]:
+        """Files (not folders) under `path`; an absent folder lists as empty."""
+        selector = pafs.FileSelector(self.full(path), allow_not_found=True, recursive=recursive)
+        return [self._status(i) for i in self.fs.get_file_info(selector) if i.type == pafs.FileType.File]
+
+    def list_dirs(self, path: str) -> list[str]:
+        selector = pafs.FileSelector(self.full(path), allow_not_found=True)
+        return [
+            self._status(i).path for i in self.fs.get_file_info(selector)
+            if i.type == pafs.FileType.Directory
+        ]
+
+    def walk_files(self, path: str = "") -> Iterator[FileStatus]:
+        yield from self.list(path, recursive=True)
+
+    def open_input(self, path: str) -> pa.NativeFile:
+        return self.fs.open_input_file(self.full(path))
+
+    # -- writes ----------------------------------------------------------------------------
+    def mkdirs(self, path: str) -> None:
+        self.fs.create_dir(self.full(path), recursive=True)
+
+    def write(self, path: str, data: bytes) -> None:
+        """Write a whole file (overwrite). Object stores make this one PUT."""
+        self._ensure_parent(path)
+        with self.fs.open_output_stream(self.full(path)) as f:
+            f.write(data)
+
+    def create(self, path: str, data: bytes = b"") -> bool:
+        """Create the file only if it does not exist. Returns False when it already existed.
+
+        On a local file system this is `O_CREAT | O_EXCL`, so exactly one of several racing
+        creators wins. On object stores pyarrow offers no conditional PUT; there the check
+        is made under the table lock, which every timeline transition holds.
+        """
+        if self.is_local:
+            full = self.full(path)
+            os.makedirs(os.path.dirname(full), exist_ok=True)
+            try:
+                fd = os.open(full, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            except FileExistsError:
+                return False
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            return True
+        if self.exists(path):
+            return False
+        self.write(path, data)
+        return True
+
+    def delete(self, path: str, *, missing_ok: bool = True) -> None:
+        try:
+            self.fs.delete_file(self.full(path))
+        except FileNotFoundError:
+            if not missing_ok:
+                raise
+
+    def delete_dir(self, path: str) -> None:
+        if self.is_dir(path):
+            self.fs.delete_dir(self.full(path))
+
+    def _ensure_parent(self, path: str) -> None:
+        if self.is_local:
+            os.makedirs(os.path.dirname(self.full(path)), exist_ok=True)

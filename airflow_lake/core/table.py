@@ -1,0 +1,216 @@
+"""`Table`: the facade users (and the Spark and Airflow layers) call."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+import pyarrow as pa
+
+from .config import (
+    COMPLEX_KEYGEN,
+    DEFAULT_PAYLOAD,
+    MERGER_STRATEGY,
+    NONPARTITIONED_KEYGEN,
+    OVERWRITE_PAYLOAD,
+    SIMPLE_KEYGEN,
+    TableConfig,
+    TableOptions,
+    WriteOptions,
+    options_value,
+)
+from .engine import Engine, LocalEngine
+from .errors import (
+    InvalidOptionError,
+    InvalidTableError,
+    TableExistsError,
+    TableNotFoundError,
+    TimelineError,
+)
+from .keys import KeyGenerator
+from .lock import FileSystemLock
+from .read import Reader
+from .schema import from_avro
+from .storage import Storage
+from .timeline.active import ActiveTimeline
+from .timeline.clock import next_instant
+from .timeline.instant import Instant
+from .write.client import WriteClient, WriteResult
+
+log = logging.getLogger(__name__)
+TABLE_TYPES = ("COPY_ON_WRITE", "MERGE_ON_READ")
+_INIT_FOLDERS = (".hoodie", ".hoodie/.schema", ".hoodie/archived", ".hoodie/.temp", ".hoodie/.aux",
+                 ".hoodie/.aux/.bootstrap/.partitions", ".hoodie/.aux/.bootstrap/.fileids")
+
+
+class Table:
+    """A Hudi table (version 6) at a path or URI.
+
+    `options` holds write-time `hoodie.*` settings (index type, file sizes, bloom filter,
+    heartbeat...) for this handle; table properties come from `hoodie.properties`.
+    """
+
+    def __init__(self, storage: Storage, config: TableConfig, options: dict[str, Any] | None = None,
+                 engine: Engine | None = None):
+        self.storage = storage
+        self.config = config
+        self.options = dict(options or {})
+        self.engine = engine or LocalEngine(self.option(WriteOptions.PARALLELISM))
+        self.keygen = KeyGenerator.for_table(config, storage.uri)
+
+    def __repr__(self) -> str:
+        return f"Table({self.storage.uri!r}, {self.config.table_type})"
+
+    # -- lifecycle -------------------------------------------------------------------------
+    @staticmethod
+    def create(path: str, *, name: str, table_type: str = "COPY_ON_WRITE", record_key: str | list[str],
+               precombine_field: str | None = None, partition_fields: str | list[str] | tuple = (),
+               hive_style_partitioning: bool = False, options: dict[str, Any] | None = None) -> Table:
+        """Create an empty table (hoodie.properties and the meta folders)."""
+        storage = Storage(path)
+        if storage.exists(".hoodie/hoodie.properties"):
+            raise TableExistsError(f"{storage.uri} already holds a Hudi table")
+        table_type = table_type.upper()
+        if table_type not in TABLE_TYPES:
+            raise InvalidOptionError(f"table {storage.uri}: table_type {table_type!r} is not one of {TABLE_TYPES}")
+        keys = _as_list(record_key)
+        parts = _as_list(partition_fields)
+        if not keys:
+            raise InvalidOptionError(f"table {storage.uri}: record_key is required")
+        if not name or any(c in name for c in "/\\ "):
+            raise InvalidOptionError(f"table {storage.uri}: invalid table name {name!r}")
+        keygen = NONPARTITIONED_KEYGEN if not parts else (
+            COMPLEX_KEYGEN if len(keys) > 1 or len(parts) > 1 else SIMPLE_KEYGEN)
+        props = {
+            "hoodie.table.name": name,
+            "hoodie.database.name": "default",
+            "hoodie.table.type": table_type,
+            "hoodie.table.version": "6",
+            "hoodie.timeline.layout.version": "1",
+            "hoodie.table.recordkey.fields": ",".join(keys),
+            "hoodie.table.keygenerator.class": keygen,
+            "hoodie.datasource.write.hive_style_partitioning": str(bool(hive_style_partitioning)).lower(),
+            "hoodie.datasource.write.partitionpath.urlencode": "false",
+            "hoodie.datasource.write.drop.partition.columns": "false",
+            "hoodie.archivelog.folder": "archived",
+            "hoodie.table.base.file.format": "PARQUET",
+            "hoodie.populate.meta.fields": "true",
+            "hoodie.table.timeline.timezone": "UTC",
+            "hoodie.compaction.payload.class": DEFAULT_PAYLOAD if precombine_field else OVERWRITE_PAYLOAD,
+        }
+        if precombine_field:
+            props["hoodie.table.precombine.field"] = precombine_field
+        if parts:
+            props["hoodie.table.partition.fields"] = ",".join(parts)
+        if table_type == "MERGE_ON_READ":
+            props["hoodie.compaction.record.merger.strategy"] = MERGER_STRATEGY
+        write_options = {}
+        for key, value in (options or {}).items():
+            text = str(value).lower() if isinstance(value, bool) else str(value)
+            if _is_table_property(key):
+                props[key] = text
+            else:
+                write_options[key] = value
+        for folder in _INIT_FOLDERS:
+            storage.mkdirs(folder)
+        config = TableConfig(props)
+        config.save(storage, create=True)
+        return Table(storage, config, write_options)
+
+    @staticmethod
+    def open(path: str, *, options: dict[str, Any] | None = None, engine: Engine | None = None) -> Table:
+        """Open an existing table; `TableNotFoundError` if the path holds none."""
+        storage = Storage(path)
+        if not storage.exists(".hoodie"):
+            raise TableNotFoundError(f"{storage.uri} is not a Hudi table: no .hoodie folder")
+        return Table(storage, TableConfig.load(storage), options, engine)
+
+    # -- options, schema, timeline ---------------------------------------------------------
+    def option(self, option) -> Any:
+        return options_value(self.options, option, self.config.props)
+
+    @property
+    def timeline(self) -> ActiveTimeline:
+        """The active timeline, scanned now."""
+        return ActiveTimeline(self.storage)
+
+    def schema_avro(self, timeline: ActiveTimeline | None = None) -> dict | None:
+        """The table's Avro schema (no meta fields): latest commit's, else the create schema."""
+        timeline = timeline or self.timeline
+        for instant in reversed(timeline.commits().completed().instants):
+            schema = timeline.commit_metadata(instant).schema
+            if schema:
+                return json.loads(schema)
+        create = self.config.get(TableOptions.CREATE_SCHEMA)
+        return json.loads(create) if create else None
+
+    def schema(self) -> pa.Schema:
+        """The table's Arrow schema without meta fields (empty before the first commit)."""
+        avro = self.schema_avro()
+        return from_avro(avro) if avro else pa.schema([])
+
+    # -- writes ----------------------------------------------------------------------------
+    def write(self, data, *, operation: str = "upsert", extra_metadata: dict[str, str] | None = None) -> WriteResult:
+        """Write one batch as one commit. Operations: insert, upsert, bulk_insert, delete,
+        insert_overwrite, insert_overwrite_table."""
+        return WriteClient(self, self.engine).write(data, operation, extra_metadata)
+
+    # -- reads -----------------------------------------------------------------------------
+    def read(self, *, as_of: str | None = None, columns: list[str] | None = None, filters=None,
+             query_type: str = "snapshot") -> pa.Table:
+        """Snapshot (or as-of) read with the five meta columns; `filters` as pyarrow's DNF."""
+        if query_type not in ("snapshot", "read_optimized"):
+            raise InvalidOptionError(f"table {self.storage.uri}: unknown query_type {query_type!r}")
+        return Reader(self, self.engine).snapshot(as_of=as_of, columns=columns, filters=filters)
+
+    def read_incremental(self, start: str, end: str | None = None, *, columns: list[str] | None = None,
+                         filters=None, holes: str = "FAIL") -> pa.Table:
+        """Rows whose latest write is a commit in (start, end]."""
+        return Reader(self, self.engine).incremental(start, end, columns=columns, filters=filters, holes=holes)
+
+    # -- used by the write client and services ---------------------------------------------
+    def lock(self) -> FileSystemLock:
+        return FileSystemLock(self.storage, expire_ms=self.option(WriteOptions.LOCK_EXPIRE_MINUTES) * 60_000,
+                              wait_ms=self.option(WriteOptions.LOCK_WAIT_MS))
+
+    def new_instant_time(self, timeline: ActiveTimeline | None = None) -> str:
+        """A new instant, greater than every instant on the timeline (call under the lock)."""
+        timeline = timeline or self.timeline
+        last = max((i.time for i in timeline), default=None)
+        return next_instant(last, "UTC" if self.config.timezone == "UTC" else "LOCAL")
+
+    def check_still_owner(self, inflight: Instant) -> None:
+        """Before completing: our inflight file must still be there (not rolled back)."""
+        if not self.storage.exists(f".hoodie/{inflight.file_name}"):
+            raise TimelineError(f"table {self.storage.uri}: {inflight} was rolled back by another "
+                                "writer while this write ran; nothing was committed")
+
+    def prepare_for_write(self) -> None:
+        """Spec §1.4: a table with the metadata table on loses it before our first write."""
+        partitions = self.config.get(TableOptions.METADATA_PARTITIONS)
+        if not partitions and not self.storage.exists(".hoodie/metadata"):
+            return
+        if not self.option(WriteOptions.DROP_METADATA_TABLE):
+            raise InvalidTableError(f"table {self.storage.uri} has a metadata table ({partitions!r}); "
+                                    "airflow-lake does not maintain it and airflow_lake.metadata.table.drop=false")
+        log.warning("table %s: disabling the metadata table (%s) before writing; Hudi rebuilds it "
+                    "from a listing when re-enabled", self.storage.uri, partitions)
+        self.config.props["hoodie.table.metadata.partitions"] = ""
+        self.config.props.pop("hoodie.table.metadata.partitions.inflight", None)
+        self.config.save(self.storage)
+        self.storage.delete_dir(".hoodie/metadata")
+
+
+def _as_list(value) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [v.strip() for v in value.split(",") if v.strip()]
+    return [str(v) for v in value]
+
+
+def _is_table_property(key: str) -> bool:
+    known = {getattr(TableOptions, n).key for n in dir(TableOptions) if n.isupper()}
+    return key in known or key.startswith(("hoodie.table.", "hoodie.keygen.", "hoodie.datasource.write.")) \
+        and key != "hoodie.datasource.write.insert.drop.duplicates"

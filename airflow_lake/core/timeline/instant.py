@@ -1,0 +1,118 @@
+"""Instants: parse a timeline file name, render one back. No I/O."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import IntEnum
+
+from ..errors import LakeError
+
+
+class State(IntEnum):
+    REQUESTED = 0
+    INFLIGHT = 1
+    COMPLETED = 2
+
+
+COMMIT = "commit"
+DELTA_COMMIT = "deltacommit"
+REPLACE_COMMIT = "replacecommit"
+COMPACTION = "compaction"
+LOG_COMPACTION = "logcompaction"
+CLEAN = "clean"
+ROLLBACK = "rollback"
+SAVEPOINT = "savepoint"
+RESTORE = "restore"
+INDEXING = "indexing"
+
+COMMIT_ACTIONS = frozenset({COMMIT, DELTA_COMMIT, REPLACE_COMMIT})
+WRITE_ACTIONS = COMMIT_ACTIONS | {COMPACTION, LOG_COMPACTION}
+
+# Extensions Java's active-timeline scan accepts (spec §2.2), mapped to (action, state).
+_EXTENSIONS: dict[str, tuple[str, State]] = {
+    ".commit": (COMMIT, State.COMPLETED),
+    ".inflight": (COMMIT, State.INFLIGHT),
+    ".commit.requested": (COMMIT, State.REQUESTED),
+    ".deltacommit": (DELTA_COMMIT, State.COMPLETED),
+    ".deltacommit.inflight": (DELTA_COMMIT, State.INFLIGHT),
+    ".deltacommit.requested": (DELTA_COMMIT, State.REQUESTED),
+    ".savepoint": (SAVEPOINT, State.COMPLETED),
+    ".savepoint.inflight": (SAVEPOINT, State.INFLIGHT),
+    ".clean": (CLEAN, State.COMPLETED),
+    ".clean.requested": (CLEAN, State.REQUESTED),
+    ".clean.inflight": (CLEAN, State.INFLIGHT),
+    ".compaction.inflight": (COMPACTION, State.INFLIGHT),
+    ".compaction.requested": (COMPACTION, State.REQUESTED),
+    ".restore.requested": (RESTORE, State.REQUESTED),
+    ".restore.inflight": (RESTORE, State.INFLIGHT),
+    ".restore": (RESTORE, State.COMPLETED),
+    ".logcompaction.inflight": (LOG_COMPACTION, State.INFLIGHT),
+    ".logcompaction.requested": (LOG_COMPACTION, State.REQUESTED),
+    ".rollback": (ROLLBACK, State.COMPLETED),
+    ".rollback.requested": (ROLLBACK, State.REQUESTED),
+    ".rollback.inflight": (ROLLBACK, State.INFLIGHT),
+    ".replacecommit.requested": (REPLACE_COMMIT, State.REQUESTED),
+    ".replacecommit.inflight": (REPLACE_COMMIT, State.INFLIGHT),
+    ".replacecommit": (REPLACE_COMMIT, State.COMPLETED),
+    ".indexing.requested": (INDEXING, State.REQUESTED),
+    ".indexing.inflight": (INDEXING, State.INFLIGHT),
+    ".indexing": (INDEXING, State.COMPLETED),
+}
+_COMPLETED_ACTION = {COMPACTION: COMMIT, LOG_COMPACTION: DELTA_COMMIT}
+_NAME = re.compile(r"^(\d+)(\.\w+)(\.\D+)?$")
+INSTANT_TIME = re.compile(r"^\d{14}(\d{3})?$")
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Instant:
+    """One state of one action at one instant time, e.g. `20240418173213674.commit`."""
+
+    time: str
+    action: str
+    state: State
+
+    @staticmethod
+    def parse(file_name: str) -> Instant | None:
+        """The instant a `.hoodie/` file name stands for, or None for any other file."""
+        m = _NAME.match(file_name)
+        if not m:
+            return None
+        ext = file_name[len(m.group(1)) :]
+        found = _EXTENSIONS.get(ext)
+        if found is None:
+            return None
+        return Instant(m.group(1), found[0], found[1])
+
+    @property
+    def file_name(self) -> str:
+        action, state = self.action, self.state
+        if state == State.COMPLETED:
+            return f"{self.time}.{_COMPLETED_ACTION.get(action, action)}"
+        if action == COMMIT and state == State.INFLIGHT:
+            return f"{self.time}.inflight"
+        return f"{self.time}.{action}.{state.name.lower()}"
+
+    @property
+    def comparable_action(self) -> str:
+        return _COMPLETED_ACTION.get(self.action, self.action)
+
+    @property
+    def is_completed(self) -> bool:
+        return self.state == State.COMPLETED
+
+    @property
+    def is_pending(self) -> bool:
+        return self.state != State.COMPLETED
+
+    def to(self, state: State) -> Instant:
+        return Instant(self.time, self.action, state)
+
+    def __str__(self) -> str:
+        return f"{self.time}.{self.action}.{self.state.name}"
+
+
+def check_instant_time(time: str) -> str:
+    if not isinstance(time, str) or not INSTANT_TIME.match(time):
+        raise LakeError(f"{time!r} is not an instant time (14 or 17 digits, yyyyMMddHHmmss[SSS])")
+    return time

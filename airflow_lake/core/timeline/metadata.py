@@ -1,0 +1,141 @@
+"""(De)serialisers of timeline payloads: commit metadata JSON (§3), Avro plans (§4)."""
+
+from __future__ import annotations
+
+import io
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import fastavro
+
+from ..errors import InvalidTableError
+from ..model import WriteStat
+from . import avro_schemas
+
+_PARSED: dict[str, Any] = {}
+
+
+def _parsed(schema: dict) -> Any:
+    name = schema["name"]
+    if name not in _PARSED:
+        _PARSED[name] = fastavro.parse_schema(schema)
+    return _PARSED[name]
+
+
+def write_avro(schema: dict, record: dict) -> bytes:
+    """An Avro object container holding one record, codec null (spec §4.1)."""
+    buf = io.BytesIO()
+    fastavro.writer(buf, _parsed(schema), [record], codec="null")
+    return buf.getvalue()
+
+
+def read_avro(data: bytes) -> dict | None:
+    """The single record of an Avro container, decoded with its own writer schema."""
+    if not data:
+        return None
+    records = list(fastavro.reader(io.BytesIO(data)))
+    return records[0] if records else None
+
+
+@dataclass
+class CommitMetadata:
+    """`HoodieCommitMetadata` / `HoodieReplaceCommitMetadata` as JSON (spec §3)."""
+
+    operation_type: str = "UNKNOWN"
+    partition_to_write_stats: dict[str, list[dict]] = field(default_factory=dict)
+    extra_metadata: dict[str, str] = field(default_factory=dict)
+    compacted: bool = False
+    partition_to_replace_file_ids: dict[str, list[str]] | None = None
+
+    @property
+    def schema(self) -> str | None:
+        return self.extra_metadata.get("schema") or None
+
+    def write_stats(self) -> list[dict]:
+        return [s for stats in self.partition_to_write_stats.values() for s in stats]
+
+    def file_ids(self) -> set[tuple[str, str]]:
+        """(partition, fileId) of every file group this commit wrote."""
+        return {
+            (p, s["fileId"])
+            for p, stats in self.partition_to_write_stats.items()
+            for s in stats
+            if s.get("fileId")
+        }
+
+    def replaced_file_ids(self) -> set[tuple[str, str]]:
+        return {(p, f) for p, ids in (self.partition_to_replace_file_ids or {}).items() for f in ids}
+
+    def to_bytes(self) -> bytes:
+        doc: dict[str, Any] = {
+            "partitionToWriteStats": self.partition_to_write_stats,
+            "compacted": self.compacted,
+            "extraMetadata": self.extra_metadata,
+            "operationType": self.operation_type,
+        }
+        if self.partition_to_replace_file_ids is not None:
+            doc["partitionToReplaceFileIds"] = self.partition_to_replace_file_ids
+        return json.dumps(doc, indent=2).encode()
+
+    @staticmethod
+    def from_bytes(data: bytes, where: str = "") -> CommitMetadata:
+        """Parse commit JSON; an empty file is empty metadata (as Java reads it)."""
+        if not data.strip():
+            return CommitMetadata()
+        try:
+            doc = json.loads(data)
+        except ValueError as e:
+            raise InvalidTableError(f"{where}: commit metadata is not valid JSON ({e})") from e
+        return CommitMetadata(
+            operation_type=doc.get("operationType") or "UNKNOWN",
+            partition_to_write_stats={
+                k: v for k, v in (doc.get("partitionToWriteStats") or {}).items() if k is not None
+            },
+            extra_metadata=dict(doc.get("extraMetadata") or {}),
+            compacted=bool(doc.get("compacted")),
+            partition_to_replace_file_ids=doc.get("partitionToReplaceFileIds"),
+        )
+
+    @staticmethod
+    def from_stats(operation: str, stats: list[WriteStat], extra: dict[str, str]) -> CommitMetadata:
+        by_partition: dict[str, list[dict]] = {}
+        for s in stats:
+            by_partition.setdefault(s.partition, []).append(s.to_json())
+        return CommitMetadata(operation, by_partition, dict(extra))
+
+
+def workload_metadata(operation: str, inserts: dict[str, int],
+                      updates: dict[tuple[str, str], tuple[str, int]]) -> CommitMetadata:
+    """The inflight "workload profile" (spec §3.4)."""
+    stats: dict[str, list[dict]] = {}
+    for partition, n in inserts.items():
+        s = WriteStat("", partition, None, num_inserts=n).to_json()
+        s["partitionPath"] = None
+        s["runtimeStats"] = None
+        stats.setdefault(partition, []).append(s)
+    for (partition, file_id), (prev, n) in updates.items():
+        s = WriteStat(file_id, partition, None, prev_commit=prev, num_update_writes=n).to_json()
+        s["partitionPath"] = None
+        s["runtimeStats"] = None
+        stats.setdefault(partition, []).append(s)
+    return CommitMetadata(operation, stats, {})
+
+
+def requested_replace_bytes() -> bytes:
+    """`T.replacecommit.requested` for insert_overwrite: every field null (spec §2.3)."""
+    record = {"operationType": None, "clusteringPlan": None, "extraMetadata": None, "version": None}
+    return write_avro(avro_schemas.REQUESTED_REPLACE, record)
+
+
+def rollback_plan_bytes(instant_time: str, action: str, requests: list[dict]) -> bytes:
+    record = {
+        "instantToRollback": {"commitTime": instant_time, "action": action},
+        "RollbackRequests": requests,
+        "version": 1,
+    }
+    return write_avro(avro_schemas.ROLLBACK_PLAN, record)
+
+
+def rollback_metadata_bytes(record: dict) -> bytes:
+    return write_avro(avro_schemas.ROLLBACK_METADATA, record)

@@ -1,0 +1,101 @@
+"""The file-system view: partitions -> file groups -> slices, as of an instant (spec §2.6)."""
+
+from __future__ import annotations
+
+import posixpath
+from collections import defaultdict
+
+from .model import BaseFile, FileGroup, FileSlice, LogFile
+from .storage import Storage
+from .timeline.active import Timeline
+from .timeline.instant import REPLACE_COMMIT
+
+PARTITION_METAFILE = ".hoodie_partition_metadata"
+
+
+def list_partition_files(storage: Storage) -> dict[str, list]:
+    """Partition path -> file statuses, for folders holding a partition marker file."""
+    files_by_dir: dict[str, list] = defaultdict(list)
+    marked: set[str] = set()
+    for f in storage.walk_files(""):
+        if f.path.startswith(".hoodie/") or f.path == ".hoodie":
+            continue
+        folder = posixpath.dirname(f.path)
+        if f.name.startswith(PARTITION_METAFILE):
+            marked.add(folder)
+        else:
+            files_by_dir[folder].append(f)
+    return {p: files_by_dir.get(p, []) for p in marked}
+
+
+class FileSystemView:
+    """Visible file groups of a table as of an instant (None: the latest completed one).
+
+    A base file is visible iff its instant is a completed commit (or predates the active
+    timeline) at or before the bound; groups replaced by a completed replacecommit at or
+    before the bound are hidden.
+    """
+
+    def __init__(self, storage: Storage, timeline: Timeline, as_of: str | None = None,
+                 partition_files: dict[str, list] | None = None):
+        self.storage = storage
+        self.timeline = timeline
+        commits = timeline.commits().completed()
+        if as_of is not None:
+            commits = commits.at_or_before(as_of)
+        self.as_of = as_of
+        self.completed = set(commits.times)
+        self.replaced: set[tuple[str, str]] = set()
+        for instant in commits.actions(REPLACE_COMMIT):
+            self.replaced |= timeline.commit_metadata(instant).replaced_file_ids()
+        files = partition_files if partition_files is not None else list_partition_files(storage)
+        self.groups: dict[str, dict[str, FileGroup]] = {}
+        for partition, statuses in files.items():
+            self.groups[partition] = self._build_groups(partition, statuses)
+
+    def is_visible(self, instant: str) -> bool:
+        if instant in self.completed:
+            return True
+        if self.as_of is not None and instant > self.as_of:
+            return False
+        return self.timeline.is_before_start(instant)
+
+    def _build_groups(self, partition: str, statuses: list) -> dict[str, FileGroup]:
+        slices: dict[tuple[str, str], FileSlice] = {}
+        logs: list[LogFile] = []
+        for st in statuses:
+            base = BaseFile.parse(partition, st.name, st.size)
+            if base is not None:
+                if self.is_visible(base.instant) and (partition, base.file_id) not in self.replaced:
+                    slices[(base.file_id, base.instant)] = FileSlice(partition, base.file_id, base.instant, base)
+                continue
+            log = LogFile.parse(partition, st.name, st.size)
+            if log is not None and (partition, log.file_id) not in self.replaced:
+                logs.append(log)
+        for log in logs:
+            key = (log.file_id, log.base_instant)
+            if key not in slices:
+                slices[key] = FileSlice(partition, log.file_id, log.base_instant)
+            slices[key].log_files.append(log)
+        groups: dict[str, FileGroup] = {}
+        for (file_id, _), sl in sorted(slices.items(), key=lambda kv: kv[0][1]):
+            sl.log_files.sort(key=lambda lf: lf.sort_key)
+            groups.setdefault(file_id, FileGroup(partition, file_id)).slices.append(sl)
+        return groups
+
+    @property
+    def partitions(self) -> list[str]:
+        return sorted(self.groups)
+
+    def file_groups(self, partition: str | None = None) -> list[FileGroup]:
+        parts = [partition] if partition is not None else self.partitions
+        return [g for p in parts for g in self.groups.get(p, {}).values()]
+
+    def latest_base_files(self, partitions: list[str] | None = None) -> list[BaseFile]:
+        out = []
+        for p in partitions if partitions is not None else self.partitions:
+            for g in self.groups.get(p, {}).values():
+                base = next((s.base_file for s in reversed(g.slices) if s.base_file is not None), None)
+                if base is not None:
+                    out.append(base)
+        return out

@@ -1,0 +1,126 @@
+"""Per-file-group write tasks of a COW commit: new base files (insert) and rewrites (merge)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..formats.parquet import BloomSettings, read_base_file, write_base_file
+from ..keys import KeyGenerator
+from ..model import BaseFile, WriteStat
+from ..schema import META_FIELDS, META_SCHEMA, conform, with_meta_fields
+from ..storage import Storage
+from .markers import CREATE, MERGE, create_marker
+from .prepare import Batch
+
+
+@dataclass(frozen=True)
+class WriteContext:
+    """What every task of one commit shares."""
+
+    storage: Storage
+    instant: str
+    avro_schema: dict  # without meta fields
+    arrow_schema: pa.Schema  # without meta fields
+    bloom: BloomSettings | None
+    compression: str
+    populate_meta: bool
+    ordering_field: str | None
+    ordering_wins: bool  # DefaultHoodieRecordPayload: the base record survives a smaller update
+    keygen: KeyGenerator
+
+
+def _meta_columns(ctx: WriteContext, task: int, keys: pa.Array, partition: str, file_name: str) -> list[pa.Array]:
+    n = len(keys)
+    counter = pa.array(np.arange(n, dtype=np.int64)).cast(pa.string())
+    if not ctx.populate_meta:
+        null = pa.nulls(n, pa.string())
+        return [null, null, null, null, pa.array([file_name] * n, pa.string())]
+    seqno = pc.binary_join_element_wise(f"{ctx.instant}_{task}_", counter, "")
+    return [
+        pa.repeat(ctx.instant, n).cast(pa.string()) if n else pa.array([], pa.string()),
+        seqno,
+        keys,
+        pa.array([partition] * n, pa.string()),
+        pa.array([file_name] * n, pa.string()),
+    ]
+
+
+def _with_meta(ctx: WriteContext, meta: list, data: pa.Table) -> pa.Table:
+    schema = pa.schema(list(META_SCHEMA) + list(ctx.arrow_schema))
+    return pa.Table.from_arrays(meta + list(conform(data, ctx.arrow_schema).columns), schema=schema)
+
+
+def _write(ctx: WriteContext, base: BaseFile, table: pa.Table, io_type: str) -> int:
+    create_marker(ctx.storage, ctx.instant, base.path, io_type)
+    return write_base_file(ctx.storage, base.path, table, with_meta_fields(ctx.avro_schema),
+                           bloom=ctx.bloom, compression=ctx.compression)
+
+
+def insert_file(ctx: WriteContext, task: int, partition: str, file_id: str, batch: Batch) -> WriteStat:
+    """Write inserts as a new file group's first base file."""
+    start = time.monotonic()
+    base = BaseFile(partition, file_id, f"{task}-0-{task}", ctx.instant)
+    table = _with_meta(ctx, _meta_columns(ctx, task, batch.keys, partition, base.name), batch.data)
+    size = _write(ctx, base, table, CREATE)
+    return WriteStat(file_id, partition, base.path, "null", num_writes=len(table), num_inserts=len(table),
+                     total_write_bytes=size, file_size=size, create_ms=int((time.monotonic() - start) * 1000))
+
+
+def merge_file(ctx: WriteContext, task: int, old: BaseFile, batch: Batch, inserts: Batch | None = None) -> WriteStat:
+    """Rewrite a file group's base file with updates and deletes applied (COW merge).
+
+    Kept records keep `_hoodie_commit_time` and `_hoodie_commit_seqno`; only
+    `_hoodie_file_name` changes. Under DefaultHoodieRecordPayload an update, or a
+    `_hoodie_is_deleted` row, loses to a base record with a larger ordering value; a delete
+    by key (no ordering value) always wins.
+    """
+    start = time.monotonic()
+    existing = read_base_file(ctx.storage, old.path)
+    new = BaseFile(old.partition, old.file_id, f"{task}-0-{task}", ctx.instant)
+    existing_keys = existing.column("_hoodie_record_key").combine_chunks()
+    if existing_keys.null_count:  # populate.meta.fields=false: keys from the key fields
+        existing_keys = ctx.keygen.record_keys(existing)
+    pos = pc.index_in(existing_keys, value_set=batch.keys).fill_null(-1).to_numpy(zero_copy_only=False)
+    matched = pos >= 0
+    incoming_wins = np.ones(len(batch), dtype=bool)
+    hit_rows = np.nonzero(matched)[0]
+    hit_in = pos[matched].astype(np.int64)
+    if ctx.ordering_wins and ctx.ordering_field and batch.ordering is not None \
+            and ctx.ordering_field in existing.column_names and len(hit_rows):
+        old_vals = existing.column(ctx.ordering_field).take(pa.array(hit_rows))
+        new_vals = batch.ordering.take(pa.array(hit_in))
+        if not old_vals.type.equals(new_vals.type):
+            old_vals = old_vals.cast(new_vals.type)
+        loses = pc.less(new_vals, old_vals).fill_null(False).to_numpy(zero_copy_only=False)
+        incoming_wins[hit_in[loses]] = False
+    # rows of the old file that survive: unmatched, or matched by an incoming record that lost
+    replaced = np.zeros(len(existing), dtype=bool)
+    replaced[hit_rows] = incoming_wins[hit_in]
+    kept = existing.filter(pa.array(~replaced))
+    touched = np.zeros(len(batch), dtype=bool)
+    touched[hit_in] = True
+    winners = np.nonzero(touched & incoming_wins & ~batch.is_delete)[0]
+    deleted = int((touched & incoming_wins & batch.is_delete).sum())
+    kept_meta = [kept.column(n) for n in META_FIELDS[:4]] + [pa.array([new.name] * len(kept), pa.string())]
+    parts = [_with_meta(ctx, kept_meta, kept.drop_columns(list(META_FIELDS)))]
+    updates = batch.take(winners)
+    offset = 0
+    if len(updates):
+        parts.append(_with_meta(ctx, _meta_columns(ctx, task, updates.keys, old.partition, new.name), updates.data))
+        offset = len(updates)
+    if inserts is not None and len(inserts):
+        meta = _meta_columns(ctx, task, inserts.keys, old.partition, new.name)
+        meta[1] = pc.binary_join_element_wise(
+            f"{ctx.instant}_{task}_", pa.array(np.arange(offset, offset + len(inserts))).cast(pa.string()), "")
+        parts.append(_with_meta(ctx, meta, inserts.data))
+    table = pa.concat_tables(parts)
+    size = _write(ctx, new, table, MERGE)
+    return WriteStat(old.file_id, old.partition, new.path, old.instant, num_writes=len(table),
+                     num_deletes=deleted, num_update_writes=len(updates),
+                     num_inserts=0 if inserts is None else len(inserts), total_write_bytes=size,
+                     file_size=size, upsert_ms=int((time.monotonic() - start) * 1000))

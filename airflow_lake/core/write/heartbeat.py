@@ -1,0 +1,55 @@
+"""Writer heartbeats: `.hoodie/.heartbeat/<instant>`, refreshed while a write runs.
+
+A pending instant whose heartbeat is older than interval * tolerable misses (or absent) is
+a failed write that may be rolled back (Hudi's LAZY failed-writes policy).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from ..storage import Storage
+
+FOLDER = ".hoodie/.heartbeat"
+
+
+class Heartbeat:
+    """Refreshes the heartbeat file of one instant from a daemon thread until stopped."""
+
+    def __init__(self, storage: Storage, instant: str, interval_ms: int):
+        self.storage = storage
+        self.path = f"{FOLDER}/{instant}"
+        self.interval = interval_ms / 1000
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> Heartbeat:
+        self.beat()
+        self._thread = threading.Thread(target=self._run, name=f"heartbeat-{self.path}", daemon=True)
+        self._thread.start()
+        return self
+
+    def beat(self) -> None:
+        self.storage.write(self.path, str(int(time.time() * 1000)).encode())
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                self.beat()
+            except OSError:
+                pass
+
+    def stop(self, *, delete: bool = True) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        if delete:
+            self.storage.delete(self.path)
+
+
+def is_expired(storage: Storage, instant: str, interval_ms: int, tolerable_misses: int) -> bool:
+    status = storage.status(f"{FOLDER}/{instant}")
+    if status is None:
+        return True
+    return time.time() * 1000 - status.mtime_ms > interval_ms * tolerable_misses

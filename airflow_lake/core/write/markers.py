@@ -1,0 +1,42 @@
+"""Direct write markers (spec §5.6): `.hoodie/.temp/<instant>/<partition>/<file>.marker.<IO>`."""
+
+from __future__ import annotations
+
+from ..storage import Storage
+
+TEMP = ".hoodie/.temp"
+CREATE = "CREATE"
+MERGE = "MERGE"
+APPEND = "APPEND"
+
+
+def marker_dir(instant: str) -> str:
+    return f"{TEMP}/{instant}"
+
+
+def create_marker(storage: Storage, instant: str, data_file_path: str, io_type: str) -> None:
+    """Record (before writing it) that this instant may create `data_file_path`."""
+    storage.create(f"{marker_dir(instant)}/{data_file_path}.marker.{io_type}")
+
+
+def read_markers(storage: Storage, instant: str) -> list[str]:
+    """Data-file paths (relative to the base path) named by the instant's markers.
+
+    Direct markers are listed; timeline-server `MARKERS<n>` files are read as well.
+    """
+    root = marker_dir(instant)
+    paths: set[str] = set()
+    for f in storage.list(root, recursive=True):
+        rel = f.path[len(root) + 1 :]
+        if ".marker." in f.name:
+            paths.add(rel[: rel.rindex(".marker.")])
+        elif f.name.startswith("MARKERS") and f.name != "MARKERS.type":
+            for line in storage.read(f.path).decode().splitlines():
+                line = line.strip()
+                if ".marker." in line:
+                    paths.add(line[: line.rindex(".marker.")])
+    return sorted(paths)
+
+
+def delete_markers(storage: Storage, instant: str) -> None:
+    storage.delete_dir(marker_dir(instant))

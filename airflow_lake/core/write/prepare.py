@@ -1,0 +1,121 @@
+"""Validate and shape an incoming batch before anything touches the table.
+
+Bad input (missing or null keys, missing precombine or partition fields, schema clashes)
+fails here, so the table stays unchanged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..errors import InvalidOptionError, MissingFieldError, SchemaError
+from ..keys import KeyGenerator
+from ..schema import IS_DELETED, META_FIELDS, conform, evolve, from_avro
+
+OPERATIONS = ("insert", "upsert", "bulk_insert", "delete", "insert_overwrite", "insert_overwrite_table")
+
+
+def to_arrow(data, where: str) -> pa.Table:
+    """A `pyarrow.Table` from a table, batch, reader, or anything Arrow can read as a stream."""
+    if isinstance(data, pa.Table):
+        return data
+    if isinstance(data, pa.RecordBatch):
+        return pa.Table.from_batches([data])
+    if isinstance(data, pa.RecordBatchReader):
+        return data.read_all()
+    if hasattr(data, "__arrow_c_stream__"):
+        return pa.RecordBatchReader.from_stream(data).read_all()
+    if isinstance(data, (list, tuple)) and all(isinstance(b, pa.RecordBatch) for b in data) and data:
+        return pa.Table.from_batches(list(data))
+    raise InvalidOptionError(f"{where}: cannot read {type(data).__name__} as Arrow data")
+
+
+@dataclass
+class Batch:
+    """An incoming batch, deduplicated, conformed to the table schema, with keys and paths."""
+
+    data: pa.Table  # user columns in table-schema order (no meta columns)
+    keys: pa.Array
+    partitions: pa.Array
+    is_delete: np.ndarray  # bool per row: delete this key
+    ordering: pa.Array | None  # precombine values, or None
+    avro_schema: dict  # table schema after this write (without meta fields)
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def take(self, rows: np.ndarray) -> Batch:
+        idx = pa.array(rows, pa.int64())
+        return Batch(self.data.take(idx), self.keys.take(idx), self.partitions.take(idx),
+                     self.is_delete[rows], None if self.ordering is None else self.ordering.take(idx),
+                     self.avro_schema)
+
+
+def prepare(data: pa.Table, operation: str, *, keygen: KeyGenerator, precombine: str | None,
+            table_avro: dict | None, table_name: str, where: str, combine: bool, is_global: bool) -> Batch:
+    """Check, key, dedupe and conform one batch for `operation`."""
+    if operation not in OPERATIONS:
+        raise InvalidOptionError(f"{where}: unknown operation {operation!r}; one of {', '.join(OPERATIONS)}")
+    data = data.drop_columns([c for c in data.column_names if c in META_FIELDS])
+    if len(set(data.column_names)) != len(data.column_names):
+        raise SchemaError(f"{where}: duplicate column names in {data.column_names}")
+    is_delete_op = operation == "delete"
+    keygen.check_fields(data, partition=not (is_delete_op and is_global))
+    if precombine and not is_delete_op and precombine not in data.column_names:
+        raise MissingFieldError(f"{where}: the data has no precombine field {precombine!r}; "
+                                f"columns: {data.column_names}")
+    keys = keygen.record_keys(data)
+    if is_delete_op and is_global and any(f not in data.column_names for f in keygen.partition_fields):
+        partitions = pa.array([""] * len(data), pa.string())
+    else:
+        partitions = keygen.partition_paths(data)
+
+    if is_delete_op:
+        avro = table_avro
+        if avro is None:
+            avro = evolve(None, data.schema, table_name, where)
+        is_delete = np.ones(len(data), dtype=bool)
+    else:
+        avro = evolve(table_avro, data.schema, table_name, where)
+        is_delete = np.zeros(len(data), dtype=bool)
+        if IS_DELETED in data.column_names:
+            flag = data.column(IS_DELETED)
+            if not pa.types.is_boolean(flag.type):
+                raise SchemaError(f"{where}: column {IS_DELETED!r} must be boolean, not {flag.type}")
+            is_delete = pc.fill_null(flag, False).to_numpy(zero_copy_only=False).astype(bool)
+
+    schema = from_avro(avro)
+    if not is_delete_op:
+        data = conform(data, schema)
+    ordering = None  # a delete by key carries no ordering value: it always wins
+    if precombine and not is_delete_op:
+        ordering = data.column(precombine).combine_chunks()
+
+    batch = Batch(data, keys, partitions, is_delete, ordering, avro)
+    if combine and len(batch) > 1:
+        batch = batch.take(dedupe_rows(batch, by_partition=not is_global))
+    return batch
+
+
+def dedupe_rows(batch: Batch, *, by_partition: bool) -> np.ndarray:
+    """Rows that survive precombine: per key, the largest ordering value; ties: the last row."""
+    n = len(batch)
+    key = pc.binary_join_element_wise(batch.partitions, batch.keys, "\x00") if by_partition else batch.keys
+    cols = {"k": key, "i": pa.array(np.arange(n, dtype=np.int64))}
+    sort = [("k", "ascending")]
+    if batch.ordering is not None:
+        cols["o"] = batch.ordering
+        sort.append(("o", "ascending", "at_start"))  # a null ordering value is the smallest
+    sort.append(("i", "ascending"))
+    t = pa.table(cols)
+    order = pc.sort_indices(t, sort_keys=sort).to_numpy()
+    sorted_keys = t.column("k").take(pa.array(order)).combine_chunks()
+    if n == 0:
+        return order
+    last = np.ones(n, dtype=bool)
+    last[:-1] = pc.not_equal(sorted_keys[:-1], sorted_keys[1:]).to_numpy(zero_copy_only=False)
+    return np.sort(order[last])

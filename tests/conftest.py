@@ -1,0 +1,71 @@
+"""Shared fixtures: table paths, the Apache-Hudi-written fixture tables, and hudi-rs reads."""
+
+from __future__ import annotations
+
+import shutil
+import zipfile
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURES = REPO.parent / "shared" / "fixtures" / "hudi-tables"
+
+
+def fixture_zip(relative: str) -> Path:
+    path = FIXTURES / relative
+    if not path.exists():
+        raise FileNotFoundError(f"fixture {path} is missing: shared/ must sit beside the repository")
+    return path
+
+
+@pytest.fixture
+def unzip_fixture(tmp_path):
+    """Unpack a fixture archive (e.g. 'sample_table/cow/v6_nonpartitioned.zip') into tmp_path."""
+
+    def unzip(relative: str) -> Path:
+        target = tmp_path / relative.replace("/", "_").removesuffix(".zip")
+        with zipfile.ZipFile(fixture_zip(relative)) as z:
+            members = [m for m in z.namelist() if not m.startswith("__MACOSX")]
+            z.extractall(target, members)
+        roots = [p for p in target.iterdir() if p.is_dir()]
+        assert len(roots) == 1, roots
+        return roots[0]
+
+    return unzip
+
+
+@pytest.fixture
+def table_path(tmp_path) -> str:
+    return str(tmp_path / "table")
+
+
+def hudi_read(path: str, **options: str) -> pa.Table:
+    """Read a table with hudi-rs (PyPI `hudi`), the independent judge."""
+    from hudi import HudiReadOptions, HudiTableBuilder
+
+    table = HudiTableBuilder.from_base_uri(str(Path(path).resolve())).build()
+    read_options = HudiReadOptions()
+    for key, value in options.items():
+        read_options = read_options.with_hudi_option(key, value)
+    batches = table.read(read_options)
+    if isinstance(batches, pa.Table):
+        return batches
+    if not batches:
+        return pa.table({})
+    return pa.Table.from_batches(batches)
+
+
+def rows(table: pa.Table, columns: list[str], key: str | list[str] | None = None) -> list[tuple]:
+    """Rows as sorted tuples of `columns` (order-insensitive comparison)."""
+    if table.num_rows == 0:
+        return []
+    data = table.select(columns).to_pylist()
+    out = [tuple(r[c] for c in columns) for r in data]
+    return sorted(out, key=lambda r: tuple((v is None, str(v)) for v in r))
+
+
+def copy_tree(src: Path, dst: Path) -> Path:
+    shutil.copytree(src, dst)
+    return dst
