@@ -197,7 +197,7 @@ class WriteOptions:
     BLOOM_DYNAMIC_MAX_ENTRIES = Option("hoodie.bloom.index.filter.dynamic.max.entries", 100000, int)
     HEARTBEAT_INTERVAL_MS = Option("hoodie.client.heartbeat.interval_in_ms", 60000, int)
     HEARTBEAT_TOLERABLE_MISSES = Option("hoodie.client.heartbeat.tolerable.misses", 2, int)
-    LOCK_EXPIRE_MINUTES = Option("hoodie.write.lock.filesystem.expire", 1, int)
+    LOCK_EXPIRE_MINUTES = Option("hoodie.write.lock.filesystem.expire", 1.0, float)
     LOCK_WAIT_MS = Option("hoodie.write.lock.wait_time_ms", 60000, int)
     PARALLELISM = Option("airflow_lake.parallelism", 0, int)
     DROP_METADATA_TABLE = Option("airflow_lake.metadata.table.drop", True, bool)

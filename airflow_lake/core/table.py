@@ -171,7 +171,7 @@ class Table:
 
     # -- used by the write client and services ---------------------------------------------
     def lock(self) -> FileSystemLock:
-        return FileSystemLock(self.storage, expire_ms=self.option(WriteOptions.LOCK_EXPIRE_MINUTES) * 60_000,
+        return FileSystemLock(self.storage, expire_ms=int(self.option(WriteOptions.LOCK_EXPIRE_MINUTES) * 60_000),
                               wait_ms=self.option(WriteOptions.LOCK_WAIT_MS))
 
     def new_instant_time(self, timeline: ActiveTimeline | None = None) -> str:

@@ -117,6 +117,7 @@ class WriteClient:
             for target in failed:
                 rollback.rollback_pending(self.storage, timeline, target, self.table.new_instant_time())
             timeline = self.table.timeline
+            _remove_stale_markers(self.storage, timeline)
             time_ = self.table.new_instant_time(timeline)
             requested = Instant(time_, action, State.REQUESTED)
             timeline.create(requested, requested_replace_bytes() if action == REPLACE_COMMIT else b"")
@@ -301,6 +302,14 @@ class WriteClient:
             if s.get("path"):
                 result.files.append(s["path"])
         return result
+
+
+def _remove_stale_markers(storage, timeline) -> None:
+    """Marker folders of instants that completed (a crash after the commit) or are gone."""
+    pending = {i.time for i in timeline.pending()}
+    for folder in storage.list_dirs(".hoodie/.temp"):
+        if folder.rsplit("/", 1)[-1] not in pending:
+            storage.delete_dir(folder)
 
 
 def _add_stats(result: WriteResult, stats: list[WriteStat]) -> None:

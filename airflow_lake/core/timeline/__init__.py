@@ -1,0 +1,1 @@
+"""Timeline: instants, the active timeline, payload (de)serialisers."""

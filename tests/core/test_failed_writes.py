@@ -1,0 +1,192 @@
+"""A write that dies at any point is invisible, and the next write rolls it back.
+
+Deterministic crash points come from a storage wrapper that fails on the N-th write; a
+real SIGKILL of a writing subprocess covers the rest.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pyarrow as pa
+import pytest
+
+from airflow_lake.core import Table
+from airflow_lake.core.storage import Storage
+from airflow_lake.core.timeline.instant import ROLLBACK
+from airflow_lake.core.timeline.metadata import read_avro
+from tests.conftest import hudi_read, rows
+
+FAST = {"hoodie.client.heartbeat.interval_in_ms": 50, "hoodie.write.lock.filesystem.expire": 0.005}
+COLS = ["id", "ts", "part", "v"]
+
+
+class Crash(BaseException):
+    """Stands for the process dying: not an Exception, so nothing handles it."""
+
+
+class CrashingStorage(Storage):
+    def __init__(self, uri: str, crash_at: int):
+        super().__init__(uri)
+        self.crash_at = crash_at
+        self.count = 0
+
+    def _tick(self):
+        self.count += 1
+        if self.count == self.crash_at:
+            raise Crash(f"crash at write {self.count}")
+
+    def write(self, path, data):
+        self._tick()
+        super().write(path, data)
+
+    def create(self, path, data=b""):
+        self._tick()
+        return super().create(path, data)
+
+
+def base_table(path: str) -> Table:
+    t = Table.create(path, name="t", record_key="id", precombine_field="ts", partition_fields="part", options=FAST)
+    t.write(pa.table({"id": ["a", "b", "c"], "ts": [1, 1, 1], "part": ["x", "y", "x"], "v": [1.0, 2.0, 3.0]}),
+            operation="insert")
+    return t
+
+
+BEFORE = [("a", 1, "x", 1.0), ("b", 1, "y", 2.0), ("c", 1, "x", 3.0)]
+UPSERT = pa.table({"id": ["a", "d", "e"], "ts": [2, 2, 2], "part": ["x", "y", "z"], "v": [10.0, 4.0, 5.0]})
+AFTER_UPSERT = [("a", 2, "x", 10.0), ("b", 1, "y", 2.0), ("c", 1, "x", 3.0), ("d", 2, "y", 4.0), ("e", 2, "z", 5.0)]
+NEXT = pa.table({"id": ["b"], "ts": [5], "part": ["y"], "v": [20.0]})
+
+
+def count_writes(tmp_path, operation: str, data: pa.Table) -> int:
+    path = str(tmp_path / "count")
+    base_table(path)
+    counting = CrashingStorage(path, crash_at=-1)
+    t = Table.open(path, options=FAST)
+    t.storage = counting
+    t.write(data, operation=operation)
+    return counting.count
+
+
+@pytest.mark.parametrize("operation", ["upsert", "insert_overwrite"])
+def test_crash_at_every_write_is_invisible_and_repaired(tmp_path, operation):
+    total = count_writes(tmp_path, operation, UPSERT)
+    assert total >= 8
+    for n in range(1, total + 1):
+        path = str(tmp_path / f"{operation}-{n}")
+        base_table(path)
+        t = Table.open(path, options=FAST)
+        t.storage = CrashingStorage(path, crash_at=n)
+        crashed = False
+        try:
+            t.write(UPSERT, operation=operation)
+        except Crash:
+            crashed = True
+        t = Table.open(path, options=FAST)
+        if crashed:
+            # nothing of the dead write is visible, to us or to hudi-rs
+            assert rows(t.read(), COLS) == BEFORE, f"crash at write {n}"
+            assert rows(hudi_read(path), COLS) == BEFORE, f"crash at write {n}"
+        time.sleep(0.15)  # the dead writer's heartbeat expires
+        t.write(NEXT, operation="upsert")
+        expected = dict((r[0], r) for r in (BEFORE if crashed else _after(operation)))
+        expected["b"] = ("b", 5, "y", 20.0)
+        expected = sorted(expected.values())
+        assert rows(t.read(), COLS) == expected, f"crash at write {n}"
+        assert rows(hudi_read(path), COLS) == expected, f"crash at write {n}"
+        timeline = t.timeline
+        assert not timeline.pending().instants, f"crash at write {n}: {timeline}"
+        if crashed and timeline.actions(ROLLBACK).instants:
+            rb = timeline.actions(ROLLBACK).instants[-1]
+            meta = read_avro(timeline.read_details(rb))
+            assert meta["commitsRollback"], meta
+        # no data file of a rolled-back instant remains
+        committed = set(timeline.commits().completed().times)
+        for root, _, files in os.walk(path):
+            if ".hoodie" in root:
+                continue
+            for f in files:
+                if f.endswith(".parquet"):
+                    assert f.rsplit("_", 1)[1].split(".")[0] in committed, f
+
+
+def _after(operation: str) -> list[tuple]:
+    if operation == "upsert":
+        return AFTER_UPSERT
+    # insert_overwrite replaced partitions x, y, z with the batch
+    return [("a", 2, "x", 10.0), ("d", 2, "y", 4.0), ("e", 2, "z", 5.0)]
+
+
+def test_pending_write_with_live_heartbeat_is_left_alone(table_path):
+    t = base_table(table_path)
+    t.storage = CrashingStorage(table_path, crash_at=4)  # dies after requested + heartbeat
+    with pytest.raises(Crash):
+        t.write(UPSERT)
+    slow = Table.open(table_path, options={"hoodie.client.heartbeat.interval_in_ms": 60_000})
+    # the heartbeat file was removed by the dying writer; recreate a live one
+    pending = slow.timeline.pending().instants
+    assert len(pending) == 1
+    slow.storage.write(f".hoodie/.heartbeat/{pending[0].time}", b"1")
+    slow.write(NEXT)
+    assert [i.time for i in slow.timeline.pending()] == [pending[0].time]
+    assert not slow.timeline.actions(ROLLBACK).instants
+
+
+def test_interrupted_rollback_is_finished(table_path):
+    t = base_table(table_path)
+    t.storage = CrashingStorage(table_path, crash_at=6)
+    with pytest.raises(Crash):
+        t.write(UPSERT)
+    time.sleep(0.15)
+    # the rollback itself dies after writing its plan
+    t = Table.open(table_path, options=FAST)
+    t.storage = CrashingStorage(table_path, crash_at=3)
+    with pytest.raises(Crash):
+        t.write(NEXT)
+    t = Table.open(table_path, options=FAST)
+    assert t.timeline.actions(ROLLBACK).pending().instants
+    t.write(NEXT)
+    assert not t.timeline.pending().instants
+    expected = sorted([r for r in BEFORE if r[0] != "b"] + [("b", 5, "y", 20.0)])
+    assert rows(t.read(), COLS) == expected
+    assert rows(hudi_read(table_path), COLS) == expected
+
+
+KILLED_WRITER = textwrap.dedent("""
+    import sys, pyarrow as pa
+    from airflow_lake.core import Table
+    t = Table.open(sys.argv[1], options={"hoodie.client.heartbeat.interval_in_ms": 50,
+                                          "hoodie.parquet.max.file.size": 200_000})
+    n = 200_000
+    for i in range(50):
+        t.write(pa.table({"id": [f"k{j}" for j in range(i * n, (i + 1) * n)], "ts": [i] * n,
+                          "part": [f"p{j % 7}" for j in range(n)], "v": [float(i)] * n}), operation="insert")
+        print(i, flush=True)
+""")
+
+
+@pytest.mark.parametrize("delay", [0.4, 1.1, 1.9])
+def test_sigkill_mid_write(table_path, delay):
+    base_table(table_path)
+    proc = subprocess.Popen([sys.executable, "-c", KILLED_WRITER, table_path], stdout=subprocess.PIPE,
+                            text=True, cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+    time.sleep(delay)
+    proc.send_signal(signal.SIGKILL)
+    out, _ = proc.communicate()
+    done = len(out.split())
+    t = Table.open(table_path, options=FAST)
+    committed = len(t.timeline.commits().completed()) - 1
+    assert committed in (done, done + 1)  # the last commit may land before its print
+    ours = t.read(columns=["id"]).num_rows
+    assert ours == 3 + committed * 200_000
+    assert hudi_read(table_path).num_rows == ours
+    time.sleep(0.3)
+    t.write(NEXT)
+    assert not t.timeline.pending().instants
+    assert t.read(columns=["id"]).num_rows == ours
+    assert hudi_read(table_path).num_rows == ours
