@@ -4,7 +4,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml .ci/uv-excludes.txt | cksum | cut -d' ' -f1)
 PYTEST_ARGS ?=
 
-.PHONY: venv test demo lint clean
+.PHONY: venv test demo lint clean bench
 
 venv: $(STAMP)
 
@@ -28,3 +28,6 @@ lint: venv
 
 clean:
 	rm -rf $(VENV) .pytest_cache
+
+bench: venv
+	$(PY) -m bench.cow

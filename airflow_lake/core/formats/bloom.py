@@ -54,7 +54,7 @@ def _positions_fixed_length(starts, data, length, num_hashes, bit_size) -> np.nd
     nwords = length // 4
     words = np.ascontiguousarray(matrix[:, : nwords * 4]).view("<u4").astype(np.uint32)
     with np.errstate(over="ignore"):
-        k = words * _M
+        k = np.ascontiguousarray((words * _M).T)  # [word, key]: contiguous per word
         k ^= k >> np.uint32(24)
         k *= _M
         tail = length % 4
@@ -67,22 +67,24 @@ def _positions_fixed_length(starts, data, length, num_hashes, bit_size) -> np.nd
         if tail >= 1:
             tailx ^= signed[:, length - 1].astype(np.uint32)
         out = np.empty((num_hashes, n), np.int64)
-        seed = np.zeros(n, np.uint32)
+        h = np.zeros(n, np.uint32)
+        tmp = np.empty(n, np.uint32)
         length_u = np.uint32(length)
         for i in range(num_hashes):
-            h = seed ^ length_u
+            h ^= length_u  # h holds the previous hash: the seed
             for w in range(nwords):
                 h *= _M
-                h ^= k[:, w]
+                h ^= k[w]
             if tail:
                 h ^= tailx
                 h *= _M
-            h ^= h >> np.uint32(13)
+            np.right_shift(h, 13, out=tmp)
+            h ^= tmp
             h *= _M
-            h ^= h >> np.uint32(15)
-            seed = h
-            out[i] = np.abs(np.fmod(h.view(np.int32).astype(np.int64), bit_size))
-    return out
+            np.right_shift(h, 15, out=tmp)
+            h ^= tmp
+            np.fmod(h.view(np.int32), bit_size, out=out[i])
+    return np.abs(out, out=out)
 
 
 @dataclass
@@ -104,10 +106,12 @@ class BloomFilter:
             row_of, nrows, current = np.zeros(n, np.int64), 1, n
         else:
             row_of, nrows, current = dynamic_rows(n, num_entries, max_entries)
-        bits = np.zeros((nrows, bit_size), dtype=bool)
+        bits = np.zeros(nrows * bit_size, dtype=bool)
         for idx, positions in hash_positions(keys, num_hashes, bit_size):
-            bits[np.broadcast_to(row_of[idx], positions.shape), positions] = True
-        return BloomFilter(bit_size, num_hashes, bits, kind, num_entries, current)
+            if nrows > 1:
+                positions += (row_of[idx] * bit_size)[None, :]
+            bits[positions.ravel()] = True
+        return BloomFilter(bit_size, num_hashes, bits.reshape(nrows, bit_size), kind, num_entries, current)
 
     def might_contain(self, keys) -> np.ndarray:
         """bool per key: possibly present (any row matches all its positions)."""
