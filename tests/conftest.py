@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import zipfile
 from pathlib import Path
@@ -10,7 +11,8 @@ import pyarrow as pa
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-FIXTURES = REPO.parent / "shared" / "fixtures" / "hudi-tables"
+
+FIXTURES = Path(os.environ.get("AIRFLOW_LAKE_FIXTURES", REPO.parent / "shared" / "fixtures" / "hudi-tables"))
 
 
 def fixture_zip(relative: str) -> Path:
