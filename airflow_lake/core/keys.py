@@ -81,7 +81,7 @@ class KeyGenerator:
     def partition_paths(self, data: pa.Table) -> pa.Array:
         """The relative partition path of every row ("" when non-partitioned)."""
         if not self.partition_fields or self.keygen_class.endswith("NonpartitionedKeyGenerator"):
-            return pa.array([""] * len(data), pa.string()) if len(data) else pa.array([], pa.string())
+            return pa.repeat(pa.scalar("", pa.string()), len(data))
         self.check_fields(data)
         parts = []
         for field in self.partition_fields:

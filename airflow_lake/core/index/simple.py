@@ -24,10 +24,10 @@ class Tags:
     file_index: np.ndarray
     files: list[BaseFile]
 
-    def partitions(self) -> np.ndarray:
+    def partitions(self) -> pa.Array:
         """Partition path of each tagged record's current location ("" for untagged)."""
-        names = np.array([f.partition for f in self.files] + [""], dtype=object)
-        return names[self.file_index]
+        names = pa.array([f.partition for f in self.files] + [""], pa.string())
+        return names.take(pa.array(np.where(self.file_index < 0, len(self.files), self.file_index)))
 
 
 def read_keys(storage: Storage, base: BaseFile, keygen: KeyGenerator, populate_meta: bool) -> pa.Array:
@@ -53,8 +53,7 @@ def tag(storage: Storage, files: list[BaseFile], keys: pa.Array, partitions: pa.
     if is_global:
         probe, values = keys, existing
     else:
-        part_of = pa.array(np.repeat(np.array([f.partition for f in files], dtype=object),
-                                     [len(k) for k in found]), pa.string())
+        part_of = pa.array([f.partition for f in files], pa.string()).take(pa.array(owner))
         probe = pc.binary_join_element_wise(partitions, keys, _SEP)
         values = pc.binary_join_element_wise(part_of, existing, _SEP)
     pos = pc.index_in(probe, value_set=values)

@@ -215,9 +215,8 @@ class WriteClient:
         if not is_global:
             return batch, tags
         located = tags.file_index >= 0
-        current = tags.partitions()
-        incoming = np.array(batch.partitions.to_pylist(), dtype=object)
-        moved = located & (current != incoming) & ~batch.is_delete
+        differs = pc.not_equal(tags.partitions(), batch.partitions).to_numpy(zero_copy_only=False)
+        moved = located & differs & ~batch.is_delete
         if not moved.any():
             return batch, tags
         index_type = self.opt(WriteOptions.INDEX_TYPE).upper()
@@ -348,7 +347,7 @@ def _group_ids(groups) -> dict[str, list[str]]:
 
 def _concat_batches(a: Batch, b: Batch) -> Batch:
     return Batch(pa.concat_tables([a.data, b.data]), pa.concat_arrays([a.keys, b.keys]),
-                 pa.concat_arrays([a.partitions, pa.array(["\x00"] * len(b), pa.string())]),
+                 pa.concat_arrays([a.partitions, pa.repeat(pa.scalar("\x00", pa.string()), len(b))]),
                  np.concatenate([a.is_delete, b.is_delete]),
                  None if a.ordering is None else pa.concat_arrays([a.ordering, pa.nulls(len(b), a.ordering.type)]),
                  a.avro_schema)

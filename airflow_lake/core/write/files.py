@@ -39,15 +39,19 @@ def _meta_columns(ctx: WriteContext, task: int, keys: pa.Array, partition: str, 
     counter = pa.array(np.arange(n, dtype=np.int64)).cast(pa.string())
     if not ctx.populate_meta:
         null = pa.nulls(n, pa.string())
-        return [null, null, null, null, pa.array([file_name] * n, pa.string())]
+        return [null, null, null, null, _const(file_name, n)]
     seqno = pc.binary_join_element_wise(f"{ctx.instant}_{task}_", counter, "")
     return [
-        pa.repeat(ctx.instant, n).cast(pa.string()) if n else pa.array([], pa.string()),
+        _const(ctx.instant, n),
         seqno,
         keys,
-        pa.array([partition] * n, pa.string()),
-        pa.array([file_name] * n, pa.string()),
+        _const(partition, n),
+        _const(file_name, n),
     ]
+
+
+def _const(value: str, n: int) -> pa.Array:
+    return pa.repeat(pa.scalar(value, pa.string()), n)
 
 
 def _with_meta(ctx: WriteContext, meta: list, data: pa.Table) -> pa.Table:
@@ -106,7 +110,7 @@ def merge_file(ctx: WriteContext, task: int, old: BaseFile, batch: Batch, insert
     touched[hit_in] = True
     winners = np.nonzero(touched & incoming_wins & ~batch.is_delete)[0]
     deleted = int((touched & incoming_wins & batch.is_delete).sum())
-    kept_meta = [kept.column(n) for n in META_FIELDS[:4]] + [pa.array([new.name] * len(kept), pa.string())]
+    kept_meta = [kept.column(n) for n in META_FIELDS[:4]] + [_const(new.name, len(kept))]
     parts = [_with_meta(ctx, kept_meta, kept.drop_columns(list(META_FIELDS)))]
     updates = batch.take(winners)
     offset = 0

@@ -70,7 +70,7 @@ def prepare(data: pa.Table, operation: str, *, keygen: KeyGenerator, precombine:
                                 f"columns: {data.column_names}")
     keys = keygen.record_keys(data)
     if is_delete_op and is_global and any(f not in data.column_names for f in keygen.partition_fields):
-        partitions = pa.array([""] * len(data), pa.string())
+        partitions = pa.repeat(pa.scalar("", pa.string()), len(data))
     else:
         partitions = keygen.partition_paths(data)
 
