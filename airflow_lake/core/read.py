@@ -1,5 +1,6 @@
-"""Reads to Arrow: snapshot, time travel (`as_of`) and incremental, with column projection,
-filters and partition pruning. Replaced file groups and uncommitted files are never read."""
+"""Reads to Arrow: snapshot (base + logs merged), read-optimized, time travel (`as_of`) and
+incremental, with column projection, filters and partition pruning. Replaced file groups,
+uncommitted files and blocks of uncommitted or rolled-back instants are never read."""
 
 from __future__ import annotations
 
@@ -7,14 +8,19 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from .config import DEFAULT_PAYLOAD
 from .engine import Engine
 from .errors import InvalidOptionError, LakeError
+from .formats.log import CommandBlock, DataBlock, DeleteBlock, read_log_file
 from .formats.parquet import read_base_file
 from .keys import parse_partition_path
-from .model import BaseFile
-from .schema import META_FIELDS, META_SCHEMA, conform
+from .merge import KEY, MergeSpec, merge_slice
+from .model import FileGroup, LogFile
+from .schema import IS_DELETED, META_FIELDS, META_SCHEMA, conform
 from .timeline.instant import check_instant_time
 from .view import FileSystemView
+
+QUERY_TYPES = ("snapshot", "read_optimized")
 
 
 class Reader:
@@ -27,12 +33,16 @@ class Reader:
         schema = self.table.schema()
         return pa.schema(list(META_SCHEMA) + [f for f in schema if f.name not in META_FIELDS])
 
-    def snapshot(self, *, as_of: str | None, columns: list[str] | None, filters) -> pa.Table:
+    def snapshot(self, *, as_of: str | None, columns: list[str] | None, filters,
+                 query_type: str = "snapshot") -> pa.Table:
+        if query_type not in QUERY_TYPES:
+            raise InvalidOptionError(f"table {self.storage.uri}: unknown query_type {query_type!r}; "
+                                     f"one of {QUERY_TYPES}")
         if as_of is not None:
             check_instant_time(as_of)
         view = FileSystemView(self.storage, self.table.timeline, as_of)
-        files = self._prune(view.latest_base_files(), filters)
-        return self._read_files(files, columns, filters)
+        groups = self._prune(view, view.file_groups(), filters)
+        return self._read_groups(view, groups, columns, filters, query_type == "read_optimized")
 
     def incremental(self, start: str, end: str | None, *, columns=None, filters=None,
                     holes: str = "FAIL") -> pa.Table:
@@ -44,7 +54,8 @@ class Reader:
         if end is None:
             end = completed.last.time if completed.last else start
         check_instant_time(end)
-        pending = [i for i in commits.pending() if start < i.time <= end]
+        pending = [i for i in timeline.writes().pending()
+                   if start < i.time <= end and i.action != "compaction"]
         if pending:
             policy = holes.upper()
             if policy == "FAIL":
@@ -55,22 +66,21 @@ class Reader:
                 end = min(end, earlier[-1]) if earlier else start
             else:
                 raise InvalidOptionError(f"unknown holes resolution policy {holes!r} (FAIL or BLOCK)")
-        in_range = completed.between(start, end)
         touched: set[tuple[str, str]] = set()
-        for instant in in_range:
+        for instant in completed.between(start, end):
             touched |= timeline.commit_metadata(instant).file_ids()
         view = FileSystemView(self.storage, timeline, end)
-        files = [f for f in view.latest_base_files() if (f.partition, f.file_id) in touched]
-        files = self._prune(files, filters)
+        groups = [g for g in view.file_groups() if (g.partition, g.file_id) in touched]
+        groups = self._prune(view, groups, filters)
         need = None if columns is None else list(dict.fromkeys(list(columns) + ["_hoodie_commit_time"]))
-        table = self._read_files(files, need, filters)
+        table = self._read_groups(view, groups, need, filters, False)
         times = table.column("_hoodie_commit_time")
-        keep = pc.and_(pc.greater(times, start), pc.less_equal(times, end))
-        table = table.filter(keep)
+        table = table.filter(pc.and_(pc.greater(times, start), pc.less_equal(times, end)))
         return table.select(list(columns)) if columns is not None else table
 
     # -- internals -------------------------------------------------------------------------
-    def _read_files(self, files: list[BaseFile], columns: list[str] | None, filters) -> pa.Table:
+    def _read_groups(self, view: FileSystemView, groups: list[FileGroup], columns: list[str] | None, filters,
+                     read_optimized: bool) -> pa.Table:
         schema = self.full_schema()
         if columns is not None:
             unknown = [c for c in columns if c not in schema.names]
@@ -78,31 +88,52 @@ class Reader:
                 raise InvalidOptionError(f"table {self.storage.uri}: no column {unknown[0]!r}; "
                                          f"columns: {schema.names}")
         expr = _expression(filters)
-        needed = None
-        if columns is not None:
-            needed = list(dict.fromkeys(list(columns) + sorted(_filter_columns(filters))))
-        out_schema = schema if needed is None else pa.schema([schema.field(c) for c in needed])
+        out_cols = None if columns is None else list(dict.fromkeys(list(columns) + sorted(_filter_columns(filters))))
+        cfg = self.table.config
+        spec = MergeSpec(cfg.precombine_field, cfg.payload_class == DEFAULT_PAYLOAD)
+        merge_cols = [KEY] + ([spec.ordering_field] if spec.ordering_field else []) + [IS_DELETED]
+        if not cfg.populate_meta_fields:
+            merge_cols += [f.split(".")[0] for f in cfg.record_key_fields]
+        visible = _BlockFilter(view)
 
-        def read(f: BaseFile) -> pa.Table:
-            t = conform(read_base_file(self.storage, f.path, needed), out_schema)
+        def read(group: FileGroup) -> pa.Table:
+            base, logs = view.read_slice(group)
+            if read_optimized:
+                logs = []
+            blocks = visible.blocks(self.storage, logs) if logs else []
+            if not blocks:
+                if base is None:
+                    return None
+                cols = out_cols
+                t = conform(read_base_file(self.storage, base.path, cols), _select(schema, cols))
+            else:
+                cols = None if out_cols is None else list(dict.fromkeys(out_cols + merge_cols))
+                work = _select(schema, [c for c in cols if c in schema.names] if cols else None)
+                t = conform(read_base_file(self.storage, base.path, cols), work) if base else work.empty_table()
+                if not cfg.populate_meta_fields and t.num_rows:
+                    t = t.set_column(t.schema.get_field_index(KEY), KEY, self.table.keygen.record_keys(t))
+                t = merge_slice(t, blocks, work, spec, cols)
+                if out_cols is not None:
+                    t = t.select(out_cols)
             return t.filter(expr) if expr is not None else t
 
-        parts = self.engine.map(read, files)
+        parts = [p for p in self.engine.map(read, groups) if p is not None]
+        out_schema = _select(schema, out_cols)
         table = pa.concat_tables(parts) if parts else out_schema.empty_table()
         return table.select(list(columns)) if columns is not None else table
 
-    def _prune(self, files: list[BaseFile], filters) -> list[BaseFile]:
-        """Drop files whose partition cannot match the filters on partition columns."""
+    def _prune(self, view: FileSystemView, groups: list[FileGroup], filters) -> list[FileGroup]:
+        """Drop groups whose partition cannot match the filters on partition columns."""
         cfg = self.table.config
         fields = cfg.partition_fields
-        if not filters or not fields:
-            return files
+        if not filters or not fields or isinstance(filters, pc.Expression):
+            return groups
         disjuncts = filters if isinstance(filters[0], list) else [filters]
         parts_only = [[c for c in conj if c[0] in fields] for conj in disjuncts]
         if any(not conj for conj in parts_only):
-            return files
+            return groups
         schema = self.table.schema()
-        partitions = sorted({f.partition for f in files})
+        partitions = sorted({g.partition for g in groups})
         try:
             values = {name: [] for name in fields}
             for p in partitions:
@@ -113,9 +144,33 @@ class Reader:
             rows = pa.table({**arrays, "__i": pa.array(range(len(partitions)))})
             kept = set(rows.filter(pq.filters_to_expression(parts_only)).column("__i").to_pylist())
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, KeyError, ValueError, TypeError):
-            return files
+            return groups
         index = {p: i for i, p in enumerate(partitions)}
-        return [f for f in files if index[f.partition] in kept]
+        return [g for g in groups if index[g.partition] in kept]
+
+
+class _BlockFilter:
+    """Which log blocks a query sees: committed, not after the bound, not rolled back."""
+
+    def __init__(self, view: FileSystemView):
+        self.view = view
+
+    def blocks(self, storage, logs: list[LogFile]) -> list[DataBlock | DeleteBlock]:
+        decoded = []
+        rolled_back: set[str] = set()
+        for log in logs:
+            for block in read_log_file(storage.read(log.path)):
+                if isinstance(block, CommandBlock):
+                    if block.is_rollback and block.target:
+                        rolled_back.add(block.target)
+                elif isinstance(block, (DataBlock, DeleteBlock)):
+                    decoded.append(block)
+        return [b for b in decoded
+                if b.instant is not None and b.instant not in rolled_back and self.view.is_visible(b.instant)]
+
+
+def _select(schema: pa.Schema, columns: list[str] | None) -> pa.Schema:
+    return schema if columns is None else pa.schema([schema.field(c) for c in columns])
 
 
 def _expression(filters):
@@ -129,9 +184,11 @@ def _expression(filters):
 
 
 def _filter_columns(filters) -> set[str]:
-    if not filters or isinstance(filters, pc.Expression):
-        if isinstance(filters, pc.Expression):
-            raise InvalidOptionError("pass filters as [(column, op, value), ...] when selecting columns")
+    if not filters:
         return set()
+    if isinstance(filters, pc.Expression):
+        raise InvalidOptionError("pass filters as [(column, op, value), ...] when selecting columns")
     disjuncts = filters if isinstance(filters[0], list) else [filters]
     return {c[0] for conj in disjuncts for c in conj}
+
+

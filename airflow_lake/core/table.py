@@ -160,9 +160,8 @@ class Table:
     def read(self, *, as_of: str | None = None, columns: list[str] | None = None, filters=None,
              query_type: str = "snapshot") -> pa.Table:
         """Snapshot (or as-of) read with the five meta columns; `filters` as pyarrow's DNF."""
-        if query_type not in ("snapshot", "read_optimized"):
-            raise InvalidOptionError(f"table {self.storage.uri}: unknown query_type {query_type!r}")
-        return Reader(self, self.engine).snapshot(as_of=as_of, columns=columns, filters=filters)
+        return Reader(self, self.engine).snapshot(as_of=as_of, columns=columns, filters=filters,
+                                                  query_type=query_type)
 
     def read_incremental(self, start: str, end: str | None = None, *, columns: list[str] | None = None,
                          filters=None, holes: str = "FAIL") -> pa.Table:

@@ -91,6 +91,24 @@ class FileSystemView:
         parts = [partition] if partition is not None else self.partitions
         return [g for p in parts for g in self.groups.get(p, {}).values()]
 
+    def pending_compactions(self) -> set[str]:
+        return {i.time for i in self.timeline.actions("compaction").pending()}
+
+    def read_slice(self, group: FileGroup) -> tuple[BaseFile | None, list[LogFile]]:
+        """What a snapshot reads of a group: the newest visible base file and every log file
+        of that slice and of the newer slices (a pending compaction, or a log-only start).
+
+        Log files whose base instant is after the query bound are left out.
+        """
+        logs: list[LogFile] = []
+        for sl in reversed(group.slices):
+            if self.as_of is not None and sl.base_instant > self.as_of:
+                continue
+            logs = sl.log_files + logs
+            if sl.base_file is not None:
+                return sl.base_file, logs
+        return None, logs
+
     def latest_base_files(self, partitions: list[str] | None = None) -> list[BaseFile]:
         out = []
         for p in partitions if partitions is not None else self.partitions:

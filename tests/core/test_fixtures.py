@@ -53,8 +53,9 @@ def test_filters_prune_partitions(archive, unzip_fixture):
     from airflow_lake.core.read import Reader
     from airflow_lake.core.view import FileSystemView
 
-    files = FileSystemView(table.storage, table.timeline).latest_base_files()
-    assert len(Reader(table, table.engine)._prune(files, [("byteField", "=", 10)])) < len(files)
+    view = FileSystemView(table.storage, table.timeline)
+    groups = view.file_groups()
+    assert len(Reader(table, table.engine)._prune(view, groups, [("byteField", "=", 10)])) < len(groups)
 
 
 def test_empty_tables_read_empty(unzip_fixture):

@@ -1,0 +1,256 @@
+"""Typed log blocks (spec §7.2-7.6): data (parquet or Avro), delete, command, corrupt."""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import io
+import json
+import struct
+from dataclasses import dataclass, field
+from typing import Any
+
+import fastavro
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ...schema import from_avro
+from .framing import BlockType, HeaderKey, RawBlock, encode_block, split_blocks
+
+CONTENT_VERSION = 3
+NS = "org.apache.hudi.avro.model"
+
+
+def _wrapper(name: str, value_type: Any) -> dict:
+    return {"type": "record", "name": name, "namespace": NS, "fields": [{"name": "value", "type": value_type}]}
+
+
+# HoodieMetadata.avsc wrappers, in the union order of HoodieDeleteRecord.orderingVal (spec §4.9).
+WRAPPERS = [
+    _wrapper("BooleanWrapper", "boolean"),
+    _wrapper("IntWrapper", "int"),
+    _wrapper("LongWrapper", "long"),
+    _wrapper("FloatWrapper", "float"),
+    _wrapper("DoubleWrapper", "double"),
+    _wrapper("BytesWrapper", "bytes"),
+    _wrapper("StringWrapper", "string"),
+    _wrapper("DateWrapper", "int"),
+    _wrapper("DecimalWrapper", {"type": "bytes", "logicalType": "decimal", "precision": 30, "scale": 15}),
+    _wrapper("TimeMicrosWrapper", {"type": "long", "logicalType": "time-micros"}),
+    _wrapper("TimestampMicrosWrapper", "long"),
+]
+DELETE_RECORD_LIST = {
+    "type": "record",
+    "name": "HoodieDeleteRecordList",
+    "namespace": NS,
+    "fields": [{
+        "name": "deleteRecordList",
+        "type": {"type": "array", "items": {
+            "type": "record",
+            "name": "HoodieDeleteRecord",
+            "fields": [
+                {"name": "recordKey", "type": ["null", "string"], "default": None},
+                {"name": "partitionPath", "type": ["null", "string"], "default": None},
+                {"name": "orderingVal", "type": ["null", *WRAPPERS], "default": None},
+            ],
+        }},
+    }],
+}
+_DELETE_SCHEMA = fastavro.parse_schema(DELETE_RECORD_LIST)
+
+
+def wrapper_name(arrow_type: pa.DataType | None) -> str | None:
+    """The Java wrapper Hudi uses for ordering values of this Arrow type (None: unsupported)."""
+    t = arrow_type
+    if t is None:
+        return None
+    if pa.types.is_boolean(t):
+        return "BooleanWrapper"
+    if pa.types.is_int64(t) or pa.types.is_uint32(t) or pa.types.is_uint64(t):
+        return "LongWrapper"
+    if pa.types.is_integer(t):
+        return "IntWrapper"
+    if pa.types.is_float32(t):
+        return "FloatWrapper"
+    if pa.types.is_floating(t):
+        return "DoubleWrapper"
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return "StringWrapper"
+    if pa.types.is_binary(t):
+        return "BytesWrapper"
+    if pa.types.is_date(t):
+        return "DateWrapper"
+    if pa.types.is_decimal(t):
+        return "DecimalWrapper"
+    if pa.types.is_timestamp(t):
+        return "TimestampMicrosWrapper"
+    return None
+
+
+def wrap_ordering(value: Any, arrow_type: pa.DataType | None) -> tuple[str, dict]:
+    """The wrapped ordering value of a delete entry; IntWrapper(0) ("natural order") if none."""
+    name = wrapper_name(arrow_type)
+    if value is None or name is None:
+        return (f"{NS}.IntWrapper", {"value": 0})
+    if name in ("IntWrapper", "LongWrapper"):
+        value = int(value)
+    elif name == "DateWrapper":
+        value = (value - dt.date(1970, 1, 1)).days
+    elif name == "DecimalWrapper":
+        value = decimal.Decimal(value).quantize(decimal.Decimal(1).scaleb(-15))
+    elif name == "TimestampMicrosWrapper":
+        epoch = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+        v = value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)
+        value = (v - epoch) // dt.timedelta(microseconds=1)
+    return (f"{NS}.{name}", {"value": value})
+
+
+@dataclass
+class LogBlock:
+    """A block of a log file, with its position, header and instant."""
+
+    offset: int
+    header: dict[int, str] = field(default_factory=dict)
+
+    @property
+    def instant(self) -> str | None:
+        return self.header.get(HeaderKey.INSTANT_TIME)
+
+
+@dataclass
+class DataBlock(LogBlock):
+    """AVRO_DATA or PARQUET_DATA: records with the five meta fields, schema in the header."""
+
+    block_type: BlockType = BlockType.PARQUET_DATA
+    content: bytes = b""
+
+    @property
+    def avro_schema(self) -> dict:
+        return json.loads(self.header[HeaderKey.SCHEMA])
+
+    def records(self, columns: list[str] | None = None) -> pa.Table:
+        """The block's records as Arrow (only `columns` that exist, None: all)."""
+        if self.block_type == BlockType.PARQUET_DATA:
+            pf = pq.ParquetFile(pa.BufferReader(self.content))
+            cols = None if columns is None else [c for c in columns if c in pf.schema_arrow.names]
+            return pf.read(columns=cols)
+        schema = self.avro_schema
+        arrow = from_avro(schema)
+        (version, count) = struct.unpack_from(">ii", self.content, 0)
+        if version not in (1, 2, 3):
+            raise ValueError(f"unknown Avro data block version {version}")
+        parsed = fastavro.parse_schema(schema)
+        pos, rows = 8, []
+        buf = io.BytesIO(self.content)
+        for _ in range(count):
+            (length,) = struct.unpack_from(">i", self.content, pos)
+            buf.seek(pos + 4)
+            rows.append(fastavro.schemaless_reader(buf, parsed, None))
+            pos += 4 + length
+        table = pa.Table.from_pylist(rows, schema=arrow)
+        return table if columns is None else table.select([c for c in columns if c in table.column_names])
+
+
+@dataclass
+class DeleteBlock(LogBlock):
+    """Keys to delete, with partition paths and wrapped ordering values (spec §7.4)."""
+
+    keys: list[str] = field(default_factory=list)
+    partitions: list[str | None] = field(default_factory=list)
+    ordering: list[tuple[str, Any] | None] = field(default_factory=list)  # (wrapper, value)
+
+
+@dataclass
+class CommandBlock(LogBlock):
+    """A ROLLBACK command: blocks of TARGET_INSTANT_TIME are void."""
+
+    @property
+    def target(self) -> str | None:
+        return self.header.get(HeaderKey.TARGET_INSTANT_TIME)
+
+    @property
+    def is_rollback(self) -> bool:
+        return self.header.get(HeaderKey.COMMAND_BLOCK_TYPE, "0") == "0"
+
+
+@dataclass
+class CorruptBlock(LogBlock):
+    reason: str = ""
+    length: int = 0
+
+
+def decode_block(raw: RawBlock) -> LogBlock:
+    if raw.block_type == BlockType.CORRUPT:
+        return CorruptBlock(raw.offset, {}, raw.corrupt_reason, len(raw.content))
+    if raw.block_type in (BlockType.PARQUET_DATA, BlockType.AVRO_DATA):
+        return DataBlock(raw.offset, raw.header, raw.block_type, raw.content)
+    if raw.block_type == BlockType.DELETE:
+        return _decode_delete(raw)
+    if raw.block_type == BlockType.COMMAND:
+        return CommandBlock(raw.offset, raw.header)
+    return CorruptBlock(raw.offset, raw.header, f"unsupported block type {raw.block_type.name}", len(raw.content))
+
+
+def _decode_delete(raw: RawBlock) -> LogBlock:
+    version, length = struct.unpack_from(">ii", raw.content, 0)
+    if version != CONTENT_VERSION:
+        return CorruptBlock(raw.offset, raw.header, f"delete block content version {version} is not supported",
+                            len(raw.content))
+    payload = io.BytesIO(raw.content[8 : 8 + length])
+    record = fastavro.schemaless_reader(payload, _DELETE_SCHEMA, None, return_record_name=True)
+    block = DeleteBlock(raw.offset, raw.header)
+    for entry in record["deleteRecordList"]:
+        block.keys.append(entry["recordKey"])
+        block.partitions.append(entry["partitionPath"])
+        val = entry["orderingVal"]
+        if isinstance(val, tuple):
+            val = (val[0].rsplit(".", 1)[-1], val[1]["value"])
+        block.ordering.append(val)
+    return block
+
+
+def read_log_file(data: bytes) -> list[LogBlock]:
+    """Every block of a log file, corrupt ranges included as `CorruptBlock`s (never fatal)."""
+    return [decode_block(raw) for raw in split_blocks(data)]
+
+
+# -- writing --------------------------------------------------------------------------------
+
+
+def data_block_bytes(instant: str, avro_schema_with_meta: dict, table: pa.Table, *, fmt: str = "parquet",
+                     compression: str = "snappy") -> bytes:
+    header = {HeaderKey.INSTANT_TIME: instant, HeaderKey.SCHEMA: json.dumps(avro_schema_with_meta)}
+    if fmt == "avro":
+        parsed = fastavro.parse_schema(avro_schema_with_meta)
+        parts = [struct.pack(">ii", CONTENT_VERSION, table.num_rows)]
+        buf = io.BytesIO()
+        for row in table.to_pylist():
+            buf.seek(0)
+            buf.truncate()
+            fastavro.schemaless_writer(buf, parsed, row)
+            raw = buf.getvalue()
+            parts.append(struct.pack(">i", len(raw)))
+            parts.append(raw)
+        return encode_block(BlockType.AVRO_DATA, header, b"".join(parts))
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink, compression=compression,
+                   use_dictionary=["_hoodie_commit_time", "_hoodie_partition_path", "_hoodie_file_name"])
+    return encode_block(BlockType.PARQUET_DATA, header, sink.getvalue().to_pybytes())
+
+
+def delete_block_bytes(instant: str, avro_schema_with_meta: dict, keys: list[str], partitions: list[str],
+                       ordering: list[tuple[str, dict]]) -> bytes:
+    records = [{"recordKey": k, "partitionPath": p, "orderingVal": o}
+               for k, p, o in zip(keys, partitions, ordering, strict=True)]
+    buf = io.BytesIO()
+    fastavro.schemaless_writer(buf, _DELETE_SCHEMA, {"deleteRecordList": records})
+    payload = buf.getvalue()
+    content = struct.pack(">ii", CONTENT_VERSION, len(payload)) + payload
+    header = {HeaderKey.INSTANT_TIME: instant, HeaderKey.SCHEMA: json.dumps(avro_schema_with_meta)}
+    return encode_block(BlockType.DELETE, header, content)
+
+
+def command_block_bytes(instant: str, target: str) -> bytes:
+    header = {HeaderKey.INSTANT_TIME: instant, HeaderKey.TARGET_INSTANT_TIME: target,
+              HeaderKey.COMMAND_BLOCK_TYPE: "0"}
+    return encode_block(BlockType.COMMAND, header, b"")

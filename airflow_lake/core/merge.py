@@ -1,0 +1,178 @@
+"""Vectorised record merging of one file slice: base records + log blocks -> one Arrow table.
+
+Semantics (Java's HoodieMergedLogRecordScanner and payloads, spec §7.4 and §13 step 6):
+- between log records of a key, the larger ordering value wins; ties go to the later record;
+- a delete-block entry removes the buffered record unless it carries a non-natural ordering
+  value of the same type that is smaller than the buffered record's; after a delete, a later
+  record always wins (natural order);
+- a surviving delete removes the base record; a surviving record replaces the base record,
+  except under DefaultHoodieRecordPayload when the base record's ordering value is larger;
+- a record with `_hoodie_is_deleted = true` that wins is a delete.
+The fold runs in rounds (one per event rank within a key), each round vectorised over keys.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .formats.log import DataBlock, DeleteBlock
+from .formats.log.blocks import wrapper_name
+from .schema import IS_DELETED, conform
+
+KEY = "_hoodie_record_key"
+_NONE, _DATA, _DEL = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class MergeSpec:
+    """How records of one table merge."""
+
+    ordering_field: str | None
+    base_ordering_wins: bool  # DefaultHoodieRecordPayload
+
+
+def _ordering_array(values: list, arrow_type: pa.DataType) -> pa.Array:
+    if pa.types.is_date32(arrow_type):
+        return pa.array(values, pa.int32()).cast(arrow_type)
+    if pa.types.is_timestamp(arrow_type):
+        return pa.array(values, pa.int64()).cast(pa.timestamp("us", arrow_type.tz)).cast(arrow_type)
+    return pa.array(values, arrow_type)
+
+
+def merge_slice(base: pa.Table | None, blocks: list[DataBlock | DeleteBlock], schema: pa.Schema,
+                spec: MergeSpec, columns: list[str] | None = None) -> pa.Table:
+    """Merge a slice's base records (conformed to `schema`) with its visible log blocks, in order.
+
+    `schema` is the output schema; it must hold `_hoodie_record_key` and, when merging by
+    ordering, the ordering field.
+    """
+    read_cols = None if columns is None else schema.names + [IS_DELETED]
+    data_parts, data_seq = [], []
+    del_keys: list[str] = []
+    del_wrappers: list = []
+    del_seq: list[int] = []
+    for b, block in enumerate(blocks):
+        if isinstance(block, DataBlock):
+            t = conform(block.records(read_cols), _with_flag(schema))
+            data_parts.append(t)
+            data_seq.append(np.full(t.num_rows, b, dtype=np.int64))
+        else:
+            del_keys.extend(block.keys)
+            del_wrappers.extend(block.ordering)
+            del_seq.extend([b] * len(block.keys))
+    if base is None:
+        base = schema.empty_table()
+    if not data_parts and not del_keys:
+        return base
+    flagged = _with_flag(schema)
+    logs = pa.concat_tables(data_parts) if data_parts else flagged.empty_table()
+    n_data, n_del = logs.num_rows, len(del_keys)
+    # events: data rows first, then delete entries; ordered by (block, row) within a key
+    seq = np.concatenate([
+        np.concatenate(data_seq) * (1 << 32) + np.arange(n_data) if n_data else np.zeros(0, np.int64),
+        np.asarray(del_seq, dtype=np.int64) * (1 << 32) + np.arange(n_del),
+    ])
+    event_keys = pa.concat_arrays([logs.column(KEY).combine_chunks().cast(pa.string()),
+                                   pa.array(del_keys, pa.string())])
+    is_del = np.concatenate([np.zeros(n_data, bool), np.ones(n_del, bool)])
+
+    # one rank space for base, data and delete ordering values
+    field = spec.ordering_field
+    has_ordering = field is not None and field in schema.names
+    natural = np.ones(n_del, bool)
+    if has_ordering:
+        otype = schema.field(field).type
+        expected = wrapper_name(otype)
+        del_values = []
+        for i, w in enumerate(del_wrappers):
+            if w is None or (w[0] == "IntWrapper" and w[1] == 0) or w[0] != expected:
+                del_values.append(None)
+            else:
+                natural[i] = False
+                del_values.append(w[1])
+        combined = pa.concat_arrays([
+            base.column(field).combine_chunks().cast(otype),
+            logs.column(field).combine_chunks().cast(otype),
+            _ordering_array(del_values, otype),
+        ])
+        ranks = pc.rank(combined, sort_keys=[("", "ascending", "at_start")], tiebreaker="dense")
+        ranks = ranks.to_numpy().astype(np.int64)
+        base_rank, event_rank = ranks[: base.num_rows], ranks[base.num_rows :]
+    else:
+        base_rank = np.zeros(base.num_rows, np.int64)
+        event_rank = np.zeros(n_data + n_del, np.int64)
+
+    # key codes over the events, then the fold, round by round
+    uniq = pc.unique(event_keys)
+    code = pc.index_in(event_keys, value_set=uniq).to_numpy().astype(np.int64)
+    order = np.lexsort((seq, code))
+    sorted_code = code[order]
+    starts = np.r_[0, np.nonzero(np.diff(sorted_code))[0] + 1]
+    counts = np.diff(np.r_[starts, len(order)])
+    rank_in_group = np.arange(len(order)) - np.repeat(starts, counts)
+    nkeys = len(uniq)
+    kind = np.zeros(nkeys, np.int8)
+    state_rank = np.zeros(nkeys, np.int64)
+    state_event = np.full(nkeys, -1, np.int64)
+    for r in range(int(counts.max()) if len(counts) else 0):
+        sel = rank_in_group == r
+        ev = order[sel]
+        k = sorted_code[sel]
+        d = is_del[ev]
+        # data events
+        dk, de = k[~d], ev[~d]
+        win = (kind[dk] != _DATA) | (event_rank[de] >= state_rank[dk])
+        kind[dk[win]] = _DATA
+        state_rank[dk[win]] = event_rank[de[win]]
+        state_event[dk[win]] = de[win]
+        # delete events
+        xk, xe = k[d], ev[d]
+        nat = natural[xe - n_data]
+        ignore = (kind[xk] == _DATA) & ~nat & (state_rank[xk] > event_rank[xe])
+        apply_k, apply_e = xk[~ignore], xe[~ignore]
+        kind[apply_k] = _DEL
+        state_rank[apply_k] = event_rank[apply_e]
+        state_event[apply_k] = apply_e
+
+    # merge with the base records
+    base_keys = base.column(KEY).combine_chunks().cast(pa.string())
+    pos = pc.index_in(base_keys, value_set=uniq).fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+    has_event = pos >= 0
+    pk = pos[has_event]
+    keep_base = np.ones(base.num_rows, bool)
+    take_event = kind == _DATA  # per key: the log record survives
+    deleted_flag = _deleted_flags(logs)
+    ev_of_key = state_event
+    base_idx = np.nonzero(has_event)[0]
+    key_kind = kind[pk]
+    keep_base[base_idx[key_kind == _DEL]] = False
+    data_hit = key_kind == _DATA
+    if data_hit.any():
+        bi, kk = base_idx[data_hit], pk[data_hit]
+        base_wins = np.zeros(len(bi), bool)
+        if has_ordering and spec.base_ordering_wins:
+            base_wins = base_rank[bi] > state_rank[kk]
+        keep_base[bi[~base_wins]] = False
+        take_event[kk[base_wins]] = False
+    winners = ev_of_key[take_event]
+    winners = winners[~deleted_flag[winners]] if len(winners) else winners
+    parts = [base.filter(pa.array(keep_base))]
+    if len(winners):
+        parts.append(conform(logs.take(pa.array(np.sort(winners))), schema))
+    return pa.concat_tables(parts)
+
+
+def _with_flag(schema: pa.Schema) -> pa.Schema:
+    if IS_DELETED in schema.names:
+        return schema
+    return schema.append(pa.field(IS_DELETED, pa.bool_()))
+
+
+def _deleted_flags(logs: pa.Table) -> np.ndarray:
+    if IS_DELETED not in logs.column_names or logs.num_rows == 0:
+        return np.zeros(logs.num_rows, bool)
+    return pc.fill_null(logs.column(IS_DELETED), False).to_numpy(zero_copy_only=False).astype(bool)
