@@ -180,7 +180,10 @@ class TableOptions:
 class WriteOptions:
     """Write-time options (not persisted): passed as `options=` to create or write."""
 
-    INDEX_TYPE = Option("hoodie.index.type", "SIMPLE")
+    INDEX_TYPE = Option("hoodie.index.type", "BLOOM")
+    BUCKET_NUM = Option("hoodie.bucket.index.num.buckets", 256, int)
+    BUCKET_HASH_FIELD = Option("hoodie.bucket.index.hash.field", "")
+    LOG_BLOCK_FORMAT = Option("hoodie.logfile.data.block.format", "parquet")
     SIMPLE_UPDATE_PARTITION_PATH = Option("hoodie.simple.index.update.partition.path", True, bool)
     BLOOM_UPDATE_PARTITION_PATH = Option("hoodie.bloom.index.update.partition.path", True, bool)
     MAX_FILE_SIZE = Option("hoodie.parquet.max.file.size", 120 * 1024 * 1024, int)

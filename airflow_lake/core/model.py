@@ -124,9 +124,10 @@ class WriteStat:
     file_size: int = 0
     create_ms: int = 0
     upsert_ms: int = 0
+    delta: dict | None = None  # HoodieDeltaWriteStat fields of a log append
 
     def to_json(self) -> dict:
-        return {
+        doc = {
             "fileId": self.file_id,
             "path": self.path,
             "cdcStats": None,
@@ -155,3 +156,6 @@ class WriteStat:
                 "totalCreateTime": self.create_ms,
             },
         }
+        if self.delta:
+            doc.update(self.delta)
+        return doc

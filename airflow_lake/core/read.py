@@ -16,7 +16,7 @@ from .formats.parquet import read_base_file
 from .keys import parse_partition_path
 from .merge import KEY, MergeSpec, merge_slice
 from .model import FileGroup, LogFile
-from .schema import IS_DELETED, META_FIELDS, META_SCHEMA, conform
+from .schema import META_FIELDS, META_SCHEMA, conform
 from .timeline.instant import check_instant_time
 from .view import FileSystemView
 
@@ -79,6 +79,11 @@ class Reader:
         return table.select(list(columns)) if columns is not None else table
 
     # -- internals -------------------------------------------------------------------------
+    def read_group(self, view: FileSystemView, group: FileGroup, columns: list[str] | None) -> pa.Table:
+        """One file group's current records (base and visible logs merged)."""
+        return self._read_one(view, group, columns, None, False, _BlockFilter(view)) \
+            or _select(self.full_schema(), columns).empty_table()
+
     def _read_groups(self, view: FileSystemView, groups: list[FileGroup], columns: list[str] | None, filters,
                      read_optimized: bool) -> pa.Table:
         schema = self.full_schema()
@@ -89,38 +94,39 @@ class Reader:
                                          f"columns: {schema.names}")
         expr = _expression(filters)
         out_cols = None if columns is None else list(dict.fromkeys(list(columns) + sorted(_filter_columns(filters))))
+        visible = _BlockFilter(view)
+        parts = self.engine.map(lambda g: self._read_one(view, g, out_cols, expr, read_optimized, visible), groups)
+        parts = [p for p in parts if p is not None]
+        table = pa.concat_tables(parts) if parts else _select(schema, out_cols).empty_table()
+        return table.select(list(columns)) if columns is not None else table
+
+    def _read_one(self, view: FileSystemView, group: FileGroup, out_cols: list[str] | None, expr,
+                  read_optimized: bool, visible: _BlockFilter) -> pa.Table | None:
+        schema = self.full_schema()
         cfg = self.table.config
+        base, logs = view.read_slice(group)
+        blocks = visible.blocks(self.storage, logs) if logs and not read_optimized else []
+        if not blocks:
+            if base is None:
+                return None
+            t = conform(read_base_file(self.storage, base.path, out_cols), _select(schema, out_cols))
+            return t.filter(expr) if expr is not None else t
         spec = MergeSpec(cfg.precombine_field, cfg.payload_class == DEFAULT_PAYLOAD)
-        merge_cols = [KEY] + ([spec.ordering_field] if spec.ordering_field else []) + [IS_DELETED]
+        merge_cols = [KEY] + ([spec.ordering_field] if spec.ordering_field else [])
         if not cfg.populate_meta_fields:
             merge_cols += [f.split(".")[0] for f in cfg.record_key_fields]
-        visible = _BlockFilter(view)
-
-        def read(group: FileGroup) -> pa.Table:
-            base, logs = view.read_slice(group)
-            if read_optimized:
-                logs = []
-            blocks = visible.blocks(self.storage, logs) if logs else []
-            if not blocks:
-                if base is None:
-                    return None
-                cols = out_cols
-                t = conform(read_base_file(self.storage, base.path, cols), _select(schema, cols))
-            else:
-                cols = None if out_cols is None else list(dict.fromkeys(out_cols + merge_cols))
-                work = _select(schema, [c for c in cols if c in schema.names] if cols else None)
-                t = conform(read_base_file(self.storage, base.path, cols), work) if base else work.empty_table()
-                if not cfg.populate_meta_fields and t.num_rows:
-                    t = t.set_column(t.schema.get_field_index(KEY), KEY, self.table.keygen.record_keys(t))
-                t = merge_slice(t, blocks, work, spec, cols)
-                if out_cols is not None:
-                    t = t.select(out_cols)
-            return t.filter(expr) if expr is not None else t
-
-        parts = [p for p in self.engine.map(read, groups) if p is not None]
-        out_schema = _select(schema, out_cols)
-        table = pa.concat_tables(parts) if parts else out_schema.empty_table()
-        return table.select(list(columns)) if columns is not None else table
+        cols = None if out_cols is None else [c for c in dict.fromkeys(out_cols + merge_cols) if c in schema.names]
+        work = _select(schema, cols)
+        if base is not None:
+            t = conform(read_base_file(self.storage, base.path, cols), work)
+            if not cfg.populate_meta_fields and t.num_rows:
+                t = t.set_column(t.schema.get_field_index(KEY), KEY, self.table.keygen.record_keys(t))
+        else:
+            t = work.empty_table()
+        t = merge_slice(t, blocks, work, spec, cols)
+        if out_cols is not None:
+            t = t.select(out_cols)
+        return t.filter(expr) if expr is not None else t
 
     def _prune(self, view: FileSystemView, groups: list[FileGroup], filters) -> list[FileGroup]:
         """Drop groups whose partition cannot match the filters on partition columns."""

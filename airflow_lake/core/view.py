@@ -8,7 +8,8 @@ from collections import defaultdict
 from .model import BaseFile, FileGroup, FileSlice, LogFile
 from .storage import Storage
 from .timeline.active import Timeline
-from .timeline.instant import REPLACE_COMMIT
+from .timeline.instant import COMPACTION, REPLACE_COMMIT, State
+from .timeline.metadata import read_avro
 
 PARTITION_METAFILE = ".hoodie_partition_metadata"
 
@@ -48,6 +49,7 @@ class FileSystemView:
         self.replaced: set[tuple[str, str]] = set()
         for instant in commits.actions(REPLACE_COMMIT):
             self.replaced |= timeline.commit_metadata(instant).replaced_file_ids()
+        self._pending_compaction: dict[tuple[str, str], str] | None = None
         files = partition_files if partition_files is not None else list_partition_files(storage)
         self.groups: dict[str, dict[str, FileGroup]] = {}
         for partition, statuses in files.items():
@@ -91,8 +93,15 @@ class FileSystemView:
         parts = [partition] if partition is not None else self.partitions
         return [g for p in parts for g in self.groups.get(p, {}).values()]
 
-    def pending_compactions(self) -> set[str]:
-        return {i.time for i in self.timeline.actions("compaction").pending()}
+    def pending_compaction_of(self, partition: str, file_id: str) -> str | None:
+        """The instant of a pending compaction plan that covers this file group, if any."""
+        if self._pending_compaction is None:
+            self._pending_compaction = {}
+            for instant in self.timeline.actions(COMPACTION).pending():
+                plan = read_avro(self.timeline.read_details(instant.to(State.REQUESTED))) or {}
+                for op in plan.get("operations") or []:
+                    self._pending_compaction[(op.get("partitionPath") or "", op["fileId"])] = instant.time
+        return self._pending_compaction.get((partition, file_id))
 
     def read_slice(self, group: FileGroup) -> tuple[BaseFile | None, list[LogFile]]:
         """What a snapshot reads of a group: the newest visible base file and every log file

@@ -24,6 +24,7 @@ class Layout:
     partition_fields: list[str] = field(default_factory=list)
     hive: bool = False
     options: dict = field(default_factory=dict)
+    table_type: str = "COPY_ON_WRITE"
 
     @property
     def is_global(self) -> bool:
@@ -36,11 +37,23 @@ class Layout:
         return "/".join(segs)
 
 
+MOR = "MERGE_ON_READ"
 LAYOUTS = [
     Layout("nonpartitioned", ["id"]),
-    Layout("simple", ["id"], ["part"]),
+    Layout("simple", ["id"], ["part"], options={"hoodie.index.type": "SIMPLE"}),
     Layout("complex_hive", ["id", "k2"], ["part", "sub"], hive=True),
     Layout("global_simple", ["id"], ["part"], options={"hoodie.index.type": "GLOBAL_SIMPLE"}),
+    Layout("cow_bucket", ["id"], ["part"], options={"hoodie.index.type": "BUCKET",
+                                                    "hoodie.bucket.index.num.buckets": 4}),
+    Layout("mor_bloom", ["id"], ["part"], table_type=MOR),
+    Layout("mor_no_small_files", ["id"], ["part"], table_type=MOR,
+           options={"hoodie.parquet.small.file.limit": 0}),
+    Layout("mor_complex_avro", ["id", "k2"], ["part", "sub"], hive=True, table_type=MOR,
+           options={"hoodie.index.type": "SIMPLE", "hoodie.logfile.data.block.format": "avro"}),
+    Layout("mor_nonpartitioned", ["id"], table_type=MOR),
+    Layout("mor_bucket", ["id"], ["part"], table_type=MOR,
+           options={"hoodie.index.type": "BUCKET", "hoodie.bucket.index.num.buckets": 4}),
+    Layout("mor_global_bloom", ["id"], ["part"], table_type=MOR, options={"hoodie.index.type": "GLOBAL_BLOOM"}),
 ]
 COLUMNS_ORDER = ["id", "k2", "ts", "part", "sub", "val", "name"]
 
@@ -65,7 +78,8 @@ def to_arrow(batch: list[dict]) -> pa.Table:
 
 def run_scenario(layout: Layout, path: str, seed: int, steps: int = 10):
     rng = random.Random(seed)
-    table = Table.create(path, name=f"t_{layout.name}", record_key=layout.key_fields, precombine_field="ts",
+    table = Table.create(path, name=f"t_{layout.name}", table_type=layout.table_type,
+                         record_key=layout.key_fields, precombine_field="ts",
                          partition_fields=layout.partition_fields, hive_style_partitioning=layout.hive,
                          options=layout.options)
     model = Model(layout.key_fields, layout.partition_of, "ts", layout.is_global)
@@ -137,6 +151,9 @@ def test_three_judges_agree(layout, seed, table_path):
     final = rows(table.read(), cols)
     assert final == model_rows(list(model.rows.values()), cols)
     assert rows(hudi_read(table_path), cols) == final
+    if layout.table_type == MOR:
+        ro = rows(table.read(query_type="read_optimized"), cols)
+        assert rows(hudi_read(table_path, **{"hoodie.read.use.read_optimized.mode": "true"}), cols) == ro
 
     for instant in instants:
         ours = rows(table.read(as_of=instant), cols)
@@ -151,4 +168,13 @@ def test_three_judges_agree(layout, seed, table_path):
         theirs = hudi_read(table_path, **{"hoodie.read.query.type": "incremental",
                                           "hoodie.read.start.timestamp": start,
                                           "hoodie.read.end.timestamp": end})
-        assert rows(theirs, cols) == ours, f"hudi-rs incremental ({start}, {end}]"
+        theirs = rows(theirs, cols)
+        if layout.table_type == MOR:
+            # Known hudi-rs 0.5.0 gap: its MOR incremental query returns a log record even when
+            # the base record wins on ordering (DefaultHoodieRecordPayload); Java and we merge
+            # first. Every extra row must be such a loser; all our rows must be there.
+            current = {r["id"]: r["ts"] for r in model.as_of(end)}
+            extra = [r for r in theirs if r not in ours]
+            assert all(r[0] in current and current[r[0]] > r[2] for r in extra), extra
+            theirs = [r for r in theirs if r not in extra]
+        assert theirs == ours, f"hudi-rs incremental ({start}, {end}]"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,6 +31,10 @@ class Tags:
         return names.take(pa.array(np.where(self.file_index < 0, len(self.files), self.file_index)))
 
 
+KeyReader = Callable[[BaseFile], pa.Array]
+"""The live record keys of the file group whose latest base file is given."""
+
+
 def read_keys(storage: Storage, base: BaseFile, keygen: KeyGenerator, populate_meta: bool) -> pa.Array:
     """The record keys of one base file, reading only the columns needed."""
     if populate_meta:
@@ -41,11 +46,11 @@ def read_keys(storage: Storage, base: BaseFile, keygen: KeyGenerator, populate_m
 
 
 def tag(storage: Storage, files: list[BaseFile], keys: pa.Array, partitions: pa.Array, *,
-        is_global: bool, keygen: KeyGenerator, populate_meta: bool, engine: Engine) -> Tags:
+        is_global: bool, key_reader: KeyReader, engine: Engine) -> Tags:
     """Find, for each (key, partition) — or each key when global — the file group holding it."""
     if not files or len(keys) == 0:
         return Tags(np.full(len(keys), -1, dtype=np.int64), files)
-    found = engine.map(lambda f: read_keys(storage, f, keygen, populate_meta), files)
+    found = engine.map(key_reader, files)
     existing = pa.chunked_array(found, type=pa.string()).combine_chunks()
     owner = np.repeat(np.arange(len(files)), [len(k) for k in found])
     if len(owner) == 0:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -20,17 +19,21 @@ import pyarrow.compute as pc
 from ..config import DEFAULT_PAYLOAD, TableOptions, WriteOptions
 from ..engine import Engine
 from ..errors import UnsupportedTableVersionError
-from ..formats.parquet import BloomSettings, read_base_file
-from ..index.simple import Tags, tag
-from ..model import WriteStat, new_file_id
+from ..formats.parquet import BloomSettings
+from ..index import Tags, check_index_type, tagger
+from ..index.simple import read_keys
+from ..merge import KEY
+from ..model import WriteStat
 from ..schema import from_avro
-from ..timeline.instant import COMMIT, REPLACE_COMMIT, Instant, State
+from ..timeline.instant import COMMIT, DELTA_COMMIT, REPLACE_COMMIT, Instant, State
 from ..timeline.metadata import CommitMetadata, requested_replace_bytes, workload_metadata
 from ..view import PARTITION_METAFILE, FileSystemView
 from . import rollback
 from .files import WriteContext, insert_file, merge_file
 from .heartbeat import Heartbeat
+from .logs import append_log
 from .markers import delete_markers
+from .plan import Sizing, Task, fill_small_files, group_by, new_files, plan_bucket, rows_by_partition, slice_ref
 from .prepare import Batch, prepare, to_arrow
 
 log = logging.getLogger(__name__)
@@ -80,10 +83,8 @@ class WriteClient:
             raise UnsupportedTableVersionError(
                 f"{where}: table version {cfg.version} (timeline layout {cfg.get(TableOptions.TIMELINE_LAYOUT)}) "
                 "cannot be written; airflow-lake writes table version 6, layout 1")
-        if cfg.is_mor:
-            raise UnsupportedTableVersionError(f"{where}: MERGE_ON_READ writes are not supported yet")
         arrow = to_arrow(data, where)
-        is_global = self.opt(WriteOptions.INDEX_TYPE).upper().startswith("GLOBAL")
+        is_global = self.index_type().startswith("GLOBAL")
         combine = operation in ("upsert", "delete") or self.opt(WriteOptions.COMBINE_BEFORE_INSERT)
         batch = prepare(arrow, operation, keygen=table.keygen, precombine=cfg.precombine_field,
                         table_avro=table.schema_avro(), table_name=cfg.name, where=where,
@@ -96,7 +97,7 @@ class WriteClient:
                 return self._stored_result(done, operation)
 
         replace = operation in ("insert_overwrite", "insert_overwrite_table")
-        action = REPLACE_COMMIT if replace else COMMIT
+        action = REPLACE_COMMIT if replace else (DELTA_COMMIT if cfg.is_mor else COMMIT)
         instant, heartbeat = self._begin(action)
         try:
             return self._run(instant, batch, operation, extra, is_global)
@@ -126,7 +127,7 @@ class WriteClient:
 
     def _run(self, requested: Instant, batch: Batch, operation: str, extra: dict[str, str],
              is_global: bool) -> WriteResult:
-        table, storage = self.table, self.storage
+        table, storage, cfg = self.table, self.storage, self.table.config
         instant = requested.time
         timeline = table.timeline
         view = FileSystemView(storage, timeline)
@@ -135,53 +136,35 @@ class WriteClient:
             BloomSettings(self.opt(WriteOptions.BLOOM_NUM_ENTRIES), self.opt(WriteOptions.BLOOM_FPP),
                           self.opt(WriteOptions.BLOOM_FILTER_TYPE).upper(),
                           self.opt(WriteOptions.BLOOM_DYNAMIC_MAX_ENTRIES))
-            if table.config.populate_meta_fields else None,
-            self.opt(WriteOptions.COMPRESSION), table.config.populate_meta_fields,
-            table.config.precombine_field, table.config.payload_class == DEFAULT_PAYLOAD, table.keygen,
+            if cfg.populate_meta_fields else None,
+            self.opt(WriteOptions.COMPRESSION), cfg.populate_meta_fields,
+            cfg.precombine_field, cfg.payload_class == DEFAULT_PAYLOAD, table.keygen,
         )
-        replaced: dict[str, list[str]] | None = None
-        update_groups: dict[int, np.ndarray] = {}
-        tags: Tags | None = None
-        insert_rows = np.arange(len(batch))
+        batch, tasks, replaced = self._plan(view, batch, operation, is_global, instant)
 
-        if operation in ("upsert", "delete") or (
-                operation == "insert" and self.opt(WriteOptions.INSERT_DROP_DUPLICATES)):
-            tags = self._tag(view, batch, is_global)
-            if operation == "insert":
-                insert_rows = np.nonzero(tags.file_index < 0)[0]
-            else:
-                batch, tags = self._route_partition_moves(batch, tags, is_global)
-                located = tags.file_index >= 0
-                update_groups = _group_by(tags.file_index, np.nonzero(located)[0])
-                insert_rows = np.nonzero(~located & ~batch.is_delete)[0]
-        elif operation == "insert_overwrite_table":
-            replaced = _group_ids(view.file_groups())
-        elif operation == "insert_overwrite":
-            parts = set(pc.unique(batch.partitions).to_pylist())
-            replaced = _group_ids(g for g in view.file_groups() if g.partition in parts)
-
-        inserts = batch.take(insert_rows)
-        insert_plan = self._plan_inserts(inserts, view)
-        workload = workload_metadata(
-            OPERATION_TYPES[operation],
-            {p: sum(len(r) for r in rows) for p, rows in _by_partition(insert_plan).items()},
-            {(tags.files[i].partition, tags.files[i].file_id): (tags.files[i].instant, len(r))
-             for i, r in update_groups.items()} if tags else {},
-        )
+        inserts: dict[str, int] = {}
+        for t in tasks:
+            if t.kind == "insert":
+                inserts[t.partition] = inserts.get(t.partition, 0) + len(t.rows)
+        updates = {(t.partition, t.file_id): (t.base.instant if t.base else t.slice.base_instant, len(t.rows))
+                   for t in tasks if t.kind != "insert"}
+        for t in tasks:
+            if t.insert_rows is not None:
+                inserts[t.partition] = inserts.get(t.partition, 0) + len(t.insert_rows)
+        workload = workload_metadata(OPERATION_TYPES[operation], inserts, updates)
         inflight = timeline.transition(requested, State.INFLIGHT, workload.to_bytes())
+        self._write_partition_metadata(instant, {t.partition for t in tasks})
+        block_format = self.opt(WriteOptions.LOG_BLOCK_FORMAT).lower()
 
-        self._write_partition_metadata(instant, {p for p, _, _ in insert_plan})
-        tasks = []
-        for i, rows in update_groups.items():
-            tasks.append(("merge", tags.files[i], batch.take(rows)))
-        for partition, file_id, rows in insert_plan:
-            tasks.append(("insert", (partition, file_id), inserts.take(rows)))
-
-        def run(indexed):
-            n, (kind, target, part) = indexed
-            if kind == "merge":
-                return merge_file(ctx, n, target, part)
-            return insert_file(ctx, n, target[0], target[1], part)
+        def run(indexed: tuple[int, Task]) -> WriteStat:
+            n, task = indexed
+            part = batch.take(task.rows)
+            if task.kind == "merge":
+                extra_rows = None if task.insert_rows is None else batch.take(task.insert_rows)
+                return merge_file(ctx, n, task.base, part, extra_rows)
+            if task.kind == "log":
+                return append_log(ctx, n, task.slice, part, block_format=block_format, inserts=task.inserts)
+            return insert_file(ctx, n, task.partition, task.file_id, part)
 
         stats: list[WriteStat] = self.engine.map(run, list(enumerate(tasks)))
 
@@ -198,18 +181,122 @@ class WriteClient:
         result.replaced_file_groups = sum(len(v) for v in (replaced or {}).values())
         return result
 
+    def _plan(self, view: FileSystemView, batch: Batch, operation: str, is_global: bool,
+              instant: str) -> tuple[Batch, list[Task], dict[str, list[str]] | None]:
+        """The batch (with partition moves added) and its per-file-group tasks."""
+        cfg = self.table.config
+        is_mor = cfg.is_mor
+        index_type = self.index_type()
+        sizing = Sizing(self.opt(WriteOptions.MAX_FILE_SIZE), self.opt(WriteOptions.SMALL_FILE_LIMIT),
+                        self._record_size_estimate())
+        hash_fields = [f.strip() for f in (self.opt(WriteOptions.BUCKET_HASH_FIELD)
+                                           or ",".join(cfg.record_key_fields)).split(",") if f.strip()]
+        if operation in ("insert_overwrite", "insert_overwrite_table"):
+            if operation == "insert_overwrite_table":
+                replaced = _group_ids(view.file_groups())
+            else:
+                parts = set(pc.unique(batch.partitions).to_pylist())
+                replaced = _group_ids(g for g in view.file_groups() if g.partition in parts)
+            if index_type == "BUCKET":
+                return batch, plan_bucket(view, batch, self.opt(WriteOptions.BUCKET_NUM), hash_fields,
+                                          is_mor=False, instant=instant, overwrite=True), replaced
+            rows = np.nonzero(~batch.is_delete)[0]
+            tasks = [t for p, r in rows_by_partition(batch.partitions, rows).items() for t in new_files(p, r, sizing)]
+            return batch, tasks, replaced
+        if index_type == "BUCKET":
+            return batch, plan_bucket(view, batch, self.opt(WriteOptions.BUCKET_NUM), hash_fields,
+                                      is_mor=is_mor, instant=instant), None
+
+        tasks: list[Task] = []
+        insert_rows = np.arange(len(batch))
+        if operation in ("upsert", "delete") or (
+                operation == "insert" and self.opt(WriteOptions.INSERT_DROP_DUPLICATES)):
+            tags = self._tag(view, batch, is_global, index_type)
+            if operation == "insert":
+                insert_rows = np.nonzero(tags.file_index < 0)[0]
+            else:
+                batch, tags = self._route_partition_moves(view, batch, tags, is_global, index_type)
+                located = tags.file_index >= 0
+                for i, rows in group_by(tags.file_index, np.nonzero(located)[0]).items():
+                    base = tags.files[i]
+                    if is_mor:
+                        group = view.groups[base.partition][base.file_id]
+                        rows = self._drop_stale_deletes(view, group, batch, rows)
+                        tasks.append(Task("log", base.partition, base.file_id, rows, slice=slice_ref(view, group)))
+                    else:
+                        tasks.append(Task("merge", base.partition, base.file_id, rows, base=base))
+                insert_rows = np.nonzero(~located)[0]
+        insert_rows = insert_rows[~batch.is_delete[insert_rows]]
+        busy = {t.file_id: t for t in tasks}
+        for partition, rows in rows_by_partition(batch.partitions, insert_rows).items():
+            filled, rest = fill_small_files(view, partition, rows, sizing, is_mor=is_mor,
+                                            busy=set(busy) if is_mor else set())
+            for t in filled:
+                if t.file_id in busy:  # COW: the group is rewritten anyway; add the inserts
+                    busy[t.file_id].insert_rows = t.insert_rows
+                else:
+                    tasks.append(t)
+            tasks.extend(new_files(partition, rest, sizing))
+        return batch, tasks, None
+
+    def index_type(self) -> str:
+        return check_index_type(self.opt(WriteOptions.INDEX_TYPE), f"table {self.storage.uri}")
+
+    def _drop_stale_deletes(self, view: FileSystemView, group, batch: Batch, rows: np.ndarray) -> np.ndarray:
+        """MOR: a `_hoodie_is_deleted` row older than the stored record is dropped here, so that
+        Java (whose delete blocks always remove the base record) and hudi-rs agree."""
+        dels = rows[batch.is_delete[rows]]
+        if not len(dels) or batch.ordering is None:
+            return rows
+        older = self._older_than_stored(view, group.partition, group.file_id, batch, dels)
+        return np.setdiff1d(rows, dels[older], assume_unique=True)
+
+    def _older_than_stored(self, view: FileSystemView, partition: str, file_id: str, batch: Batch,
+                           rows: np.ndarray) -> np.ndarray:
+        """For batch rows of keys stored in a file group: True where the stored record (base and
+        logs merged) has a larger ordering value under DefaultHoodieRecordPayload."""
+        cfg = self.table.config
+        field = cfg.precombine_field
+        if not field or batch.ordering is None or cfg.payload_class != DEFAULT_PAYLOAD or not len(rows):
+            return np.zeros(len(rows), dtype=bool)
+        from ..read import Reader
+
+        group = view.groups[partition][file_id]
+        current = Reader(self.table, self.engine).read_group(view, group, [KEY, field])
+        pos = pc.index_in(batch.keys.take(pa.array(rows)), value_set=current.column(KEY).combine_chunks())
+        stored = current.column(field).combine_chunks().take(pos)
+        incoming = batch.ordering.take(pa.array(rows))
+        if not stored.type.equals(incoming.type):
+            stored = stored.cast(incoming.type)
+        return pc.less(incoming, stored).fill_null(False).to_numpy(zero_copy_only=False)
+
     # -- helpers ---------------------------------------------------------------------------
-    def _tag(self, view: FileSystemView, batch: Batch, is_global: bool) -> Tags:
+    def _tag(self, view: FileSystemView, batch: Batch, is_global: bool, index_type: str) -> Tags:
         if is_global:
             files = view.latest_base_files()
         else:
             parts = set(pc.unique(batch.partitions).to_pylist())
             files = view.latest_base_files([p for p in view.partitions if p in parts])
-        return tag(self.storage, files, batch.keys, batch.partitions, is_global=is_global,
-                   keygen=self.table.keygen, populate_meta=self.table.config.populate_meta_fields,
-                   engine=self.engine)
+        return tagger(index_type)(self.storage, files, batch.keys, batch.partitions, is_global=is_global,
+                                  key_reader=self._key_reader(view), engine=self.engine)
 
-    def _route_partition_moves(self, batch: Batch, tags: Tags, is_global: bool) -> tuple[Batch, Tags]:
+    def _key_reader(self, view: FileSystemView):
+        """Live keys of a file group: its base file's keys, or, when its slice has log files
+        (which may delete keys), the keys of the merged slice."""
+        from ..read import Reader
+
+        cfg = self.table.config
+
+        def live_keys(base):
+            group = view.groups[base.partition][base.file_id]
+            if view.read_slice(group)[1]:
+                return Reader(self.table, self.engine).read_group(view, group, [KEY]).column(KEY).combine_chunks()
+            return read_keys(self.storage, base, self.table.keygen, cfg.populate_meta_fields)
+
+        return live_keys
+
+    def _route_partition_moves(self, view: FileSystemView, batch: Batch, tags: Tags, is_global: bool,
+                               index_type: str) -> tuple[Batch, Tags]:
         """Global index: a key arriving in another partition moves (delete old + insert new),
         or, without update.partition.path, is updated where it is."""
         if not is_global:
@@ -219,12 +306,11 @@ class WriteClient:
         moved = located & differs & ~batch.is_delete
         if not moved.any():
             return batch, tags
-        index_type = self.opt(WriteOptions.INDEX_TYPE).upper()
         option = (WriteOptions.BLOOM_UPDATE_PARTITION_PATH if "BLOOM" in index_type
                   else WriteOptions.SIMPLE_UPDATE_PARTITION_PATH)
         if not self.opt(option):
             return batch, tags  # updated in place, in the old partition
-        moved &= ~self._loses_to_existing(batch, tags, moved)
+        moved &= ~self._loses_to_existing(view, batch, tags, moved)
         rows = np.nonzero(moved)[0]
         deletes = batch.take(rows)
         deletes.is_delete = np.ones(len(rows), dtype=bool)
@@ -233,42 +319,14 @@ class WriteClient:
         file_index = np.concatenate([np.where(moved, -1, tags.file_index), tags.file_index[rows]])
         return combined, Tags(file_index, tags.files)
 
-    def _loses_to_existing(self, batch: Batch, tags: Tags, rows_mask: np.ndarray) -> np.ndarray:
-        """For the masked rows, True where the stored record has a larger ordering value
-        (DefaultHoodieRecordPayload): such a row neither moves nor updates."""
+    def _loses_to_existing(self, view: FileSystemView, batch: Batch, tags: Tags, rows_mask: np.ndarray) -> np.ndarray:
+        """For the masked rows, True where the stored record wins on ordering: such a row
+        neither moves nor updates."""
         loses = np.zeros(len(batch), dtype=bool)
-        cfg = self.table.config
-        field = cfg.precombine_field
-        if not field or batch.ordering is None or cfg.payload_class != DEFAULT_PAYLOAD:
-            return loses
         for i in np.unique(tags.file_index[rows_mask]):
             rows = np.nonzero(rows_mask & (tags.file_index == i))[0]
-            stored = read_base_file(self.storage, tags.files[i].path, ["_hoodie_record_key", field])
-            if field not in stored.column_names:
-                continue
-            keys = batch.keys.take(pa.array(rows))
-            pos = pc.index_in(keys, value_set=stored.column("_hoodie_record_key").combine_chunks())
-            old = stored.column(field).combine_chunks().take(pos)
-            new = batch.ordering.take(pa.array(rows))
-            if not old.type.equals(new.type):
-                old = old.cast(new.type)
-            loses[rows] = pc.less(new, old).fill_null(False).to_numpy(zero_copy_only=False)
+            loses[rows] = self._older_than_stored(view, tags.files[i].partition, tags.files[i].file_id, batch, rows)
         return loses
-
-    def _plan_inserts(self, inserts: Batch, view: FileSystemView) -> list[tuple[str, str, np.ndarray]]:
-        """New file groups per partition, each under `hoodie.parquet.max.file.size`."""
-        if not len(inserts):
-            return []
-        per_file = max(1, self.opt(WriteOptions.MAX_FILE_SIZE) // self._record_size_estimate())
-        plan = []
-        encoded = inserts.partitions.dictionary_encode()
-        codes = encoded.indices.to_numpy(zero_copy_only=False)
-        for code, rows in _group_by(codes, np.arange(len(codes))).items():
-            partition = encoded.dictionary[code].as_py()
-            nfiles = math.ceil(len(rows) / per_file)
-            for chunk in np.array_split(rows, nfiles):
-                plan.append((partition, new_file_id(), chunk))
-        return plan
 
     def _record_size_estimate(self) -> int:
         """Average bytes per record of the latest commit, else the configured estimate."""
@@ -318,24 +376,6 @@ def _add_stats(result: WriteResult, stats: list[WriteStat]) -> None:
         result.num_deletes += s.num_deletes
         result.num_writes += s.num_writes
         result.files.append(s.path)
-
-
-def _group_by(codes: np.ndarray, rows: np.ndarray) -> dict[int, np.ndarray]:
-    """rows grouped by codes[rows], each group in row order."""
-    if len(rows) == 0:
-        return {}
-    sel = codes[rows]
-    order = np.argsort(sel, kind="stable")
-    uniq, starts = np.unique(sel[order], return_index=True)
-    bounds = list(starts[1:]) + [len(order)]
-    return {int(u): rows[order[s:e]] for u, s, e in zip(uniq, starts, bounds, strict=True)}
-
-
-def _by_partition(plan) -> dict[str, list]:
-    out: dict[str, list] = {}
-    for partition, _, rows in plan:
-        out.setdefault(partition, []).append(rows)
-    return out
 
 
 def _group_ids(groups) -> dict[str, list[str]]:

@@ -33,6 +33,11 @@ class WriteContext:
     ordering_wins: bool  # DefaultHoodieRecordPayload: the base record survives a smaller update
     keygen: KeyGenerator
 
+    def token(self, task: int) -> str:
+        """Write token `<task>-<stage>-<attempt>`, the stage taken from the instant so that
+        tokens differ between commits (a rollback finds its own log files by token)."""
+        return f"{task}-{int(self.instant[-9:])}-{task}"
+
 
 def _meta_columns(ctx: WriteContext, task: int, keys: pa.Array, partition: str, file_name: str) -> list[pa.Array]:
     n = len(keys)
@@ -54,6 +59,12 @@ def _const(value: str, n: int) -> pa.Array:
     return pa.repeat(pa.scalar(value, pa.string()), n)
 
 
+def _concat(a: Batch, b: Batch) -> Batch:
+    return Batch(pa.concat_tables([a.data, b.data]), pa.concat_arrays([a.keys, b.keys]),
+                 pa.concat_arrays([a.partitions, b.partitions]), np.concatenate([a.is_delete, b.is_delete]),
+                 None, a.avro_schema)
+
+
 def _with_meta(ctx: WriteContext, meta: list, data: pa.Table) -> pa.Table:
     schema = pa.schema(list(META_SCHEMA) + list(ctx.arrow_schema))
     return pa.Table.from_arrays(meta + list(conform(data, ctx.arrow_schema).columns), schema=schema)
@@ -68,24 +79,25 @@ def _write(ctx: WriteContext, base: BaseFile, table: pa.Table, io_type: str) -> 
 def insert_file(ctx: WriteContext, task: int, partition: str, file_id: str, batch: Batch) -> WriteStat:
     """Write inserts as a new file group's first base file."""
     start = time.monotonic()
-    base = BaseFile(partition, file_id, f"{task}-0-{task}", ctx.instant)
+    base = BaseFile(partition, file_id, ctx.token(task), ctx.instant)
     table = _with_meta(ctx, _meta_columns(ctx, task, batch.keys, partition, base.name), batch.data)
     size = _write(ctx, base, table, CREATE)
     return WriteStat(file_id, partition, base.path, "null", num_writes=len(table), num_inserts=len(table),
                      total_write_bytes=size, file_size=size, create_ms=int((time.monotonic() - start) * 1000))
 
 
-def merge_file(ctx: WriteContext, task: int, old: BaseFile, batch: Batch, inserts: Batch | None = None) -> WriteStat:
-    """Rewrite a file group's base file with updates and deletes applied (COW merge).
+def merge_file(ctx: WriteContext, task: int, old: BaseFile, batch: Batch, appended: Batch | None = None) -> WriteStat:
+    """Rewrite a file group's base file with the batch applied (COW merge, small-file fill).
 
-    Kept records keep `_hoodie_commit_time` and `_hoodie_commit_seqno`; only
-    `_hoodie_file_name` changes. Under DefaultHoodieRecordPayload an update, or a
-    `_hoodie_is_deleted` row, loses to a base record with a larger ordering value; a delete
-    by key (no ordering value) always wins.
+    Incoming records whose key is in the file update it, others are inserted; `appended`
+    records are added as they are (inserts filling a small file: duplicates allowed). Kept records
+    keep `_hoodie_commit_time` and `_hoodie_commit_seqno`; only `_hoodie_file_name` changes.
+    Under DefaultHoodieRecordPayload an update, or a `_hoodie_is_deleted` row, loses to a
+    stored record with a larger ordering value; a delete by key (no ordering value) always wins.
     """
     start = time.monotonic()
     existing = read_base_file(ctx.storage, old.path)
-    new = BaseFile(old.partition, old.file_id, f"{task}-0-{task}", ctx.instant)
+    new = BaseFile(old.partition, old.file_id, ctx.token(task), ctx.instant)
     existing_keys = existing.column("_hoodie_record_key").combine_chunks()
     if existing_keys.null_count:  # populate.meta.fields=false: keys from the key fields
         existing_keys = ctx.keygen.record_keys(existing)
@@ -108,23 +120,19 @@ def merge_file(ctx: WriteContext, task: int, old: BaseFile, batch: Batch, insert
     kept = existing.filter(pa.array(~replaced))
     touched = np.zeros(len(batch), dtype=bool)
     touched[hit_in] = True
-    winners = np.nonzero(touched & incoming_wins & ~batch.is_delete)[0]
+    updates = np.nonzero(touched & incoming_wins & ~batch.is_delete)[0]
+    inserts = np.nonzero(~touched & ~batch.is_delete)[0]
     deleted = int((touched & incoming_wins & batch.is_delete).sum())
     kept_meta = [kept.column(n) for n in META_FIELDS[:4]] + [_const(new.name, len(kept))]
     parts = [_with_meta(ctx, kept_meta, kept.drop_columns(list(META_FIELDS)))]
-    updates = batch.take(winners)
-    offset = 0
-    if len(updates):
-        parts.append(_with_meta(ctx, _meta_columns(ctx, task, updates.keys, old.partition, new.name), updates.data))
-        offset = len(updates)
-    if inserts is not None and len(inserts):
-        meta = _meta_columns(ctx, task, inserts.keys, old.partition, new.name)
-        meta[1] = pc.binary_join_element_wise(
-            f"{ctx.instant}_{task}_", pa.array(np.arange(offset, offset + len(inserts))).cast(pa.string()), "")
-        parts.append(_with_meta(ctx, meta, inserts.data))
+    written = batch.take(np.concatenate([updates, inserts]))
+    if appended is not None and len(appended):
+        written = _concat(written, appended)
+        inserts = np.concatenate([inserts, np.arange(len(appended))])
+    if len(written):
+        parts.append(_with_meta(ctx, _meta_columns(ctx, task, written.keys, old.partition, new.name), written.data))
     table = pa.concat_tables(parts)
     size = _write(ctx, new, table, MERGE)
     return WriteStat(old.file_id, old.partition, new.path, old.instant, num_writes=len(table),
-                     num_deletes=deleted, num_update_writes=len(updates),
-                     num_inserts=0 if inserts is None else len(inserts), total_write_bytes=size,
-                     file_size=size, upsert_ms=int((time.monotonic() - start) * 1000))
+                     num_deletes=deleted, num_update_writes=len(updates), num_inserts=len(inserts),
+                     total_write_bytes=size, file_size=size, upsert_ms=int((time.monotonic() - start) * 1000))

@@ -19,23 +19,26 @@ def create_marker(storage: Storage, instant: str, data_file_path: str, io_type: 
     storage.create(f"{marker_dir(instant)}/{data_file_path}.marker.{io_type}")
 
 
-def read_markers(storage: Storage, instant: str) -> list[str]:
-    """Data-file paths (relative to the base path) named by the instant's markers.
+def read_markers(storage: Storage, instant: str) -> list[tuple[str, str]]:
+    """(data-file path relative to the base path, IO type) of every marker of the instant.
 
     Direct markers are listed; timeline-server `MARKERS<n>` files are read as well.
     """
     root = marker_dir(instant)
-    paths: set[str] = set()
+    found: set[tuple[str, str]] = set()
+
+    def add(rel: str) -> None:
+        cut = rel.rindex(".marker.")
+        found.add((rel[:cut], rel[cut + len(".marker."):]))
+
     for f in storage.list(root, recursive=True):
-        rel = f.path[len(root) + 1 :]
         if ".marker." in f.name:
-            paths.add(rel[: rel.rindex(".marker.")])
+            add(f.path[len(root) + 1 :])
         elif f.name.startswith("MARKERS") and f.name != "MARKERS.type":
             for line in storage.read(f.path).decode().splitlines():
-                line = line.strip()
-                if ".marker." in line:
-                    paths.add(line[: line.rindex(".marker.")])
-    return sorted(paths)
+                if ".marker." in line.strip():
+                    add(line.strip())
+    return sorted(found)
 
 
 def delete_markers(storage: Storage, instant: str) -> None:

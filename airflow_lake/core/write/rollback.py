@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import time
 
-from ..model import BaseFile
+from ..model import BaseFile, LogFile
 from ..storage import Storage
 from ..timeline.active import ActiveTimeline
 from ..timeline.instant import COMMIT_ACTIONS, ROLLBACK, Instant, State
@@ -19,7 +19,7 @@ from ..timeline.metadata import read_avro, rollback_metadata_bytes, rollback_pla
 from ..view import list_partition_files
 from .heartbeat import FOLDER as HEARTBEAT_FOLDER
 from .heartbeat import is_expired
-from .markers import delete_markers, read_markers
+from .markers import APPEND, delete_markers, read_markers
 
 log = logging.getLogger(__name__)
 
@@ -35,16 +35,32 @@ def _relative(storage: Storage, path: str) -> str:
 
 
 def files_of(storage: Storage, instant: str) -> list[str]:
-    """Data files a pending instant wrote: from its markers, else by listing base files."""
-    paths = read_markers(storage, instant)
+    """Data files a pending instant wrote: from its markers, else by listing base files.
+
+    A CREATE or MERGE marker names a base file; an APPEND marker names a made-up base file
+    `<fileId>_<token>_<baseInstant>` whose log files with that token are the ones written
+    (we never append to an existing log file).
+    """
+    markers = read_markers(storage, instant)
     found: list[str] = []
-    for path in paths:
+    appends: dict[str, list[BaseFile]] = {}
+    for path, io_type in markers:
         name = path.rsplit("/", 1)[-1]
         partition = path[: -len(name) - 1] if "/" in path else ""
         base = BaseFile.parse(partition, name)
-        if base is not None and base.instant == instant:
+        if base is None:
+            continue
+        if io_type == APPEND:
+            appends.setdefault(partition, []).append(base)
+        else:
             found.append(path)
-    if found or paths:
+    for partition, bases in appends.items():
+        wanted = {(b.file_id, b.instant, b.write_token) for b in bases}
+        for st in storage.list(partition):
+            log = LogFile.parse(partition, st.name)
+            if log is not None and (log.file_id, log.base_instant, log.write_token) in wanted:
+                found.append(log.path)
+    if found or markers:
         return found
     for partition, statuses in list_partition_files(storage).items():
         for st in statuses:

@@ -1,0 +1,73 @@
+"""MOR append task: one new log file per file group per commit (we never append to a file).
+
+The file holds a data block with the updated (and, for the bucket index, inserted)
+records, then a delete block when the batch deletes keys of the group.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..formats.log import data_block_bytes, delete_block_bytes
+from ..formats.log.blocks import wrap_ordering
+from ..model import BaseFile, LogFile, WriteStat
+from ..schema import with_meta_fields
+from .files import WriteContext, _meta_columns, _with_meta
+from .markers import APPEND, create_marker
+from .prepare import Batch
+
+
+@dataclass
+class SliceRef:
+    """Where a log file goes: the group's slice (base instant) and its current files."""
+
+    partition: str
+    file_id: str
+    base_instant: str
+    base_file: BaseFile | None
+    log_files: list[LogFile]
+    next_version: int
+
+
+def append_log(ctx: WriteContext, task: int, target: SliceRef, batch: Batch, *, block_format: str,
+               inserts: int = 0) -> WriteStat:
+    """Write the batch's records (and deletes) of one file group as a new log file."""
+    start = time.monotonic()
+    token = ctx.token(task)
+    log = LogFile(target.partition, target.file_id, target.base_instant, target.next_version, token)
+    fake_base = BaseFile(target.partition, target.file_id, token, target.base_instant)
+    create_marker(ctx.storage, ctx.instant, fake_base.path, APPEND)
+    schema = with_meta_fields(ctx.avro_schema)
+    parts = []
+    records = batch.take(np.nonzero(~batch.is_delete)[0])
+    if len(records):
+        table = _with_meta(ctx, _meta_columns(ctx, task, records.keys, target.partition, target.file_id),
+                           records.data)
+        parts.append(data_block_bytes(ctx.instant, schema, table, fmt=block_format, compression=ctx.compression))
+    deletes = batch.take(np.nonzero(batch.is_delete)[0])
+    if len(deletes):
+        otype = ctx.arrow_schema.field(ctx.ordering_field).type if ctx.ordering_field else None
+        values = deletes.ordering.to_pylist() if deletes.ordering is not None else [None] * len(deletes)
+        ordering = [wrap_ordering(v, otype) for v in values]
+        parts.append(delete_block_bytes(ctx.instant, schema, deletes.keys.to_pylist(),
+                                        [target.partition] * len(deletes), ordering))
+    content = b"".join(parts)
+    ctx.storage.write(log.path, content)
+    stat = WriteStat(target.file_id, target.partition, log.path, target.base_instant,
+                     num_writes=len(records), num_deletes=len(deletes),
+                     num_update_writes=len(records) - inserts, num_inserts=inserts,
+                     total_write_bytes=len(content), file_size=len(content),
+                     upsert_ms=int((time.monotonic() - start) * 1000))
+    stat.delta = {
+        "logVersion": log.version,
+        "logOffset": 0,
+        "baseFile": target.base_file.name if target.base_file else "",
+        "logFiles": [f.name for f in target.log_files] + [log.name],
+        "recordsStats": {"val": None},
+    }
+    return stat
+
+
