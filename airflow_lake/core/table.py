@@ -209,7 +209,15 @@ def _as_list(value) -> list[str]:
     return [str(v) for v in value]
 
 
+# Write settings every writer of the table must share are kept with the table (Java readers
+# ignore unknown keys in hoodie.properties).
+_SHARED_WRITE_KEYS = {"hoodie.index.type", "hoodie.bucket.index.num.buckets", "hoodie.bucket.index.hash.field",
+                      "hoodie.index.bucket.engine"}
+
+
 def _is_table_property(key: str) -> bool:
     known = {getattr(TableOptions, n).key for n in dir(TableOptions) if n.isupper()}
-    return key in known or key.startswith(("hoodie.table.", "hoodie.keygen.", "hoodie.datasource.write.")) \
+    if key in known or key in _SHARED_WRITE_KEYS:
+        return True
+    return key.startswith(("hoodie.table.", "hoodie.keygen.", "hoodie.datasource.write.")) \
         and key != "hoodie.datasource.write.insert.drop.duplicates"

@@ -50,8 +50,9 @@ class CrashingStorage(Storage):
         return super().create(path, data)
 
 
-def base_table(path: str) -> Table:
-    t = Table.create(path, name="t", record_key="id", precombine_field="ts", partition_fields="part", options=FAST)
+def base_table(path: str, table_type: str = "COPY_ON_WRITE") -> Table:
+    t = Table.create(path, name="t", table_type=table_type, record_key="id", precombine_field="ts",
+                     partition_fields="part", options=FAST)
     t.write(pa.table({"id": ["a", "b", "c"], "ts": [1, 1, 1], "part": ["x", "y", "x"], "v": [1.0, 2.0, 3.0]}),
             operation="insert")
     return t
@@ -63,9 +64,9 @@ AFTER_UPSERT = [("a", 2, "x", 10.0), ("b", 1, "y", 2.0), ("c", 1, "x", 3.0), ("d
 NEXT = pa.table({"id": ["b"], "ts": [5], "part": ["y"], "v": [20.0]})
 
 
-def count_writes(tmp_path, operation: str, data: pa.Table) -> int:
+def count_writes(tmp_path, operation: str, data: pa.Table, table_type: str) -> int:
     path = str(tmp_path / "count")
-    base_table(path)
+    base_table(path, table_type)
     counting = CrashingStorage(path, crash_at=-1)
     t = Table.open(path, options=FAST)
     t.storage = counting
@@ -73,13 +74,16 @@ def count_writes(tmp_path, operation: str, data: pa.Table) -> int:
     return counting.count
 
 
-@pytest.mark.parametrize("operation", ["upsert", "insert_overwrite"])
-def test_crash_at_every_write_is_invisible_and_repaired(tmp_path, operation):
-    total = count_writes(tmp_path, operation, UPSERT)
+@pytest.mark.parametrize(("operation", "table_type"), [
+    ("upsert", "COPY_ON_WRITE"), ("insert_overwrite", "COPY_ON_WRITE"),
+    ("upsert", "MERGE_ON_READ"), ("delete", "MERGE_ON_READ"),
+])
+def test_crash_at_every_write_is_invisible_and_repaired(tmp_path, operation, table_type):
+    total = count_writes(tmp_path, operation, UPSERT, table_type)
     assert total >= 8
     for n in range(1, total + 1):
         path = str(tmp_path / f"{operation}-{n}")
-        base_table(path)
+        base_table(path, table_type)
         t = Table.open(path, options=FAST)
         t.storage = CrashingStorage(path, crash_at=n)
         crashed = False
@@ -113,11 +117,16 @@ def test_crash_at_every_write_is_invisible_and_repaired(tmp_path, operation):
             for f in files:
                 if f.endswith(".parquet"):
                     assert f.rsplit("_", 1)[1].split(".")[0] in committed, f
+                if ".log." in f:
+                    stage = f.rsplit("_", 1)[1].split("-")[1]  # our write tokens carry the instant
+                    assert any(c.endswith(stage) for c in committed), f
 
 
 def _after(operation: str) -> list[tuple]:
     if operation == "upsert":
         return AFTER_UPSERT
+    if operation == "delete":
+        return [("b", 1, "y", 2.0), ("c", 1, "x", 3.0)]
     # insert_overwrite replaced partitions x, y, z with the batch
     return [("a", 2, "x", 10.0), ("d", 2, "y", 4.0), ("e", 2, "z", 5.0)]
 
