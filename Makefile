@@ -31,3 +31,4 @@ clean:
 
 bench: venv
 	$(PY) -m bench.cow
+	$(PY) -m bench.mor
