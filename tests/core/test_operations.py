@@ -197,3 +197,23 @@ def test_incremental_with_pending_instant_fails_or_blocks(table, table_path):
         table.read_incremental(first.instant, last.instant)
     assert table.read_incremental(first.instant, last.instant, holes="BLOCK").num_rows == 0
     assert table.read_incremental(pending, last.instant).column("id").to_pylist() == ["b"]
+
+
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_inserts_fill_small_file_groups_first(table_path, table_type):
+    t = Table.create(table_path, name="t", table_type=table_type, record_key="id", precombine_field="ts",
+                     partition_fields="part")
+    first = t.write(batch(["a", "b"]), operation="insert")
+    (group,) = {f.split("/")[1].split("_")[0] for f in first.files}
+    second = t.write(batch(["c", "d"]), operation="insert")
+    assert {f.split("/")[1].split("_")[0] for f in second.files} == {group}  # same file group, rewritten
+    assert rows(hudi_read(table_path), ["id"]) == [("a",), ("b",), ("c",), ("d",)]
+    if table_type == "MERGE_ON_READ":
+        # once the group has log files, inserts open a new group (the index sees base files only)
+        t.write(batch(["a"], ts=2))
+        third = t.write(batch(["e"]), operation="insert")
+        assert {f.split("/")[1].split("_")[0] for f in third.files} != {group}
+    limited = Table.open(table_path, options={"hoodie.parquet.small.file.limit": 0})
+    fourth = limited.write(batch(["f"]), operation="insert")
+    assert {f.split("/")[1].split("_")[0] for f in fourth.files} != {group}
+    assert hudi_read(table_path).num_rows == t.read().num_rows == (6 if table_type == "MERGE_ON_READ" else 5)
