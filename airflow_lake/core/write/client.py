@@ -25,10 +25,10 @@ from ..index.simple import read_keys
 from ..merge import KEY
 from ..model import WriteStat
 from ..schema import from_avro
+from ..services import rollback
 from ..timeline.instant import COMMIT, DELTA_COMMIT, REPLACE_COMMIT, Instant, State
 from ..timeline.metadata import CommitMetadata, requested_replace_bytes, workload_metadata
 from ..view import PARTITION_METAFILE, FileSystemView
-from . import rollback
 from .files import WriteContext, insert_file, merge_file
 from .heartbeat import Heartbeat
 from .logs import append_log
@@ -116,7 +116,7 @@ class WriteClient:
             failed = rollback.failed_writes(self.storage, timeline, interval,
                                             self.opt(WriteOptions.HEARTBEAT_TOLERABLE_MISSES))
             for target in failed:
-                rollback.rollback_pending(self.storage, timeline, target, self.table.new_instant_time())
+                rollback.rollback_instant(self.storage, timeline, target, self.table.new_instant_time())
             timeline = self.table.timeline
             _remove_stale_markers(self.storage, timeline)
             time_ = self.table.new_instant_time(timeline)

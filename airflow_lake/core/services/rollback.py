@@ -1,0 +1,187 @@
+"""Rollback (spec §4.4): plan, delete the instant's files, record, forget the instant.
+
+Targets: a pending write whose heartbeat has expired (failed writes, rolled back by the next
+writer), a failed compaction (its plan stays requested and runs again), or the latest
+completed write (`table.rollback`). Steps: `R.rollback.requested` (Avro plan),
+`R.rollback.inflight`, the target's completed file removed (it is no longer visible), data
+files deleted, `R.rollback` (Avro metadata), then the target's inflight and requested files
+removed. A rollback that died half-way is finished from its plan.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+
+from ..errors import InstantNotFoundError, LakeError
+from ..model import BaseFile, LogFile
+from ..storage import Storage
+from ..timeline.active import META, ActiveTimeline
+from ..timeline.instant import COMMIT_ACTIONS, COMPACTION, ROLLBACK, Instant, State
+from ..timeline.metadata import read_avro, rollback_metadata_bytes, rollback_plan_bytes
+from ..view import list_partition_files
+from ..write.heartbeat import FOLDER as HEARTBEAT_FOLDER
+from ..write.heartbeat import is_expired
+from ..write.markers import APPEND, delete_markers, read_markers
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RollbackResult:
+    instant: str  # the rollback instant
+    rolled_back: str
+    action: str
+    files_deleted: list[str] = field(default_factory=list)
+
+
+def _absolute(storage: Storage, path: str) -> str:
+    return storage.full(path) if storage.is_local else f"{storage.uri.split('://')[0]}://{storage.full(path)}"
+
+
+def _relative(storage: Storage, path: str) -> str:
+    path = path.split("://", 1)[-1]
+    root = storage.root.split("://", 1)[-1]
+    return path[len(root) :].lstrip("/") if path.startswith(root) else path
+
+
+def is_compaction(timeline: ActiveTimeline, time_: str) -> bool:
+    return any(n.endswith(".compaction.requested") for n in timeline.state_files(time_))
+
+
+def files_of(storage: Storage, timeline: ActiveTimeline, target: Instant) -> list[str]:
+    """Data files the target instant wrote: from its markers, its commit metadata (when
+    completed), else base files named with its instant.
+
+    A CREATE or MERGE marker names a base file; an APPEND marker names a made-up base file
+    `<fileId>_<token>_<baseInstant>` whose log files with that token are the ones written
+    (we never append to an existing log file).
+    """
+    found: set[str] = set()
+    appends: dict[str, list[BaseFile]] = {}
+    markers = read_markers(storage, target.time)
+    for path, io_type in markers:
+        name = path.rsplit("/", 1)[-1]
+        partition = path[: -len(name) - 1] if "/" in path else ""
+        base = BaseFile.parse(partition, name)
+        if base is None:
+            continue
+        if io_type == APPEND:
+            appends.setdefault(partition, []).append(base)
+        else:
+            found.add(path)
+    for partition, bases in appends.items():
+        wanted = {(b.file_id, b.instant, b.write_token) for b in bases}
+        for st in storage.list(partition):
+            lf = LogFile.parse(partition, st.name)
+            if lf is not None and (lf.file_id, lf.base_instant, lf.write_token) in wanted:
+                found.add(lf.path)
+    if target.is_completed:
+        for stat in timeline.commit_metadata(target).write_stats():
+            if stat.get("path"):
+                found.add(stat["path"])
+    if not found and not markers:
+        for partition, statuses in list_partition_files(storage).items():
+            for st in statuses:
+                base = BaseFile.parse(partition, st.name)
+                if base is not None and base.instant == target.time:
+                    found.add(base.path)
+    return sorted(f for f in found if storage.exists(f))
+
+
+def rollback_instant(storage: Storage, timeline: ActiveTimeline, target: Instant, rollback_time: str) -> RollbackResult:
+    """Roll back `target` (pending, or completed) at a new instant `rollback_time`."""
+    start = time.time()
+    files = files_of(storage, timeline, target)
+    requests: dict[str, list[str]] = {}
+    for path in files:
+        partition = path.rsplit("/", 1)[0] if "/" in path else ""
+        requests.setdefault(partition, []).append(_absolute(storage, path))
+    plan = [{"partitionPath": p, "fileId": "", "latestBaseInstant": None, "filesToBeDeleted": fs,
+             "logBlocksToBeDeleted": None} for p, fs in sorted(requests.items())]
+    action = COMPACTION if is_compaction(timeline, target.time) and target.is_pending else target.action
+    rb = Instant(rollback_time, ROLLBACK, State.REQUESTED)
+    timeline.create(rb, rollback_plan_bytes(target.time, action, plan))
+    return _execute(storage, timeline, rb, target.time, action, plan, start)
+
+
+def finish_pending_rollbacks(storage: Storage, timeline: ActiveTimeline) -> list[RollbackResult]:
+    """Complete rollbacks that a crash left requested or inflight (idempotent)."""
+    done = []
+    for rb in timeline.actions(ROLLBACK).pending():
+        plan = read_avro(timeline.read_details(rb.to(State.REQUESTED)))
+        if plan is None:
+            continue
+        target = plan["instantToRollback"]
+        done.append(_execute(storage, timeline, rb, target["commitTime"], target["action"],
+                             plan["RollbackRequests"] or [], time.time()))
+    return done
+
+
+def _execute(storage: Storage, timeline: ActiveTimeline, rb: Instant, target_time: str, target_action: str,
+             plan: list[dict], start: float) -> RollbackResult:
+    if rb.state == State.REQUESTED:
+        rb = timeline.transition(rb, State.INFLIGHT)
+    keep_plan = is_compaction(timeline, target_time)
+    # the target stops being visible before any of its files go
+    for name in timeline.state_files(target_time):
+        if Instant.parse(name).is_completed:
+            storage.delete(f"{META}/{name}")
+    partition_meta = {}
+    result = RollbackResult(rb.time, target_time, target_action)
+    for req in plan:
+        deleted = []
+        for path in req["filesToBeDeleted"]:
+            storage.delete(_relative(storage, path))
+            deleted.append(path)
+        result.files_deleted += deleted
+        partition_meta[req["partitionPath"]] = {
+            "partitionPath": req["partitionPath"], "successDeleteFiles": deleted, "failedDeleteFiles": [],
+            "rollbackLogFiles": {}, "logFilesFromFailedCommit": {},
+        }
+    metadata = {
+        "startRollbackTime": rb.time,
+        "timeTakenInMillis": int((time.time() - start) * 1000),
+        "totalFilesDeleted": len(result.files_deleted),
+        "commitsRollback": [target_time],
+        "partitionMetadata": partition_meta,
+        "version": 1,
+        "instantsRollback": [{"commitTime": target_time, "action": target_action}],
+    }
+    timeline.transition(rb, State.COMPLETED, rollback_metadata_bytes(metadata))
+    for name in reversed(timeline.state_files(target_time)):
+        instant = Instant.parse(name)
+        if keep_plan and instant.action == COMPACTION and instant.state == State.REQUESTED:
+            continue
+        storage.delete(f"{META}/{name}")
+    delete_markers(storage, target_time)
+    storage.delete(f"{HEARTBEAT_FOLDER}/{target_time}")
+    log.info("table %s: rolled back %s %s at %s (%d files)", storage.uri, target_action, target_time, rb.time,
+             len(result.files_deleted))
+    return result
+
+
+def failed_writes(storage: Storage, timeline: ActiveTimeline, interval_ms: int, misses: int) -> list[Instant]:
+    """Pending commit/deltacommit/replacecommit instants whose heartbeat has expired."""
+    return [
+        i for i in timeline.pending()
+        if i.action in COMMIT_ACTIONS and is_expired(storage, i.time, interval_ms, misses)
+    ]
+
+
+def rollback_target(timeline: ActiveTimeline, time_: str, uri: str) -> Instant:
+    """The instant `table.rollback(time_)` may roll back: a pending write or compaction, or the
+    latest completed write."""
+    try:
+        instant = timeline.writes().get(time_)
+    except InstantNotFoundError:
+        raise InstantNotFoundError(f"table {uri}: no write or compaction instant {time_} to roll back") from None
+    if instant.is_completed:
+        later = [i.time for i in timeline.writes().completed() if i.time > time_]
+        if later:
+            raise LakeError(f"table {uri}: {time_} is not the latest completed write ({later[-1]} is); "
+                            "only the latest can be rolled back (use restore for more)")
+    return instant
+
+
