@@ -125,6 +125,11 @@ class WriteStat:
     create_ms: int = 0
     upsert_ms: int = 0
     delta: dict | None = None  # HoodieDeltaWriteStat fields of a log append
+    log_records: int = 0  # compaction: records read from log files
+    log_files: int = 0
+    log_size: int = 0
+    updated_compacted: int = 0
+    log_blocks: int = 0
 
     def to_json(self) -> dict:
         doc = {
@@ -140,11 +145,11 @@ class WriteStat:
             "totalWriteErrors": 0,
             "tempPath": None,
             "partitionPath": self.partition,
-            "totalLogRecords": 0,
-            "totalLogFilesCompacted": 0,
-            "totalLogSizeCompacted": 0,
-            "totalUpdatedRecordsCompacted": 0,
-            "totalLogBlocks": 0,
+            "totalLogRecords": self.log_records,
+            "totalLogFilesCompacted": self.log_files,
+            "totalLogSizeCompacted": self.log_size,
+            "totalUpdatedRecordsCompacted": self.updated_compacted,
+            "totalLogBlocks": self.log_blocks,
             "totalCorruptLogBlock": 0,
             "totalRollbackBlocks": 0,
             "fileSizeInBytes": self.file_size,

@@ -27,16 +27,19 @@ from .errors import (
     TableExistsError,
     TableNotFoundError,
     TimelineError,
+    WriteConflictError,
 )
 from .keys import KeyGenerator
 from .lock import FileSystemLock
 from .read import Reader
 from .schema import from_avro
+from .services import clean, compaction, rollback, savepoint
 from .storage import Storage
 from .timeline.active import ActiveTimeline
 from .timeline.clock import next_instant
 from .timeline.instant import Instant
 from .write.client import WriteClient, WriteResult
+from .write.heartbeat import is_expired
 
 log = logging.getLogger(__name__)
 TABLE_TYPES = ("COPY_ON_WRITE", "MERGE_ON_READ")
@@ -168,6 +171,53 @@ class Table:
         """Rows whose latest write is a commit in (start, end]."""
         return Reader(self, self.engine).incremental(start, end, columns=columns, filters=filters, holes=holes)
 
+    # -- table services --------------------------------------------------------------------
+    def plan_compaction(self, *, instant: str | None = None, strategy: str | None = None,
+                        max_delta_commits: int | None = None, max_delta_seconds: int | None = None,
+                        target_io_mb: int | None = None,
+                        extra_metadata: dict[str, str] | None = None) -> compaction.CompactionDecision:
+        """Schedule a compaction plan if due; the decision says which instant, or why not."""
+        return compaction.schedule(self, instant=instant, strategy=strategy, max_delta_commits=max_delta_commits,
+                                   max_delta_seconds=max_delta_seconds, target_io_mb=target_io_mb,
+                                   extra_metadata=extra_metadata)
+
+    def schedule_compaction(self, **kwargs) -> str | None:
+        """Write `T.compaction.requested` and return T, or None when nothing qualifies.
+        Keywords: instant, strategy (NUM_COMMITS, NUM_COMMITS_AFTER_LAST_REQUEST, TIME_ELAPSED,
+        NUM_AND_TIME, NUM_OR_TIME), max_delta_commits, max_delta_seconds, target_io_mb,
+        extra_metadata."""
+        return self.plan_compaction(**kwargs).instant
+
+    def run_compaction(self, instant: str | None = None, *, order: str = "FIFO",
+                       extra_metadata: dict[str, str] | None = None) -> compaction.CompactionResult:
+        """Execute the given pending compaction plan, or the oldest (FIFO) / newest (LIFO)."""
+        return compaction.run(self, instant, order=order, extra_metadata=extra_metadata)
+
+    def clean(self, *, policy: str = "KEEP_LATEST_COMMITS", retained: int | None = None, dry_run: bool = False,
+              extra_metadata: dict[str, str] | None = None) -> clean.CleanResult:
+        """Delete file slices outside the retained window (plan, delete, `T.clean`)."""
+        return clean.clean(self, policy=policy, retained=retained, dry_run=dry_run, extra_metadata=extra_metadata)
+
+    def rollback(self, instant: str) -> rollback.RollbackResult:
+        """Roll back a pending write or compaction, or the latest completed write."""
+        with self.lock():
+            timeline = self.repair_timeline()
+            target = rollback.rollback_target(timeline, instant, self.storage.uri)
+            if target.is_pending and not is_expired(self.storage, target.time,
+                                                    self.option(WriteOptions.HEARTBEAT_INTERVAL_MS),
+                                                    self.option(WriteOptions.HEARTBEAT_TOLERABLE_MISSES)):
+                raise WriteConflictError(f"table {self.storage.uri}: {target} is still running (live heartbeat)")
+            return rollback.rollback_instant(self.storage, timeline, target, self.new_instant_time(timeline))
+
+    def savepoint(self, instant: str, *, user: str | None = None, comments: str = "",
+                  extra_metadata: dict[str, str] | None = None) -> str:
+        """Protect the files of completed commit `instant` from clean and archive."""
+        return savepoint.savepoint(self, instant, user=user, comments=comments, extra_metadata=extra_metadata)
+
+    def restore(self, instant: str) -> savepoint.RestoreResult:
+        """Roll the table back to the savepoint `instant`."""
+        return savepoint.restore(self, instant)
+
     # -- used by the write client and services ---------------------------------------------
     def lock(self) -> FileSystemLock:
         return FileSystemLock(self.storage, expire_ms=int(self.option(WriteOptions.LOCK_EXPIRE_MINUTES) * 60_000),
@@ -178,6 +228,24 @@ class Table:
         timeline = timeline or self.timeline
         last = max((i.time for i in timeline), default=None)
         return next_instant(last, "UTC" if self.config.timezone == "UTC" else "LOCAL")
+
+    def repair_timeline(self) -> ActiveTimeline:
+        """Under the lock: finish interrupted rollbacks, roll back failed writes (expired
+        heartbeats), drop marker folders of finished instants; returns the fresh timeline."""
+        timeline = self.timeline
+        rollback.finish_pending_rollbacks(self.storage, timeline)
+        savepoint.finish_pending_restores(self, self.timeline)
+        timeline = self.timeline
+        failed = rollback.failed_writes(self.storage, timeline, self.option(WriteOptions.HEARTBEAT_INTERVAL_MS),
+                                        self.option(WriteOptions.HEARTBEAT_TOLERABLE_MISSES))
+        for target in failed:
+            rollback.rollback_instant(self.storage, timeline, target, self.new_instant_time())
+            timeline = self.timeline
+        pending = {i.time for i in timeline.pending()}
+        for folder in self.storage.list_dirs(".hoodie/.temp"):
+            if folder.rsplit("/", 1)[-1] not in pending:
+                self.storage.delete_dir(folder)
+        return timeline
 
     def check_still_owner(self, inflight: Instant) -> None:
         """Before completing: our inflight file must still be there (not rolled back)."""

@@ -38,7 +38,7 @@ class FileSystemView:
     """
 
     def __init__(self, storage: Storage, timeline: Timeline, as_of: str | None = None,
-                 partition_files: dict[str, list] | None = None):
+                 partition_files: dict[str, list] | None = None, *, include_replaced: bool = False):
         self.storage = storage
         self.timeline = timeline
         commits = timeline.commits().completed()
@@ -46,9 +46,11 @@ class FileSystemView:
             commits = commits.at_or_before(as_of)
         self.as_of = as_of
         self.completed = set(commits.times)
-        self.replaced: set[tuple[str, str]] = set()
+        self.replaced_at: dict[tuple[str, str], str] = {}
         for instant in commits.actions(REPLACE_COMMIT):
-            self.replaced |= timeline.commit_metadata(instant).replaced_file_ids()
+            for key in timeline.commit_metadata(instant).replaced_file_ids():
+                self.replaced_at.setdefault(key, instant.time)
+        self.replaced = set() if include_replaced else set(self.replaced_at)
         self._pending_compaction: dict[tuple[str, str], str] | None = None
         files = partition_files if partition_files is not None else list_partition_files(storage)
         self.groups: dict[str, dict[str, FileGroup]] = {}

@@ -93,13 +93,7 @@ def files_of(storage: Storage, timeline: ActiveTimeline, target: Instant) -> lis
 def rollback_instant(storage: Storage, timeline: ActiveTimeline, target: Instant, rollback_time: str) -> RollbackResult:
     """Roll back `target` (pending, or completed) at a new instant `rollback_time`."""
     start = time.time()
-    files = files_of(storage, timeline, target)
-    requests: dict[str, list[str]] = {}
-    for path in files:
-        partition = path.rsplit("/", 1)[0] if "/" in path else ""
-        requests.setdefault(partition, []).append(_absolute(storage, path))
-    plan = [{"partitionPath": p, "fileId": "", "latestBaseInstant": None, "filesToBeDeleted": fs,
-             "logBlocksToBeDeleted": None} for p, fs in sorted(requests.items())]
+    plan = rollback_requests(storage, timeline, target)
     action = COMPACTION if is_compaction(timeline, target.time) and target.is_pending else target.action
     rb = Instant(rollback_time, ROLLBACK, State.REQUESTED)
     timeline.create(rb, rollback_plan_bytes(target.time, action, plan))
@@ -123,33 +117,48 @@ def _execute(storage: Storage, timeline: ActiveTimeline, rb: Instant, target_tim
              plan: list[dict], start: float) -> RollbackResult:
     if rb.state == State.REQUESTED:
         rb = timeline.transition(rb, State.INFLIGHT)
-    keep_plan = is_compaction(timeline, target_time)
-    # the target stops being visible before any of its files go
+    metadata = undo(storage, timeline, target_time, target_action, plan, rb.time, start,
+                    keep_plan=is_compaction(timeline, target_time), finish=lambda m: timeline.transition(
+                        rb, State.COMPLETED, rollback_metadata_bytes(m)))
+    result = RollbackResult(rb.time, target_time, target_action,
+                            [f for p in metadata["partitionMetadata"].values() for f in p["successDeleteFiles"]])
+    log.info("table %s: rolled back %s %s at %s (%d files)", storage.uri, target_action, target_time, rb.time,
+             len(result.files_deleted))
+    return result
+
+
+def undo(storage: Storage, timeline: ActiveTimeline, target_time: str, target_action: str, plan: list[dict],
+         by: str, start: float, *, keep_plan: bool, finish=None) -> dict:
+    """Make the target invisible, delete its files, call `finish(metadata)`, forget the target.
+
+    Returns the HoodieRollbackMetadata record. With `keep_plan`, a compaction's requested
+    plan survives (it runs again)."""
     for name in timeline.state_files(target_time):
         if Instant.parse(name).is_completed:
             storage.delete(f"{META}/{name}")
     partition_meta = {}
-    result = RollbackResult(rb.time, target_time, target_action)
+    total = 0
     for req in plan:
         deleted = []
         for path in req["filesToBeDeleted"]:
             storage.delete(_relative(storage, path))
             deleted.append(path)
-        result.files_deleted += deleted
+        total += len(deleted)
         partition_meta[req["partitionPath"]] = {
             "partitionPath": req["partitionPath"], "successDeleteFiles": deleted, "failedDeleteFiles": [],
             "rollbackLogFiles": {}, "logFilesFromFailedCommit": {},
         }
     metadata = {
-        "startRollbackTime": rb.time,
+        "startRollbackTime": by,
         "timeTakenInMillis": int((time.time() - start) * 1000),
-        "totalFilesDeleted": len(result.files_deleted),
+        "totalFilesDeleted": total,
         "commitsRollback": [target_time],
         "partitionMetadata": partition_meta,
         "version": 1,
         "instantsRollback": [{"commitTime": target_time, "action": target_action}],
     }
-    timeline.transition(rb, State.COMPLETED, rollback_metadata_bytes(metadata))
+    if finish is not None:
+        finish(metadata)
     for name in reversed(timeline.state_files(target_time)):
         instant = Instant.parse(name)
         if keep_plan and instant.action == COMPACTION and instant.state == State.REQUESTED:
@@ -157,9 +166,17 @@ def _execute(storage: Storage, timeline: ActiveTimeline, rb: Instant, target_tim
         storage.delete(f"{META}/{name}")
     delete_markers(storage, target_time)
     storage.delete(f"{HEARTBEAT_FOLDER}/{target_time}")
-    log.info("table %s: rolled back %s %s at %s (%d files)", storage.uri, target_action, target_time, rb.time,
-             len(result.files_deleted))
-    return result
+    return metadata
+
+
+def rollback_requests(storage: Storage, timeline: ActiveTimeline, target: Instant) -> list[dict]:
+    """HoodieRollbackRequest records: the target's files per partition (absolute paths)."""
+    requests: dict[str, list[str]] = {}
+    for path in files_of(storage, timeline, target):
+        partition = path.rsplit("/", 1)[0] if "/" in path else ""
+        requests.setdefault(partition, []).append(_absolute(storage, path))
+    return [{"partitionPath": p, "fileId": "", "latestBaseInstant": None, "filesToBeDeleted": fs,
+             "logBlocksToBeDeleted": None} for p, fs in sorted(requests.items())]
 
 
 def failed_writes(storage: Storage, timeline: ActiveTimeline, interval_ms: int, misses: int) -> list[Instant]:

@@ -196,6 +196,7 @@ CLEANER_PLAN = {
             "fields": [_opt("filePath", "string"), _opt("isBootstrapBaseFile", "boolean")],
         }}}),
         _opt("partitionsToBeDeleted", {"type": "array", "items": "string"}),
+        _opt("extraMetadata", {"type": "map", "values": "string"}),  # 0.15; 0.14 readers skip it
     ],
 }
 
@@ -226,6 +227,7 @@ CLEAN_METADATA = {
         {"name": "partitionMetadata", "type": {"type": "map", "values": CLEAN_PARTITION_METADATA}},
         _ver(1),
         _opt("bootstrapPartitionMetadata", {"type": "map", "values": "HoodieCleanPartitionMetadata"}),
+        _opt("extraMetadata", {"type": "map", "values": "string"}),  # 0.15; 0.14 readers skip it
     ],
 }
 

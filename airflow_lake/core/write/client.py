@@ -25,7 +25,6 @@ from ..index.simple import read_keys
 from ..merge import KEY
 from ..model import WriteStat
 from ..schema import from_avro
-from ..services import rollback
 from ..timeline.instant import COMMIT, DELTA_COMMIT, REPLACE_COMMIT, Instant, State
 from ..timeline.metadata import CommitMetadata, requested_replace_bytes, workload_metadata
 from ..view import PARTITION_METAFILE, FileSystemView
@@ -110,15 +109,7 @@ class WriteClient:
         interval = self.opt(WriteOptions.HEARTBEAT_INTERVAL_MS)
         with self.table.lock():
             self.table.prepare_for_write()
-            timeline = self.table.timeline
-            rollback.finish_pending_rollbacks(self.storage, timeline)
-            timeline = self.table.timeline
-            failed = rollback.failed_writes(self.storage, timeline, interval,
-                                            self.opt(WriteOptions.HEARTBEAT_TOLERABLE_MISSES))
-            for target in failed:
-                rollback.rollback_instant(self.storage, timeline, target, self.table.new_instant_time())
-            timeline = self.table.timeline
-            _remove_stale_markers(self.storage, timeline)
+            timeline = self.table.repair_timeline()
             time_ = self.table.new_instant_time(timeline)
             requested = Instant(time_, action, State.REQUESTED)
             timeline.create(requested, requested_replace_bytes() if action == REPLACE_COMMIT else b"")
@@ -359,14 +350,6 @@ class WriteClient:
             if s.get("path"):
                 result.files.append(s["path"])
         return result
-
-
-def _remove_stale_markers(storage, timeline) -> None:
-    """Marker folders of instants that completed (a crash after the commit) or are gone."""
-    pending = {i.time for i in timeline.pending()}
-    for folder in storage.list_dirs(".hoodie/.temp"):
-        if folder.rsplit("/", 1)[-1] not in pending:
-            storage.delete_dir(folder)
 
 
 def _add_stats(result: WriteResult, stats: list[WriteStat]) -> None:

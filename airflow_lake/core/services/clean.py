@@ -1,0 +1,209 @@
+"""Clean: delete file slices no query in the retained window needs (spec §4.3, §10).
+
+Plan (`T.clean.requested`, Avro HoodieCleanerPlan) -> `T.clean.inflight` (same plan) ->
+files deleted -> `T.clean` (Avro HoodieCleanMetadata). Never deleted: the latest slice of a
+group, slices needed to read any retained commit, savepointed files, slices of a pending
+compaction, files of pending writes. Groups replaced before the retained window (all
+replaced groups under KEEP_LATEST_FILE_VERSIONS) are deleted whole. A clean left requested or
+inflight is finished from its plan, never planned over.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from ..config import Option
+from ..errors import InvalidOptionError
+from ..model import FileGroup
+from ..timeline.clock import format_instant, parse_instant
+from ..timeline.instant import CLEAN, SAVEPOINT, Instant, State
+from ..timeline.metadata import clean_metadata_bytes, cleaner_plan_bytes, read_avro
+from ..view import FileSystemView
+from .rollback import _absolute, _relative
+
+log = logging.getLogger(__name__)
+
+POLICIES = ("KEEP_LATEST_COMMITS", "KEEP_LATEST_FILE_VERSIONS", "KEEP_LATEST_BY_HOURS")
+RETAINED = {
+    "KEEP_LATEST_COMMITS": Option("hoodie.cleaner.commits.retained", 10, int),
+    "KEEP_LATEST_FILE_VERSIONS": Option("hoodie.cleaner.fileversions.retained", 3, int),
+    "KEEP_LATEST_BY_HOURS": Option("hoodie.cleaner.hours.retained", 24, int),
+}
+
+
+@dataclass
+class CleanResult:
+    instant: str | None  # None when nothing needed cleaning (no instant is written)
+    policy: str
+    earliest_instant_to_retain: str | None
+    files: dict[str, list[str]] = field(default_factory=dict)  # partition -> file names
+    dry_run: bool = False
+
+    @property
+    def total_files(self) -> int:
+        return sum(len(v) for v in self.files.values())
+
+
+def savepointed_files(timeline) -> set[str]:
+    names: set[str] = set()
+    for sp in timeline.actions(SAVEPOINT).completed():
+        meta = read_avro(timeline.read_details(sp)) or {}
+        for part in (meta.get("partitionMetadata") or {}).values():
+            names.update(part.get("savepointDataFile") or [])
+    return names
+
+
+def latest_clean_bound(timeline) -> str | None:
+    """`earliestCommitToRetain` of the latest completed clean, if any."""
+    cleans = timeline.actions(CLEAN).completed().instants
+    if not cleans:
+        return None
+    meta = read_avro(timeline.read_details(cleans[-1])) or {}
+    return meta.get("earliestCommitToRetain") or None
+
+
+def _earliest_to_retain(timeline, policy: str, retained: int) -> Instant | None:
+    commits = timeline.commits().completed().instants
+    if policy == "KEEP_LATEST_COMMITS":
+        if len(commits) <= retained:
+            return None
+        earliest = commits[len(commits) - retained]
+    elif policy == "KEEP_LATEST_BY_HOURS":
+        if not commits:
+            return None
+        cutoff = format_instant(parse_instant(commits[-1].time) - timedelta(hours=retained))
+        earliest = next((c for c in commits if c.time >= cutoff), None)
+        if earliest is None or earliest == commits[0]:
+            return None
+    else:
+        return None
+    pending = [i for i in timeline.commits().pending()]
+    if pending and pending[0].time < earliest.time:
+        earliest = pending[0]
+    return earliest
+
+
+def _slices_to_delete(group: FileGroup, policy: str, retained: int, earliest: str | None,
+                      compacting: dict[tuple[str, str], str]) -> list:
+    slices = list(reversed(group.slices))  # newest first
+    being_compacted = compacting.get((group.partition, group.file_id))
+    if policy == "KEEP_LATEST_FILE_VERSIONS":
+        return [sl for sl in slices[retained:] if sl.base_instant != being_compacted]
+    if earliest is None:
+        return []
+    latest = slices[0].base_instant
+    # the newest slice older than the window is what a query at `earliest` reads
+    before = next((sl.base_instant for sl in slices if sl.base_instant < earliest), None)
+    return [sl for sl in slices if sl.base_instant < earliest
+            and sl.base_instant not in (latest, before, being_compacted)]
+
+
+def plan(table, timeline, policy: str, retained: int) -> tuple[dict[str, list[str]], Instant | None]:
+    """partition -> file paths to delete, and the earliest instant to retain."""
+    earliest = _earliest_to_retain(timeline, policy, retained)
+    view = FileSystemView(table.storage, timeline, include_replaced=True)
+    protected = savepointed_files(timeline)
+    compacting: dict[tuple[str, str], str] = {}
+    for group in view.file_groups():
+        t = view.pending_compaction_of(group.partition, group.file_id)
+        if t is not None:
+            for sl in group.slices:
+                if sl.base_instant < t:
+                    compacting[(group.partition, group.file_id)] = sl.base_instant
+    files: dict[str, list[str]] = {}
+    for group in view.file_groups():
+        replaced_at = view.replaced_at.get((group.partition, group.file_id))
+        if replaced_at is not None and (policy == "KEEP_LATEST_FILE_VERSIONS"
+                                        or (earliest is not None and replaced_at < earliest.time)):
+            doomed = group.slices
+        else:
+            doomed = _slices_to_delete(group, policy, retained, earliest.time if earliest else None, compacting)
+        for sl in doomed:
+            names = ([sl.base_file.path] if sl.base_file else []) + [lf.path for lf in sl.log_files]
+            names = [n for n in names if n.rsplit("/", 1)[-1] not in protected]
+            if names:
+                files.setdefault(group.partition, []).extend(names)
+    return files, earliest
+
+
+def clean(table, *, policy: str = "KEEP_LATEST_COMMITS", retained: int | None = None, dry_run: bool = False,
+          extra_metadata: dict[str, str] | None = None) -> CleanResult:
+    uri = table.storage.uri
+    policy = policy.upper()
+    if policy not in POLICIES:
+        raise InvalidOptionError(f"table {uri}: unknown cleaner policy {policy!r}; one of {POLICIES}")
+    retained = retained if retained is not None else table.option(RETAINED[policy])
+    if retained < 1 and policy != "KEEP_LATEST_BY_HOURS":
+        raise InvalidOptionError(f"table {uri}: {policy} needs retained >= 1, not {retained}")
+    timeline = table.timeline
+    if dry_run:
+        files, earliest = plan(table, timeline, policy, retained)
+        return CleanResult(None, policy, earliest.time if earliest else None, _names(files), dry_run=True)
+    with table.lock():
+        timeline = table.repair_timeline()
+        pending = timeline.actions(CLEAN).pending().instants
+        if pending:  # finish a half-done clean from its plan
+            instant = pending[0]
+            plan_record = read_avro(timeline.read_details(instant.to(State.REQUESTED)))
+        else:
+            files, earliest = plan(table, timeline, policy, retained)
+            if not files:
+                return CleanResult(None, policy, earliest.time if earliest else None)
+            t = table.new_instant_time(timeline)
+            last = timeline.commits().completed().last
+            plan_record = {
+                "earliestInstantToRetain": {"timestamp": earliest.time, "action": earliest.action,
+                                            "state": "COMPLETED"} if earliest else None,
+                "lastCompletedCommitTimestamp": last.time if last else "",
+                "policy": policy,
+                "filesToBeDeletedPerPartition": {},
+                "version": 2,
+                "filePathsToBeDeletedPerPartition": {
+                    p: [{"filePath": _absolute(table.storage, f), "isBootstrapBaseFile": False} for f in fs]
+                    for p, fs in files.items()},
+                "partitionsToBeDeleted": [],
+                "extraMetadata": dict(extra_metadata) if extra_metadata else None,
+            }
+            instant = timeline.create(Instant(t, CLEAN, State.REQUESTED), cleaner_plan_bytes(plan_record))
+    return _execute(table, timeline, instant, plan_record)
+
+
+def _execute(table, timeline, instant: Instant, plan_record: dict) -> CleanResult:
+    start = time.time()
+    if instant.state == State.REQUESTED:
+        instant = timeline.transition(instant, State.INFLIGHT, cleaner_plan_bytes(plan_record))
+    policy = plan_record["policy"]
+    partitions = {}
+    deleted: dict[str, list[str]] = {}
+    for partition, infos in (plan_record.get("filePathsToBeDeletedPerPartition") or {}).items():
+        names = []
+        for info in infos:
+            rel = _relative(table.storage, info["filePath"])
+            table.storage.delete(rel)
+            names.append(rel.rsplit("/", 1)[-1])
+        deleted[partition] = names
+        partitions[partition] = {"partitionPath": partition, "policy": policy, "deletePathPatterns": names,
+                                 "successDeleteFiles": names, "failedDeleteFiles": [], "isPartitionDeleted": False}
+    earliest = (plan_record.get("earliestInstantToRetain") or {}).get("timestamp") or ""
+    metadata = {
+        "startCleanTime": instant.time,
+        "timeTakenInMillis": int((time.time() - start) * 1000),
+        "totalFilesDeleted": sum(len(v) for v in deleted.values()),
+        "earliestCommitToRetain": earliest,
+        "lastCompletedCommitTimestamp": plan_record.get("lastCompletedCommitTimestamp") or "",
+        "partitionMetadata": partitions,
+        "version": 2,
+        "bootstrapPartitionMetadata": {},
+        "extraMetadata": plan_record.get("extraMetadata"),
+    }
+    with table.lock():
+        timeline.transition(instant, State.COMPLETED, clean_metadata_bytes(metadata))
+    log.info("table %s: clean %s deleted %d files", table.storage.uri, instant.time, metadata["totalFilesDeleted"])
+    return CleanResult(instant.time, policy, earliest or None, deleted)
+
+
+def _names(files: dict[str, list[str]]) -> dict[str, list[str]]:
+    return {p: [f.rsplit("/", 1)[-1] for f in fs] for p, fs in files.items()}

@@ -1,0 +1,271 @@
+"""MOR compaction: schedule a plan (`T.compaction.requested`), then execute it as `T.commit`.
+
+Scheduling is a write: under the table lock it rolls back failed writes, then refuses while
+any write is in flight (an earlier write could still add log files) or when the instant is
+not newer than everything on the timeline. Execution marks the plan inflight, merges each
+slice (base + the plan's log files) into a new base file named with T, one task per
+operation, and completes `T.commit` with `compacted: true`. Writers go on meanwhile: their
+log files start the slice based at T. A plan left inflight by a dead executor is rolled
+back (its plan kept) and run again.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+from ..config import DEFAULT_PAYLOAD, Option, WriteOptions
+from ..errors import InstantNotFoundError, InvalidOptionError, WriteConflictError
+from ..formats.log import CommandBlock, DataBlock, DeleteBlock, read_log_file
+from ..formats.parquet import BloomSettings, read_base_file, write_base_file
+from ..merge import MergeSpec, merge_slice
+from ..model import BaseFile, WriteStat
+from ..schema import META_FIELDS, conform, with_meta_fields
+from ..timeline.clock import parse_instant
+from ..timeline.instant import COMMIT, COMPACTION, DELTA_COMMIT, Instant, State, check_instant_time
+from ..timeline.metadata import CommitMetadata, compaction_plan_bytes, read_compaction_plan
+from ..view import FileSystemView
+from ..write.heartbeat import Heartbeat, is_expired
+from ..write.markers import CREATE, create_marker, delete_markers
+from . import rollback
+
+log = logging.getLogger(__name__)
+
+STRATEGY_CLASS = "org.apache.hudi.table.action.compact.strategy.LogFileSizeBasedCompactionStrategy"
+TRIGGERS = ("NUM_COMMITS", "NUM_COMMITS_AFTER_LAST_REQUEST", "TIME_ELAPSED", "NUM_AND_TIME", "NUM_OR_TIME")
+TRIGGER = Option("hoodie.compact.inline.trigger.strategy", "NUM_COMMITS")
+MAX_DELTA_COMMITS = Option("hoodie.compact.inline.max.delta.commits", 5, int)
+MAX_DELTA_SECONDS = Option("hoodie.compact.inline.max.delta.seconds", 3600, int)
+TARGET_IO_MB = Option("hoodie.compaction.target.io", 512000, int)
+LOG_SIZE_THRESHOLD = Option("hoodie.compaction.logfile.size.threshold", 0, int)
+MB = 1024 * 1024
+
+
+@dataclass
+class CompactionDecision:
+    """The answer of scheduling: the plan's instant, or None and why not."""
+
+    instant: str | None
+    reason: str
+    operations: int = 0
+
+
+@dataclass
+class CompactionResult:
+    instant: str
+    operations: int = 0
+    records_written: int = 0
+    log_records: int = 0
+    files: list[str] = field(default_factory=list)
+    already_done: bool = False
+
+
+def _completed_compactions(table, timeline) -> list[str]:
+    return [i.time for i in timeline.actions(COMMIT).completed() if rollback.is_compaction(timeline, i.time)]
+
+
+def _trigger_met(table, timeline, strategy: str, max_commits: int, max_seconds: int, now: str) -> tuple[bool, str]:
+    deltas = timeline.actions(DELTA_COMMIT).completed().times
+    done = _completed_compactions(table, timeline)
+    requested = sorted(done + [i.time for i in timeline.actions(COMPACTION).pending()])
+    since = done[-1] if done else None
+    if strategy == "NUM_COMMITS_AFTER_LAST_REQUEST":
+        since = requested[-1] if requested else None
+    count = len([d for d in deltas if since is None or d > since])
+    reference = since or (deltas[0] if deltas else None)
+    elapsed = (parse_instant(now) - parse_instant(reference)).total_seconds() if reference else 0.0
+    num_ok, time_ok = count >= max_commits, elapsed >= max_seconds
+    why = f"{count} delta commits since {since or 'the start'} (need {max_commits}), {elapsed:.0f} s elapsed " \
+          f"(need {max_seconds})"
+    met = {"NUM_COMMITS": num_ok, "NUM_COMMITS_AFTER_LAST_REQUEST": num_ok, "TIME_ELAPSED": time_ok,
+           "NUM_AND_TIME": num_ok and time_ok, "NUM_OR_TIME": num_ok or time_ok}[strategy]
+    return met, why
+
+
+def _operations(table, view: FileSystemView, target_io_mb: int, threshold: int) -> list[dict]:
+    """LogFileSizeBasedCompactionStrategy bounded by target IO: largest log sizes first."""
+    max_file = table.option(WriteOptions.MAX_FILE_SIZE)
+    ops = []
+    for group in view.file_groups():
+        if view.pending_compaction_of(group.partition, group.file_id):
+            continue
+        sl = group.slices[-1]
+        if not sl.log_files or (sl.base_file is None and len(group.slices) > 1):
+            continue
+        log_size = sum(lf.size for lf in sl.log_files)
+        if log_size < threshold:
+            continue
+        base_size = sl.base_file.size if sl.base_file else 0
+        read_mb = (base_size + log_size) / MB
+        write_mb = (base_size if sl.base_file else max_file) / MB
+        ops.append({
+            "baseInstantTime": sl.base_instant,
+            "deltaFilePaths": [lf.name for lf in sl.log_files],
+            "dataFilePath": sl.base_file.name if sl.base_file else None,
+            "fileId": group.file_id,
+            "partitionPath": group.partition,
+            "metrics": {"TOTAL_LOG_FILES_SIZE": float(log_size), "TOTAL_IO_READ_MB": read_mb,
+                        "TOTAL_IO_WRITE_MB": write_mb, "TOTAL_IO_MB": read_mb + write_mb,
+                        "TOTAL_LOG_FILES": float(len(sl.log_files))},
+            "bootstrapFilePath": None,
+        })
+    ops.sort(key=lambda o: -o["metrics"]["TOTAL_LOG_FILES_SIZE"])
+    chosen, io = [], 0.0
+    for op in ops:
+        if io >= target_io_mb:
+            break
+        chosen.append(op)
+        io += op["metrics"]["TOTAL_IO_MB"]
+    return chosen
+
+
+def schedule(table, *, instant: str | None = None, strategy: str | None = None, max_delta_commits: int | None = None,
+             max_delta_seconds: int | None = None, target_io_mb: int | None = None,
+             extra_metadata: dict[str, str] | None = None) -> CompactionDecision:
+    """Write a compaction plan if the trigger holds and some slice has log files."""
+    uri = table.storage.uri
+    if not table.config.is_mor:
+        return CompactionDecision(None, f"table {uri} is COPY_ON_WRITE: nothing to compact")
+    strategy = (strategy or table.option(TRIGGER)).upper()
+    if strategy not in TRIGGERS:
+        raise InvalidOptionError(f"table {uri}: unknown compaction trigger {strategy!r}; one of {TRIGGERS}")
+    max_commits = max_delta_commits if max_delta_commits is not None else table.option(MAX_DELTA_COMMITS)
+    max_seconds = max_delta_seconds if max_delta_seconds is not None else table.option(MAX_DELTA_SECONDS)
+    io = target_io_mb if target_io_mb is not None else table.option(TARGET_IO_MB)
+    if instant is not None:
+        check_instant_time(instant)
+    with table.lock():
+        timeline = table.repair_timeline()
+        token = (extra_metadata or {}).get("airflow_lake.token")
+        if token:
+            plans = [i.time for i in timeline.actions(COMPACTION).pending()] + _completed_compactions(table, timeline)
+            for time_ in plans:
+                if (_plan_of(timeline, time_).get("extraMetadata") or {}).get("airflow_lake.token") == token:
+                    return CompactionDecision(time_, "already scheduled by this run")
+        pending = [i for i in timeline.commits().pending()]
+        if pending:
+            return CompactionDecision(None, f"write {pending[0].time} ({pending[0].action}) is still in flight")
+        t = instant or table.new_instant_time(timeline)
+        later = [i.time for i in timeline if i.time >= t]
+        if later:
+            return CompactionDecision(None, f"instant {t} is not after {later[-1]} on the timeline")
+        met, why = _trigger_met(table, timeline, strategy, max_commits, max_seconds, t)
+        if not met:
+            return CompactionDecision(None, f"trigger {strategy} not met: {why}")
+        view = FileSystemView(table.storage, timeline)
+        ops = _operations(table, view, io, table.option(LOG_SIZE_THRESHOLD))
+        if not ops:
+            return CompactionDecision(None, "no file slice has log files to compact")
+        timeline.create(Instant(t, COMPACTION, State.REQUESTED),
+                        compaction_plan_bytes(ops, extra_metadata, STRATEGY_CLASS))
+    log.info("table %s: scheduled compaction %s of %d file groups", uri, t, len(ops))
+    return CompactionDecision(t, f"scheduled ({why})", len(ops))
+
+
+def _plan_of(timeline, time_: str) -> dict:
+    return read_compaction_plan(timeline.read_details(Instant(time_, COMPACTION, State.REQUESTED)))
+
+
+def run(table, instant: str | None = None, *, order: str = "FIFO",
+        extra_metadata: dict[str, str] | None = None) -> CompactionResult:
+    """Execute a compaction plan (the given one, else the oldest or newest pending one)."""
+    uri = table.storage.uri
+    interval = table.option(WriteOptions.HEARTBEAT_INTERVAL_MS)
+    misses = table.option(WriteOptions.HEARTBEAT_TOLERABLE_MISSES)
+    with table.lock():
+        timeline = table.repair_timeline()
+        pending = timeline.actions(COMPACTION).pending().instants
+        if instant is not None:
+            check_instant_time(instant)
+            if instant in _completed_compactions(table, timeline):
+                meta = timeline.commit_metadata(timeline.get(instant))
+                return CompactionResult(instant, len(meta.write_stats()),
+                                        sum(s.get("numWrites") or 0 for s in meta.write_stats()),
+                                        files=[s["path"] for s in meta.write_stats()], already_done=True)
+            chosen = next((i for i in pending if i.time == instant), None)
+            if chosen is None:
+                raise InstantNotFoundError(f"table {uri}: no pending compaction {instant}")
+        else:
+            if order.upper() not in ("FIFO", "LIFO"):
+                raise InvalidOptionError(f"table {uri}: order must be FIFO or LIFO, not {order!r}")
+            if not pending:
+                raise InstantNotFoundError(f"table {uri}: no pending compaction plan to run")
+            chosen = pending[0] if order.upper() == "FIFO" else pending[-1]
+        if chosen.state == State.INFLIGHT:
+            if not is_expired(table.storage, chosen.time, interval, misses):
+                raise WriteConflictError(f"table {uri}: compaction {chosen.time} is being executed by another task")
+            rollback.rollback_instant(table.storage, timeline, chosen, table.new_instant_time(timeline))
+            timeline = table.timeline
+        requested = Instant(chosen.time, COMPACTION, State.REQUESTED)
+        inflight = timeline.transition(requested, State.INFLIGHT)
+        heartbeat = Heartbeat(table.storage, chosen.time, interval).start()
+    try:
+        return _execute(table, timeline, inflight, extra_metadata)
+    finally:
+        heartbeat.stop()
+
+
+def _execute(table, timeline, inflight: Instant, extra_metadata) -> CompactionResult:
+    t = inflight.time
+    plan = _plan_of(timeline, t)
+    ops = plan.get("operations") or []
+    cfg = table.config
+    avro = table.schema_avro(timeline)
+    full = pa.schema([pa.field(n, pa.string()) for n in META_FIELDS] + list(table.schema()))
+    spec = MergeSpec(cfg.precombine_field, cfg.payload_class == DEFAULT_PAYLOAD)
+    bloom = BloomSettings(table.option(WriteOptions.BLOOM_NUM_ENTRIES), table.option(WriteOptions.BLOOM_FPP),
+                          table.option(WriteOptions.BLOOM_FILTER_TYPE).upper(),
+                          table.option(WriteOptions.BLOOM_DYNAMIC_MAX_ENTRIES)) if cfg.populate_meta_fields else None
+    committed = set(timeline.commits().completed().times)
+
+    def compact(indexed: tuple[int, dict]) -> WriteStat:
+        n, op = indexed
+        start = time.monotonic()
+        partition = op["partitionPath"]
+        prefix = f"{partition}/" if partition else ""
+        base_name = op.get("dataFilePath")
+        base = conform(read_base_file(table.storage, prefix + base_name), full) if base_name else full.empty_table()
+        if base_name and not cfg.populate_meta_fields and base.num_rows:
+            base = base.set_column(2, META_FIELDS[2], table.keygen.record_keys(base))
+        blocks, rolled_back, log_size = [], set(), 0
+        for name in op["deltaFilePaths"]:
+            data = table.storage.read(prefix + name)
+            log_size += len(data)
+            for block in read_log_file(data):
+                if isinstance(block, CommandBlock) and block.is_rollback:
+                    rolled_back.add(block.target)
+                elif isinstance(block, (DataBlock, DeleteBlock)):
+                    blocks.append(block)
+        visible = [b for b in blocks if b.instant and b.instant not in rolled_back
+                   and b.instant < t and (b.instant in committed or timeline.is_before_start(b.instant))]
+        merged = merge_slice(base, visible, full, spec)
+        token = f"{n}-{int(t[-9:])}-{n}"
+        new = BaseFile(partition, op["fileId"], token, t)
+        merged = merged.set_column(4, META_FIELDS[4], pa.repeat(pa.scalar(new.name, pa.string()), merged.num_rows))
+        create_marker(table.storage, t, new.path, CREATE)
+        size = write_base_file(table.storage, new.path, merged, with_meta_fields(avro), bloom=bloom,
+                               compression=table.option(WriteOptions.COMPRESSION))
+        log_records = sum(b.records([META_FIELDS[2]]).num_rows if isinstance(b, DataBlock) else len(b.keys)
+                          for b in visible)
+        return WriteStat(op["fileId"], partition, new.path, op.get("baseInstantTime") or "null",
+                         num_writes=merged.num_rows, num_update_writes=log_records, total_write_bytes=size,
+                         file_size=size, upsert_ms=int((time.monotonic() - start) * 1000),
+                         log_records=log_records, log_files=len(op["deltaFilePaths"]), log_size=log_size,
+                         updated_compacted=log_records, log_blocks=len(visible))
+
+    stats = table.engine.map(compact, list(enumerate(ops)))
+    extra = {**(plan.get("extraMetadata") or {}), **(extra_metadata or {}), "schema": json.dumps(avro)}
+    metadata = CommitMetadata.from_stats("COMPACT", stats, extra)
+    metadata.compacted = True
+    with table.lock():
+        table.check_still_owner(inflight)
+        timeline.transition(inflight, State.COMPLETED, metadata.to_bytes())
+    delete_markers(table.storage, t)
+    log.info("table %s: compaction %s wrote %d base files", table.storage.uri, t, len(stats))
+    return CompactionResult(t, len(ops), sum(s.num_writes for s in stats), sum(s.log_records for s in stats),
+                            [s.path for s in stats])
+

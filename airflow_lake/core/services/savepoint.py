@@ -1,0 +1,119 @@
+"""Savepoints protect a commit's files from clean and archive; restore rolls the table back
+to a savepoint (every later write, compaction and plan is undone)."""
+
+from __future__ import annotations
+
+import getpass
+import logging
+import time
+from dataclasses import dataclass, field
+
+from ..config import WriteOptions
+from ..errors import InstantNotFoundError, LakeError, WriteConflictError
+from ..timeline.instant import RESTORE, SAVEPOINT, Instant, State
+from ..timeline.metadata import read_avro, restore_metadata_bytes, restore_plan_bytes, savepoint_metadata_bytes
+from ..view import FileSystemView
+from ..write.heartbeat import is_expired
+from . import rollback
+from .clean import latest_clean_bound
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RestoreResult:
+    instant: str
+    savepoint: str
+    rolled_back: list[str] = field(default_factory=list)
+
+
+def savepoint(table, instant: str, *, user: str | None = None, comments: str = "",
+              extra_metadata: dict[str, str] | None = None) -> str:
+    """Savepoint the completed commit `instant` (`<instant>.savepoint`); returns the instant."""
+    uri = table.storage.uri
+    with table.lock():
+        timeline = table.repair_timeline()
+        commits = timeline.commits().completed()
+        if not commits.contains(instant):
+            raise InstantNotFoundError(f"table {uri}: {instant} is not a completed commit on the active timeline")
+        if timeline.actions(SAVEPOINT).completed().contains(instant):
+            return instant
+        bound = latest_clean_bound(timeline)
+        if bound and instant < bound:
+            raise LakeError(f"table {uri}: cannot savepoint {instant}: older than {bound}, the earliest commit "
+                            "the latest clean retained (its files may be gone)")
+        view = FileSystemView(table.storage, timeline, instant)
+        partitions: dict[str, dict] = {}
+        for group in view.file_groups():
+            base, logs = view.read_slice(group)
+            names = ([base.name] if base else []) + [lf.name for lf in logs]
+            if names:
+                part = partitions.setdefault(group.partition, {"partitionPath": group.partition,
+                                                               "savepointDataFile": []})
+                part["savepointDataFile"].extend(names)
+        comment = comments or ",".join(f"{k}={v}" for k, v in (extra_metadata or {}).items())
+        record = {"savepointedBy": user or getpass.getuser(), "savepointedAt": int(time.time() * 1000),
+                  "comments": comment, "partitionMetadata": partitions, "version": 1}
+        inflight = timeline.create(Instant(instant, SAVEPOINT, State.INFLIGHT))
+        timeline.transition(inflight, State.COMPLETED, savepoint_metadata_bytes(record))
+    return instant
+
+
+def restore(table, instant: str) -> RestoreResult:
+    """Roll back every write, compaction and plan after the savepoint `instant`."""
+    uri = table.storage.uri
+    with table.lock():
+        timeline = table.repair_timeline()
+        if not timeline.actions(SAVEPOINT).completed().contains(instant):
+            raise InstantNotFoundError(f"table {uri}: {instant} is not a savepoint; restore needs one")
+        interval = table.option(WriteOptions.HEARTBEAT_INTERVAL_MS)
+        misses = table.option(WriteOptions.HEARTBEAT_TOLERABLE_MISSES)
+        targets = [i for i in reversed(timeline.writes().instants) if i.time > instant]
+        alive = [i for i in targets if i.is_pending and not is_expired(table.storage, i.time, interval, misses)]
+        if alive:
+            raise WriteConflictError(f"table {uri}: cannot restore while {alive[0].action} {alive[0].time} runs")
+        t = table.new_instant_time(timeline)
+        plan = {"instantsToRollback": [{"commitTime": i.time, "action": i.action} for i in targets],
+                "version": 2, "savepointToRestoreTimestamp": instant}
+        requested = timeline.create(Instant(t, RESTORE, State.REQUESTED), restore_plan_bytes(plan))
+        return _execute(table, timeline, requested, plan)
+
+
+def finish_pending_restores(table, timeline) -> None:
+    for pending in timeline.actions(RESTORE).pending():
+        plan = read_avro(timeline.read_details(pending.to(State.REQUESTED)))
+        if plan:
+            _execute(table, timeline, pending, plan)
+
+
+def _execute(table, timeline, instant: Instant, plan: dict) -> RestoreResult:
+    start = time.time()
+    if instant.state == State.REQUESTED:
+        instant = timeline.transition(instant, State.INFLIGHT)
+    storage = table.storage
+    per_instant: dict[str, list] = {}
+    done = []
+    for target in plan["instantsToRollback"]:
+        t = target["commitTime"]
+        names = timeline.state_files(t)
+        if not names:  # already undone by an interrupted run
+            per_instant[t] = []
+            continue
+        current = max((Instant.parse(n) for n in names), key=lambda i: i.state)
+        requests = rollback.rollback_requests(storage, timeline, current)
+        metadata = rollback.undo(storage, timeline, t, target["action"], requests, instant.time, start,
+                                 keep_plan=False)
+        per_instant[t] = [metadata]
+        done.append(t)
+    record = {
+        "startRestoreTime": instant.time,
+        "timeTakenInMillis": int((time.time() - start) * 1000),
+        "instantsToRollback": [x["commitTime"] for x in plan["instantsToRollback"]],
+        "hoodieRestoreMetadata": per_instant,
+        "version": 1,
+        "restoreInstantInfo": plan["instantsToRollback"],
+    }
+    timeline.transition(instant, State.COMPLETED, restore_metadata_bytes(record))
+    log.info("table %s: restored to savepoint %s (%d instants undone)", storage.uri,
+             plan["savepointToRestoreTimestamp"], len(done))
+    return RestoreResult(instant.time, plan["savepointToRestoreTimestamp"], done)
