@@ -33,9 +33,10 @@ from .keys import KeyGenerator
 from .lock import FileSystemLock
 from .read import Reader
 from .schema import from_avro
-from .services import clean, compaction, rollback, savepoint
+from .services import archive, clean, compaction, rollback, savepoint
 from .storage import Storage
 from .timeline.active import ActiveTimeline
+from .timeline.archived import ArchivedTimeline
 from .timeline.clock import next_instant
 from .timeline.instant import Instant
 from .write.client import WriteClient, WriteResult
@@ -197,6 +198,16 @@ class Table:
               extra_metadata: dict[str, str] | None = None) -> clean.CleanResult:
         """Delete file slices outside the retained window (plan, delete, `T.clean`)."""
         return clean.clean(self, policy=policy, retained=retained, dry_run=dry_run, extra_metadata=extra_metadata)
+
+    def archive(self, *, min_commits: int = 20, max_commits: int = 30, batch: int = 10,
+                extra_metadata: dict[str, str] | None = None) -> archive.ArchiveResult:
+        """Move the oldest completed instants to the archived timeline."""
+        return archive.archive(self, min_commits=min_commits, max_commits=max_commits, batch=batch,
+                               extra_metadata=extra_metadata)
+
+    @property
+    def archived_timeline(self) -> ArchivedTimeline:
+        return ArchivedTimeline(self.storage, self.config.archive_folder)
 
     def rollback(self, instant: str) -> rollback.RollbackResult:
         """Roll back a pending write or compaction, or the latest completed write."""

@@ -128,26 +128,26 @@ class DataBlock(LogBlock):
     def avro_schema(self) -> dict:
         return json.loads(self.header[HeaderKey.SCHEMA])
 
+    def avro_records(self) -> list[dict]:
+        """The records of an AVRO_DATA block as Python dicts (archived timeline entries)."""
+        parsed = fastavro.parse_schema(self.avro_schema)
+        (version, count) = struct.unpack_from(">ii", self.content, 0)
+        pos, out = 8, []
+        buf = io.BytesIO(self.content)
+        for _ in range(count):
+            (length,) = struct.unpack_from(">i", self.content, pos)
+            buf.seek(pos + 4)
+            out.append(fastavro.schemaless_reader(buf, parsed, None))
+            pos += 4 + length
+        return out
+
     def records(self, columns: list[str] | None = None) -> pa.Table:
         """The block's records as Arrow (only `columns` that exist, None: all)."""
         if self.block_type == BlockType.PARQUET_DATA:
             pf = pq.ParquetFile(pa.BufferReader(self.content))
             cols = None if columns is None else [c for c in columns if c in pf.schema_arrow.names]
             return pf.read(columns=cols)
-        schema = self.avro_schema
-        arrow = from_avro(schema)
-        (version, count) = struct.unpack_from(">ii", self.content, 0)
-        if version not in (1, 2, 3):
-            raise ValueError(f"unknown Avro data block version {version}")
-        parsed = fastavro.parse_schema(schema)
-        pos, rows = 8, []
-        buf = io.BytesIO(self.content)
-        for _ in range(count):
-            (length,) = struct.unpack_from(">i", self.content, pos)
-            buf.seek(pos + 4)
-            rows.append(fastavro.schemaless_reader(buf, parsed, None))
-            pos += 4 + length
-        table = pa.Table.from_pylist(rows, schema=arrow)
+        table = pa.Table.from_pylist(self.avro_records(), schema=from_avro(self.avro_schema))
         return table if columns is None else table.select([c for c in columns if c in table.column_names])
 
 
@@ -217,21 +217,26 @@ def read_log_file(data: bytes) -> list[LogBlock]:
 # -- writing --------------------------------------------------------------------------------
 
 
+def avro_block_bytes(header: dict[HeaderKey, str], schema: dict, records: list[dict]) -> bytes:
+    """An AVRO_DATA block: version 3, record count, length-prefixed schemaless datums."""
+    parsed = fastavro.parse_schema(schema)
+    parts = [struct.pack(">ii", CONTENT_VERSION, len(records))]
+    buf = io.BytesIO()
+    for row in records:
+        buf.seek(0)
+        buf.truncate()
+        fastavro.schemaless_writer(buf, parsed, row)
+        raw = buf.getvalue()
+        parts.append(struct.pack(">i", len(raw)))
+        parts.append(raw)
+    return encode_block(BlockType.AVRO_DATA, {**header, HeaderKey.SCHEMA: json.dumps(schema)}, b"".join(parts))
+
+
 def data_block_bytes(instant: str, avro_schema_with_meta: dict, table: pa.Table, *, fmt: str = "parquet",
                      compression: str = "snappy") -> bytes:
     header = {HeaderKey.INSTANT_TIME: instant, HeaderKey.SCHEMA: json.dumps(avro_schema_with_meta)}
     if fmt == "avro":
-        parsed = fastavro.parse_schema(avro_schema_with_meta)
-        parts = [struct.pack(">ii", CONTENT_VERSION, table.num_rows)]
-        buf = io.BytesIO()
-        for row in table.to_pylist():
-            buf.seek(0)
-            buf.truncate()
-            fastavro.schemaless_writer(buf, parsed, row)
-            raw = buf.getvalue()
-            parts.append(struct.pack(">i", len(raw)))
-            parts.append(raw)
-        return encode_block(BlockType.AVRO_DATA, header, b"".join(parts))
+        return avro_block_bytes({HeaderKey.INSTANT_TIME: instant}, avro_schema_with_meta, table.to_pylist())
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink, compression=compression,
                    use_dictionary=["_hoodie_commit_time", "_hoodie_partition_path", "_hoodie_file_name"])

@@ -1,0 +1,234 @@
+"""Archive: move the oldest completed instants off the active timeline (spec §8, §10).
+
+When completed commits exceed `max_commits`, the oldest are archived down to `min_commits`,
+but never at or past: the oldest pending write or compaction, the first savepoint (unless
+`hoodie.archive.beyond.savepoint`), a deltacommit after the latest compaction (MOR: needed by
+compaction scheduling), the latest clean's `earliestCommitToRetain`, or the first replacecommit
+whose replaced files the cleaner has not removed yet. Clean and rollback instants are archived
+by the same counts. Entries are written as one new archive file, then the instants' files
+are deleted (requested and inflight before completed). Small archive files may be merged
+under a merge plan, so a crash mid-merge loses nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from ..config import Option
+from ..errors import InvalidOptionError
+from ..formats.log import DataBlock, read_log_file
+from ..formats.log.blocks import avro_block_bytes
+from ..timeline.active import META
+from ..timeline.archived import MERGE_PLAN, archive_files
+from ..timeline.avro_schemas import ARCHIVED_META_ENTRY, MERGE_ARCHIVE_PLAN
+from ..timeline.clock import format_instant
+from ..timeline.instant import (
+    CLEAN,
+    COMMIT,
+    COMPACTION,
+    DELTA_COMMIT,
+    REPLACE_COMMIT,
+    ROLLBACK,
+    SAVEPOINT,
+    Instant,
+    State,
+)
+from ..timeline.metadata import CommitMetadata, read_avro, write_avro
+from . import rollback
+from .clean import latest_clean_bound
+
+log = logging.getLogger(__name__)
+
+BEYOND_SAVEPOINT = Option("hoodie.archive.beyond.savepoint", False, bool)
+MERGE_ENABLE = Option("hoodie.archive.merge.enable", False, bool)
+MERGE_BATCH = Option("hoodie.archive.merge.files.batch.size", 10, int)
+MERGE_SMALL_FILE = Option("hoodie.archive.merge.small.file.limit.bytes", 20 * 1024 * 1024, int)
+TOKEN = "1-0-1"
+_STAT_FIELDS = ["fileId", "path", "prevCommit", "numWrites", "numDeletes", "numUpdateWrites", "totalWriteBytes",
+                "totalWriteErrors", "partitionPath", "totalLogRecords", "totalUpdatedRecordsCompacted", "numInserts",
+                "totalLogBlocks", "totalCorruptLogBlock", "totalRollbackBlocks", "fileSizeInBytes"]
+
+
+@dataclass
+class ArchiveResult:
+    archived: list[str] = field(default_factory=list)  # "<time>.<action>" archived
+    archive_file: str | None = None
+    blocked_by: str | None = None  # why archival stopped short, if it did
+    merged_files: list[str] = field(default_factory=list)
+
+
+def _commit_bound(table, timeline, beyond_savepoint: bool) -> tuple[str | None, str | None]:
+    """The earliest instant that must stay active, and why."""
+    bounds: list[tuple[str, str]] = []
+    pending = timeline.writes().pending().instants
+    if pending:
+        bounds.append((pending[0].time, f"pending {pending[0].action} {pending[0].time}"))
+    savepoints = timeline.actions(SAVEPOINT).completed().instants
+    if savepoints and not beyond_savepoint:
+        bounds.append((savepoints[0].time, f"savepoint {savepoints[0].time}"))
+    if table.config.is_mor:
+        compactions = [i.time for i in timeline.actions(COMMIT).completed()
+                       if rollback.is_compaction(timeline, i.time)]
+        deltas = timeline.actions(DELTA_COMMIT).completed().times
+        after = [d for d in deltas if not compactions or d > compactions[-1]]
+        if after:
+            bounds.append((after[0], f"deltacommit {after[0]} is needed by compaction scheduling"))
+    clean_bound = latest_clean_bound(timeline)
+    if clean_bound:
+        bounds.append((clean_bound, f"the latest clean retains commits from {clean_bound}"))
+    replaces = [i.time for i in timeline.actions(REPLACE_COMMIT).completed()
+                if not clean_bound or i.time >= clean_bound]
+    if replaces:
+        bounds.append((replaces[0], f"replacecommit {replaces[0]}: its replaced files are not cleaned yet"))
+    if not bounds:
+        return None, None
+    return min(bounds)
+
+
+def _select(table, timeline, min_commits: int, max_commits: int) -> tuple[list[Instant], str | None]:
+    commits = timeline.commits().completed().instants
+    chosen: list[Instant] = []
+    blocked = None
+    if len(commits) > max_commits:
+        candidates = commits[: len(commits) - min_commits]
+        bound, why = _commit_bound(table, timeline, table.option(BEYOND_SAVEPOINT))
+        if bound is not None:
+            kept = [c for c in candidates if c.time < bound]
+            if len(kept) < len(candidates):
+                blocked = why
+            candidates = kept
+        chosen += candidates
+    for action in (CLEAN, ROLLBACK):
+        done = timeline.actions(action).completed().instants
+        if len(done) > max_commits:
+            chosen += done[: len(done) - min_commits]
+    return sorted(chosen, key=lambda i: i.time), blocked
+
+
+def _avro_commit(meta: CommitMetadata, replace: bool = False) -> dict:
+    stats = {}
+    for partition, items in meta.partition_to_write_stats.items():
+        stats[partition] = [{**{k: s.get(k) for k in _STAT_FIELDS}, "totalLogFiles": s.get("totalLogFilesCompacted")}
+                            for s in items]
+    record = {"partitionToWriteStats": stats, "extraMetadata": {**meta.extra_metadata, "ROLLING_STAT": ""},
+              "version": 1, "operationType": "COMPACT" if meta.compacted else meta.operation_type}
+    if replace:
+        record["partitionToReplaceFileIds"] = meta.partition_to_replace_file_ids or {}
+    return record
+
+
+def _entry(timeline, name: str, transition_times: dict) -> dict:
+    """The HoodieArchivedMetaEntry of one state file (payload by action and state, spec §8)."""
+    instant = Instant.parse(name)
+    data = timeline.storage.read(f"{META}/{name}")
+    entry = {"commitTime": instant.time, "actionType": instant.action, "actionState": instant.state.name,
+             "version": 1, "stateTransitionTime": transition_times.get(name)}
+    action, state = instant.action, instant.state
+    if not data.strip():
+        return entry
+    if action in (COMMIT, DELTA_COMMIT):
+        entry["hoodieCommitMetadata"] = _avro_commit(CommitMetadata.from_bytes(data, name))
+    elif action == COMPACTION and state == State.REQUESTED:
+        entry["hoodieCompactionPlan"] = read_avro(data)
+    elif action == REPLACE_COMMIT and state == State.COMPLETED:
+        entry["hoodieReplaceCommitMetadata"] = _avro_commit(CommitMetadata.from_bytes(data, name), True)
+    elif action == REPLACE_COMMIT and state == State.INFLIGHT:
+        entry["HoodieInflightReplaceMetadata"] = _avro_commit(CommitMetadata.from_bytes(data, name))
+    elif action == REPLACE_COMMIT:
+        entry["hoodieRequestedReplaceMetadata"] = read_avro(data)
+    elif action == CLEAN:
+        entry["hoodieCleanMetadata" if state == State.COMPLETED else "hoodieCleanerPlan"] = read_avro(data)
+    elif action == ROLLBACK and state == State.COMPLETED:
+        entry["hoodieRollbackMetadata"] = read_avro(data)
+    return entry
+
+
+def archive(table, *, min_commits: int = 20, max_commits: int = 30, batch: int = 10,
+            extra_metadata: dict[str, str] | None = None) -> ArchiveResult:
+    uri = table.storage.uri
+    if max_commits <= min_commits or min_commits < 1 or batch < 1:
+        raise InvalidOptionError(f"table {uri}: need max_commits > min_commits >= 1 and batch >= 1 "
+                                 f"(got {min_commits}, {max_commits}, {batch})")
+    folder = table.config.archive_folder
+    storage = table.storage
+    result = ArchiveResult()
+    with table.lock():
+        _recover_merge(storage, folder)
+        timeline = table.repair_timeline()
+        chosen, result.blocked_by = _select(table, timeline, min_commits, max_commits)
+        if chosen:
+            times = {i.time for i in chosen}
+            names = sorted((n for t in times for n in timeline.state_files(t)), key=lambda n: Instant.parse(n))
+            zone = "UTC" if table.config.timezone == "UTC" else "LOCAL"
+            mtimes = {n: _format_ms(timeline.transition_time_ms(Instant.parse(n)), zone) for n in names}
+            entries = [_entry(timeline, n, mtimes) for n in names]
+            existing = archive_files(storage, folder)
+            version = (existing[0][0] + 1) if existing else 1
+            path = f"{folder}/.commits_.archive.{version}_{TOKEN}"
+            blocks = [avro_block_bytes({}, ARCHIVED_META_ENTRY, entries[i : i + batch])
+                      for i in range(0, len(entries), batch)]
+            storage.write(path, b"".join(blocks))
+            for n in sorted(names, key=lambda n: Instant.parse(n).is_completed):  # pending files first
+                storage.delete(f"{META}/{n}")
+            for t in times:
+                storage.delete_dir(f".hoodie/.temp/{t}")
+                storage.delete(f".hoodie/.heartbeat/{t}")
+            result.archived = [f"{i.time}.{i.action}" for i in chosen]
+            result.archive_file = path
+        if table.option(MERGE_ENABLE):
+            result.merged_files = _merge_small_files(storage, folder, table.option(MERGE_BATCH),
+                                                     table.option(MERGE_SMALL_FILE))
+    if chosen:
+        log.info("table %s: archived %d instants into %s", uri, len(chosen), result.archive_file)
+    return result
+
+
+def _format_ms(ms: int, zone: str) -> str | None:
+    if not ms:
+        return None
+    from datetime import datetime, timezone
+
+    moment = datetime.fromtimestamp(ms / 1000, timezone.utc) if zone == "UTC" else datetime.fromtimestamp(ms / 1000)
+    return format_instant(moment)
+
+
+def _merge_small_files(storage, folder: str, batch_size: int, small_limit: int) -> list[str]:
+    files = [(n, p) for n, p in sorted(archive_files(storage, folder)) if storage.status(p).size < small_limit]
+    if len(files) < max(2, batch_size):
+        return []
+    candidates = files[:batch_size]
+    newest = archive_files(storage, folder)[0][0]
+    merged = f"{folder}/.commits_.archive.{newest + 1}_{TOKEN}"
+    plan = {"version": 1, "candidate": [p.rsplit("/", 1)[-1] for _, p in candidates],
+            "mergedArchiveFileName": merged.rsplit("/", 1)[-1]}
+    storage.write(f"{folder}/{MERGE_PLAN}", write_avro(MERGE_ARCHIVE_PLAN, plan))
+    storage.write(merged, b"".join(storage.read(p) for _, p in candidates))
+    for _, p in candidates:
+        storage.delete(p)
+    storage.delete(f"{folder}/{MERGE_PLAN}")
+    return [p for _, p in candidates]
+
+
+def _recover_merge(storage, folder: str) -> None:
+    """A merge that died: keep the merged file if it is whole, else the candidates."""
+    plan_path = f"{folder}/{MERGE_PLAN}"
+    if not storage.exists(plan_path):
+        return
+    plan = read_avro(storage.read(plan_path)) or {}
+    merged = f"{folder}/{plan.get('mergedArchiveFileName')}"
+    candidates = [f"{folder}/{c}" for c in plan.get("candidate") or []]
+    whole = False
+    if storage.exists(merged):
+        blocks = read_log_file(storage.read(merged))
+        expected = sum(len(read_log_file(storage.read(c))) for c in candidates if storage.exists(c))
+        whole = all(isinstance(b, DataBlock) for b in blocks) and (
+            all(not storage.exists(c) for c in candidates) or len(blocks) >= expected)
+    if whole:
+        for c in candidates:
+            storage.delete(c)
+    else:
+        storage.delete(merged)
+    storage.delete(plan_path)
+
+
