@@ -17,6 +17,7 @@ from .keys import parse_partition_path
 from .merge import KEY, MergeSpec, merge_slice
 from .model import FileGroup, LogFile
 from .schema import META_FIELDS, META_SCHEMA, conform
+from .timeline.archived import archive_files
 from .timeline.instant import check_instant_time
 from .view import FileSystemView
 
@@ -38,9 +39,11 @@ class Reader:
         if query_type not in QUERY_TYPES:
             raise InvalidOptionError(f"table {self.storage.uri}: unknown query_type {query_type!r}; "
                                      f"one of {QUERY_TYPES}")
+        timeline = self.table.timeline
         if as_of is not None:
             check_instant_time(as_of)
-        view = FileSystemView(self.storage, self.table.timeline, as_of)
+            self._check_retained(timeline, as_of, "time travel to")
+        view = FileSystemView(self.storage, timeline, as_of)
         groups = self._prune(view, view.file_groups(), filters)
         return self._read_groups(view, groups, columns, filters, query_type == "read_optimized")
 
@@ -49,6 +52,13 @@ class Reader:
         """Rows whose latest write is a commit in (start, end]."""
         check_instant_time(start)
         timeline = self.table.timeline
+        self._check_retained(timeline, start, "an incremental read from")
+        first = timeline.commits().first
+        if first is not None and start < first.time and archive_files(self.storage, self.table.config.archive_folder):
+            archived = self.table.archived_timeline.last_time
+            if archived is not None and start < archived:
+                raise LakeError(f"table {self.storage.uri}: an incremental read from {start} needs commits that "
+                                f"were archived (the active timeline starts at {first.time})")
         commits = timeline.commits()
         completed = commits.completed()
         if end is None:
@@ -77,6 +87,14 @@ class Reader:
         times = table.column("_hoodie_commit_time")
         table = table.filter(pc.and_(pc.greater(times, start), pc.less_equal(times, end)))
         return table.select(list(columns)) if columns is not None else table
+
+    def _check_retained(self, timeline, instant: str, what: str) -> None:
+        from .services.clean import latest_clean_bound
+
+        bound = latest_clean_bound(timeline)
+        if bound and instant < bound:
+            raise LakeError(f"table {self.storage.uri}: {what} {instant} is not possible: the cleaner kept only "
+                            f"file versions needed from {bound} on")
 
     # -- internals -------------------------------------------------------------------------
     def read_group(self, view: FileSystemView, group: FileGroup, columns: list[str] | None) -> pa.Table:
