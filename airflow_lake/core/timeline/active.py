@@ -86,8 +86,11 @@ class Timeline:
         return [i.time for i in self.instants]
 
     def is_before_start(self, time: str) -> bool:
-        """True if `time` predates the timeline's start (archived, hence committed)."""
-        first = next((i for i in self.instants if i.action != "savepoint"), None)
+        """True if `time` predates the first write on the timeline (archived, hence committed).
+
+        Cleans, rollbacks and savepoints do not start the timeline: they are archived by
+        their own counts and may outlive older commits."""
+        first = self.writes().first
         return first is not None and time < first.time
 
     def transition_time_ms(self, instant: Instant) -> int:
