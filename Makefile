@@ -32,3 +32,4 @@ clean:
 bench: venv
 	$(PY) -m bench.cow
 	$(PY) -m bench.mor
+	$(PY) -m bench.compaction

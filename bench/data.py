@@ -36,5 +36,5 @@ def upsert_batch(base_rows: int, n: int, update_fraction: float, *, seed: int, t
     n_upd = int(n * update_fraction)
     updated = np.sort(rng.choice(base_rows, n_upd, replace=False))
     upd = rows(0, base_rows, seed=seed, ts=ts).take(pa.array(updated)) if n_upd else None
-    new = rows(base_rows + 10_000_000, n - n_upd, seed=seed + 1, ts=ts)
+    new = rows(base_rows + 10_000_000, n - n_upd, seed=seed + 1, ts=ts) if n > n_upd else None
     return pa.concat_tables([t for t in (upd, new) if t is not None])

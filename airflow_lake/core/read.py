@@ -183,7 +183,11 @@ class _BlockFilter:
         decoded = []
         rolled_back: set[str] = set()
         for log in logs:
-            for block in read_log_file(storage.read(log.path)):
+            try:
+                data = storage.read(log.path)
+            except FileNotFoundError:
+                continue  # rolled back by another writer since we listed it: none of it is visible
+            for block in read_log_file(data):
                 if isinstance(block, CommandBlock):
                     if block.is_rollback and block.target:
                         rolled_back.add(block.target)

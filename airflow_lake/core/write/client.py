@@ -18,15 +18,16 @@ import pyarrow.compute as pc
 
 from ..config import DEFAULT_PAYLOAD, TableOptions, WriteOptions
 from ..engine import Engine
-from ..errors import UnsupportedTableVersionError
+from ..errors import UnsupportedTableVersionError, WriteConflictError
 from ..formats.parquet import BloomSettings
 from ..index import Tags, check_index_type, tagger
 from ..index.simple import read_keys
 from ..merge import KEY
 from ..model import WriteStat
 from ..schema import from_avro
-from ..timeline.instant import COMMIT, DELTA_COMMIT, REPLACE_COMMIT, Instant, State
-from ..timeline.metadata import CommitMetadata, requested_replace_bytes, workload_metadata
+from ..services import rollback
+from ..timeline.instant import COMMIT, COMPACTION, DELTA_COMMIT, REPLACE_COMMIT, Instant, State
+from ..timeline.metadata import CommitMetadata, read_compaction_plan, requested_replace_bytes, workload_metadata
 from ..view import PARTITION_METAFILE, FileSystemView
 from .files import WriteContext, insert_file, merge_file
 from .heartbeat import Heartbeat
@@ -100,6 +101,16 @@ class WriteClient:
         instant, heartbeat = self._begin(action)
         try:
             return self._run(instant, batch, operation, extra, is_global)
+        except FileNotFoundError as e:
+            # a file this write read was cleaned, compacted away or rolled back meanwhile
+            with self.table.lock():
+                timeline = self.table.timeline
+                current = next((i for i in timeline.pending() if i.time == instant.time), None)
+                if current is not None:
+                    rollback.rollback_instant(self.storage, timeline, current, self.table.new_instant_time(timeline))
+            raise WriteConflictError(f"table {self.storage.uri}: write {instant.time} read a file that another "
+                                     f"writer or service removed meanwhile ({e.filename or e}); it was rolled "
+                                     "back, retry it") from e
         finally:
             heartbeat.stop()
 
@@ -121,6 +132,7 @@ class WriteClient:
         table, storage, cfg = self.table, self.storage, self.table.config
         instant = requested.time
         timeline = table.timeline
+        seen = set(timeline.completed().times) | {i.time for i in timeline.actions(COMPACTION)}
         view = FileSystemView(storage, timeline)
         ctx = WriteContext(
             storage, instant, batch.avro_schema, from_avro(batch.avro_schema),
@@ -163,14 +175,49 @@ class WriteClient:
         metadata = CommitMetadata.from_stats(OPERATION_TYPES[operation], stats, extra)
         if replaced is not None:
             metadata.partition_to_replace_file_ids = replaced
+        touched = {(t.partition, t.file_id) for t in tasks if t.kind != "insert"}
+        touched |= {(p, f) for p, ids in (replaced or {}).items() for f in ids}
+        if self.index_type() == "BUCKET":
+            touched |= {(t.partition, t.file_id) for t in tasks}
         with table.lock():
             table.check_still_owner(inflight)
+            self._check_conflicts(inflight, seen, touched)
             timeline.transition(inflight, State.COMPLETED, metadata.to_bytes())
         delete_markers(storage, instant)
         result = WriteResult(instant, operation)
         _add_stats(result, stats)
         result.replaced_file_groups = sum(len(v) for v in (replaced or {}).values())
         return result
+
+    def _check_conflicts(self, inflight: Instant, seen: set[str], touched: set[tuple[str, str]]) -> None:
+        """Optimistic concurrency: a commit or compaction plan that appeared since this write
+        started and touches one of its file groups makes it fail (rolled back, nothing visible)."""
+        timeline = self.table.timeline
+        bucket = self.index_type() == "BUCKET"
+
+        def key(partition: str, file_id: str) -> tuple[str, str]:
+            return (partition, file_id[:8]) if bucket else (partition, file_id)
+
+        mine = {key(p, f) for p, f in touched}
+        for other in timeline.writes():
+            if other.time in seen or other.time == inflight.time:
+                continue
+            if other.action == COMPACTION:
+                plan = read_compaction_plan(timeline.read_details(other.to(State.REQUESTED)))
+                theirs = {key(op["partitionPath"], op["fileId"]) for op in plan.get("operations") or []}
+            elif other.is_completed:
+                meta = timeline.commit_metadata(other)
+                theirs = {key(p, f) for p, f in meta.file_ids() | meta.replaced_file_ids()}
+            else:
+                continue
+            clash = mine & theirs
+            if clash:
+                rollback.rollback_instant(self.storage, timeline, inflight, self.table.new_instant_time(timeline))
+                p, f = sorted(clash)[0]
+                raise WriteConflictError(
+                    f"table {self.storage.uri}: write {inflight.time} conflicts with {other.action} {other.time}, "
+                    f"which changed file group {f} in partition {p!r} after this write started; "
+                    "it was rolled back, retry it")
 
     def _plan(self, view: FileSystemView, batch: Batch, operation: str, is_global: bool,
               instant: str) -> tuple[Batch, list[Task], dict[str, list[str]] | None]:
