@@ -4,7 +4,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml .ci/uv-excludes.txt | cksum | cut -d' ' -f1)
 PYTEST_ARGS ?=
 
-.PHONY: venv test demo lint clean bench
+.PHONY: venv test demo lint clean bench reliability
 
 venv: $(STAMP)
 
@@ -28,6 +28,9 @@ lint: venv
 
 clean:
 	rm -rf $(VENV) .pytest_cache
+
+reliability: venv
+	$(PY) -m tests.reliability.harness --large
 
 bench: venv
 	$(PY) -m bench.cow

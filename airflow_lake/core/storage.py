@@ -135,8 +135,12 @@ class Storage:
                 raise
 
     def delete_dir(self, path: str) -> None:
-        if self.is_dir(path):
-            self.fs.delete_dir(self.full(path))
+        """Delete a folder and its content; an absent folder (or one deleted meanwhile) is fine."""
+        try:
+            if self.is_dir(path):
+                self.fs.delete_dir(self.full(path))
+        except FileNotFoundError:
+            pass
 
     def _ensure_parent(self, path: str) -> None:
         if self.is_local:

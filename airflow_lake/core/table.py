@@ -213,6 +213,10 @@ class Table:
         """Roll back a pending write or compaction, or the latest completed write."""
         with self.lock():
             timeline = self.repair_timeline()
+            if not timeline.contains(instant):
+                done = rollback.rolled_back_by(timeline, instant)
+                if done is not None:  # an earlier call already did it (a retried task)
+                    return rollback.RollbackResult(done.time, instant, "", [])
             target = rollback.rollback_target(timeline, instant, self.storage.uri)
             if target.is_pending and not is_expired(self.storage, target.time,
                                                     self.option(WriteOptions.HEARTBEAT_INTERVAL_MS),
@@ -246,6 +250,7 @@ class Table:
         timeline = self.timeline
         rollback.finish_pending_rollbacks(self.storage, timeline)
         savepoint.finish_pending_restores(self, self.timeline)
+        rollback.forget_rolled_back(self.storage, self.timeline)
         timeline = self.timeline
         failed = rollback.failed_writes(self.storage, timeline, self.option(WriteOptions.HEARTBEAT_INTERVAL_MS),
                                         self.option(WriteOptions.HEARTBEAT_TOLERABLE_MISSES))

@@ -199,3 +199,15 @@ def test_sigkill_mid_write(table_path, delay):
     assert not t.timeline.pending().instants
     assert t.read(columns=["id"]).num_rows == ours
     assert hudi_read(table_path).num_rows == ours
+
+
+def test_kill_harness_small():
+    """Every operation SIGKILLed at sampled storage mutations, then retried (see
+    tests/reliability/harness.py; `make reliability` runs every point on bigger tables)."""
+    from tests.reliability.harness import run
+    from tests.reliability.operations import OPERATIONS
+
+    report = run(list(OPERATIONS), size=1, commits=10, points=4)
+    print(report.line())
+    assert report.kills >= 40 and report.recoveries == report.kills
+    assert not report.mismatches, report.mismatches

@@ -100,6 +100,29 @@ def rollback_instant(storage: Storage, timeline: ActiveTimeline, target: Instant
     return _execute(storage, timeline, rb, target.time, action, plan, start)
 
 
+def rolled_back_by(timeline: ActiveTimeline, time_: str) -> Instant | None:
+    """The completed rollback that rolled back `time_`, if any."""
+    for rb in reversed(timeline.actions(ROLLBACK).completed().instants):
+        meta = read_avro(timeline.read_details(rb)) or {}
+        if time_ in (meta.get("commitsRollback") or []):
+            return rb
+    return None
+
+
+def forget_rolled_back(storage: Storage, timeline: ActiveTimeline) -> None:
+    """A crash after `R.rollback` was written can leave the target's pending files: remove them."""
+    pending = [i for i in timeline.pending() if i.action in COMMIT_ACTIONS or i.action == COMPACTION]
+    for instant in pending:
+        if rolled_back_by(timeline, instant.time) is None:
+            continue
+        keep_plan = is_compaction(timeline, instant.time)
+        for name in reversed(timeline.state_files(instant.time)):
+            parsed = Instant.parse(name)
+            if keep_plan and parsed.action == COMPACTION and parsed.state == State.REQUESTED:
+                continue
+            storage.delete(f"{META}/{name}")
+
+
 def finish_pending_rollbacks(storage: Storage, timeline: ActiveTimeline) -> list[RollbackResult]:
     """Complete rollbacks that a crash left requested or inflight (idempotent)."""
     done = []

@@ -23,7 +23,7 @@ from ..formats.parquet import BloomSettings
 from ..index import Tags, check_index_type, tagger
 from ..index.simple import read_keys
 from ..merge import KEY
-from ..model import WriteStat
+from ..model import BaseFile, WriteStat
 from ..schema import from_avro
 from ..services import rollback
 from ..timeline.instant import COMMIT, COMPACTION, DELTA_COMMIT, REPLACE_COMMIT, Instant, State
@@ -179,9 +179,16 @@ class WriteClient:
         touched |= {(p, f) for p, ids in (replaced or {}).items() for f in ids}
         if self.index_type() == "BUCKET":
             touched |= {(t.partition, t.file_id) for t in tasks}
+        inserted: dict[str, list[np.ndarray]] = {}
+        if operation == "upsert":
+            for t in tasks:
+                rows = t.rows if t.kind == "insert" else (t.insert_rows if t.insert_rows is not None else None)
+                if rows is not None and len(rows):
+                    inserted.setdefault(t.partition, []).append(rows)
+        new_keys = {p: batch.keys.take(pa.array(np.concatenate(r))) for p, r in inserted.items()}
         with table.lock():
             table.check_still_owner(inflight)
-            self._check_conflicts(inflight, seen, touched)
+            self._check_conflicts(inflight, seen, touched, new_keys, is_global)
             timeline.transition(inflight, State.COMPLETED, metadata.to_bytes())
         delete_markers(storage, instant)
         result = WriteResult(instant, operation)
@@ -189,9 +196,11 @@ class WriteClient:
         result.replaced_file_groups = sum(len(v) for v in (replaced or {}).values())
         return result
 
-    def _check_conflicts(self, inflight: Instant, seen: set[str], touched: set[tuple[str, str]]) -> None:
+    def _check_conflicts(self, inflight: Instant, seen: set[str], touched: set[tuple[str, str]],
+                         new_keys: dict[str, pa.Array], is_global: bool) -> None:
         """Optimistic concurrency: a commit or compaction plan that appeared since this write
-        started and touches one of its file groups makes it fail (rolled back, nothing visible)."""
+        started and touches one of its file groups, or inserted one of the keys this upsert
+        inserts, makes it fail (rolled back, nothing visible)."""
         timeline = self.table.timeline
         bucket = self.index_type() == "BUCKET"
 
@@ -208,6 +217,13 @@ class WriteClient:
             elif other.is_completed:
                 meta = timeline.commit_metadata(other)
                 theirs = {key(p, f) for p, f in meta.file_ids() | meta.replaced_file_ids()}
+                dup = self._same_new_keys(meta, new_keys, is_global)
+                if dup:
+                    rollback.rollback_instant(self.storage, timeline, inflight, self.table.new_instant_time(timeline))
+                    raise WriteConflictError(
+                        f"table {self.storage.uri}: write {inflight.time} inserts key {dup!r}, which "
+                        f"{other.action} {other.time} inserted after this write started; it was rolled back, "
+                        "retry it (it will update the key)")
             else:
                 continue
             clash = mine & theirs
@@ -218,6 +234,26 @@ class WriteClient:
                     f"table {self.storage.uri}: write {inflight.time} conflicts with {other.action} {other.time}, "
                     f"which changed file group {f} in partition {p!r} after this write started; "
                     "it was rolled back, retry it")
+
+    def _same_new_keys(self, meta: CommitMetadata, new_keys: dict[str, pa.Array], is_global: bool) -> str | None:
+        """A key this write inserts that a concurrent commit wrote to a base file, if any."""
+        if not new_keys:
+            return None
+        mine = pa.concat_arrays(list(new_keys.values())) if is_global else None
+        for partition, stats in meta.partition_to_write_stats.items():
+            keys = mine if is_global else new_keys.get(partition)
+            if keys is None:
+                continue
+            for stat in stats:
+                path = stat.get("path") or ""
+                if not path.endswith(".parquet"):
+                    continue
+                stored = read_keys(self.storage, BaseFile.parse(partition, path.rsplit("/", 1)[-1]),
+                                   self.table.keygen, self.table.config.populate_meta_fields)
+                hit = pc.is_in(keys, value_set=stored)
+                if pc.any(hit).as_py():
+                    return keys.filter(hit)[0].as_py()
+        return None
 
     def _plan(self, view: FileSystemView, batch: Batch, operation: str, is_global: bool,
               instant: str) -> tuple[Batch, list[Task], dict[str, list[str]] | None]:
