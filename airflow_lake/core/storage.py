@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -103,24 +104,28 @@ class Storage:
     def create(self, path: str, data: bytes = b"") -> bool:
         """Create the file only if it does not exist. Returns False when it already existed.
 
-        On a local file system this is `O_CREAT | O_EXCL`, so exactly one of several racing
-        creators wins. On object stores pyarrow offers no conditional PUT; there the check
+        On a local file system the content is written to a temp file first and hard-linked into
+        place, so exactly one of several racing creators wins and no reader sees a torn file.
+        On object stores a PUT is atomic but pyarrow offers no conditional PUT; there the check
         is made under the table lock, which every timeline transition holds.
         """
         if self.is_local:
+            # write a private temp file, then hard-link it into place: the link is atomic and
+            # fails if the name exists, so a crash never leaves a torn or empty timeline file
             full = self.full(path)
-            os.makedirs(os.path.dirname(full), exist_ok=True)
+            folder = os.path.dirname(full)
+            os.makedirs(folder, exist_ok=True)
+            tmp = os.path.join(folder, f".tmp-{uuid.uuid4().hex}")
+            with open(tmp, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
             try:
-                fd = os.open(full, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+                os.link(tmp, full)
             except FileExistsError:
                 return False
-            try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view) :]
-                os.fsync(fd)
             finally:
-                os.close(fd)
+                os.unlink(tmp)
             return True
         if self.exists(path):
             return False

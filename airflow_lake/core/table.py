@@ -27,6 +27,7 @@ from .errors import (
     TableExistsError,
     TableNotFoundError,
     TimelineError,
+    UnsupportedTableVersionError,
     WriteConflictError,
 )
 from .keys import KeyGenerator
@@ -128,7 +129,16 @@ class Table:
         storage = Storage(path)
         if not storage.exists(".hoodie"):
             raise TableNotFoundError(f"{storage.uri} is not a Hudi table: no .hoodie folder")
-        return Table(storage, TableConfig.load(storage), options, engine)
+        config = TableConfig.load(storage)
+        layout = config.get(TableOptions.TIMELINE_LAYOUT)
+        if config.version > 6 or layout != 1:
+            raise UnsupportedTableVersionError(
+                f"table {storage.uri}: table version {config.version} (timeline layout {layout}) keeps its "
+                "timeline elsewhere; airflow-lake reads and writes table version 6 (layout 1) only")
+        if config.version < 6:
+            log.warning("table %s: table version %s is older than 6; reading it as version 6", storage.uri,
+                        config.version)
+        return Table(storage, config, options, engine)
 
     # -- options, schema, timeline ---------------------------------------------------------
     def option(self, option) -> Any:

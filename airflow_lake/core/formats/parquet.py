@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..errors import InvalidTableError
 from ..storage import Storage
 from .bloom import DYNAMIC_V0, BloomFilter, min_max_keys
 
@@ -75,8 +76,15 @@ def read_bloom(footer: dict[str, str]) -> BloomFilter | None:
 
 
 def read_base_file(storage: Storage, path: str, columns: list[str] | None = None) -> pa.Table:
-    """Read a base file, only the `columns` it has (None: all)."""
-    with storage.open_input(path) as f:
-        pf = pq.ParquetFile(f)
-        names = pf.schema_arrow.names
-        return pf.read(columns=None if columns is None else [c for c in columns if c in names])
+    """Read a base file, only the `columns` it has (None: all). A damaged file is an
+    `InvalidTableError` naming it; a missing one stays `FileNotFoundError`."""
+    try:
+        with storage.open_input(path) as f:
+            pf = pq.ParquetFile(f)
+            names = pf.schema_arrow.names
+            return pf.read(columns=None if columns is None else [c for c in columns if c in names])
+    except FileNotFoundError:
+        raise
+    except (pa.ArrowInvalid, pa.ArrowIOError, OSError) as e:
+        raise InvalidTableError(f"table {storage.uri}: base file {path} is unreadable ({e}); restore it from "
+                                "a backup or roll back the commit that wrote it") from e
