@@ -4,7 +4,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml .ci/uv-excludes.txt | cksum | cut -d' ' -f1)
 PYTEST_ARGS ?=
 
-.PHONY: venv test demo lint clean bench reliability
+.PHONY: venv test demo lint clean bench bench-large reliability
 
 venv: $(STAMP)
 
@@ -33,6 +33,7 @@ reliability: venv
 	$(PY) -m tests.reliability.harness --large
 
 bench: venv
-	$(PY) -m bench.cow
-	$(PY) -m bench.mor
-	$(PY) -m bench.compaction
+	$(PY) -m bench.suite
+
+bench-large: venv
+	$(PY) -m bench.suite --large

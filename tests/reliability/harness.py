@@ -119,10 +119,23 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--large", action="store_true", help="every crash point, bigger tables")
     parser.add_argument("--only", nargs="*", default=list(OPERATIONS))
+    parser.add_argument("--stress-seconds", type=float, default=None, help="length of the stress run")
     args = parser.parse_args()
     size, commits, points = (20, 14, None) if args.large else (1, 10, 12)
     report = run(args.only, size=size, commits=commits, points=points)
     print(report.line())
+    seconds = args.stress_seconds or (60 if args.large else 8)
+    from tests.core.test_concurrency import stress
+
+    folder = tempfile.mkdtemp(prefix="airflow-lake-stress-")
+    try:
+        counts = stress(os.path.join(folder, "table"), seconds)
+    except AssertionError as e:
+        report.mismatches.append(f"stress: {e}")
+        counts = {}
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    print(f"stress ({seconds:.0f} s, 4 writers + services): {counts}")
     for m in report.mismatches:
         print("MISMATCH", m)
     sys.exit(1 if report.mismatches else 0)

@@ -93,10 +93,11 @@ class BloomFilter:
 
     bit_size: int
     num_hashes: int
-    rows: np.ndarray  # bool[rows, bit_size]
+    rows: np.ndarray | None  # bool[rows, bit_size]; None when parsed (then only `packed`)
     kind: str = DYNAMIC_V0
     num_entries: int = 60000
     current_nb_record: int = 0
+    _packed: np.ndarray | None = None
 
     @staticmethod
     def build(keys, *, num_entries=60000, fpp=1e-9, kind=DYNAMIC_V0, max_entries=100000) -> BloomFilter:
@@ -116,30 +117,36 @@ class BloomFilter:
     def might_contain(self, keys) -> np.ndarray:
         """bool per key: possibly present (any row matches all its positions)."""
         result = np.zeros(len(keys), dtype=bool)
+        packed = self.packed
         for idx, positions in hash_positions(keys, self.num_hashes, self.bit_size):
-            hit = self.rows[:, positions].all(axis=1)  # [rows, n]
-            result[idx] = hit.any(axis=0)
+            bits = (packed[:, positions >> 3] >> (positions & 7).astype(np.uint8)) & 1  # [rows, hashes, n]
+            result[idx] = bits.all(axis=1).any(axis=0)
         return result
+
+    @property
+    def packed(self) -> np.ndarray:
+        """The bit vectors as bytes, LSB first: [rows, ceil(bit_size / 8)]."""
+        if self._packed is None:
+            self._packed = np.packbits(self.rows, axis=1, bitorder="little")
+        return self._packed
 
     # -- serialisation ---------------------------------------------------------------------
     def _header(self) -> bytes:
         return struct.pack(">iibi", -1, self.num_hashes, MURMUR, self.bit_size)
 
-    def _row_bytes(self, row: np.ndarray) -> bytes:
-        return self._header() + np.packbits(row, bitorder="little").tobytes()
-
     def to_bytes(self) -> bytes:
+        rows = [self._header() + r.tobytes() for r in self.packed]
         if self.kind == SIMPLE:
-            return self._row_bytes(self.rows[0])
-        parts = [self._header(), struct.pack(">iii", self.num_entries, self.current_nb_record, len(self.rows))]
-        parts += [self._row_bytes(r) for r in self.rows]
-        return b"".join(parts)
+            return rows[0]
+        head = [self._header(), struct.pack(">iii", self.num_entries, self.current_nb_record, len(rows))]
+        return b"".join(head + rows)
 
     def to_base64(self) -> str:
         return base64.b64encode(self.to_bytes()).decode("ascii")
 
     @staticmethod
     def from_base64(text: str, kind: str | None) -> BloomFilter:
+        """Parse a footer value; the bit vectors stay packed (no unpacking to test keys)."""
         raw = base64.b64decode(text)
         kind = kind or SIMPLE
         version, num_hashes, hash_type, bit_size = struct.unpack_from(">iibi", raw, 0)
@@ -147,16 +154,11 @@ class BloomFilter:
             raise ValueError("only versioned Murmur bloom filters are supported")
         nbytes = (bit_size + 7) // 8
         if kind == SIMPLE:
-            bits = np.unpackbits(np.frombuffer(raw, np.uint8, nbytes, 13), bitorder="little")[:bit_size]
-            return BloomFilter(bit_size, num_hashes, bits[None, :].astype(bool), SIMPLE)
+            packed = np.frombuffer(raw, np.uint8, nbytes, 13)[None, :]
+            return BloomFilter(bit_size, num_hashes, None, SIMPLE, _packed=packed)
         nr, current, nrows = struct.unpack_from(">iii", raw, 13)
-        rows = []
-        pos = 25
-        for _ in range(nrows):
-            pos += 13
-            rows.append(np.unpackbits(np.frombuffer(raw, np.uint8, nbytes, pos), bitorder="little")[:bit_size])
-            pos += nbytes
-        return BloomFilter(bit_size, num_hashes, np.array(rows, dtype=bool), DYNAMIC_V0, nr, current)
+        packed = np.stack([np.frombuffer(raw, np.uint8, nbytes, 25 + i * (13 + nbytes) + 13) for i in range(nrows)])
+        return BloomFilter(bit_size, num_hashes, None, DYNAMIC_V0, nr, current, _packed=packed)
 
 
 def dynamic_rows(n: int, nr: int, max_entries: int) -> tuple[np.ndarray, int, int]:
