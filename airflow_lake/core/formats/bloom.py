@@ -114,6 +114,29 @@ class BloomFilter:
             bits[positions.ravel()] = True
         return BloomFilter(bit_size, num_hashes, bits.reshape(nrows, bit_size), kind, num_entries, current)
 
+    def extend(self, keys, count_before: int, max_entries: int) -> BloomFilter:
+        """This filter (of a file's first `count_before` keys) with `keys` added after them,
+        exactly as building it from all the keys in order would give."""
+        total = count_before + len(keys)
+        if self.kind == SIMPLE:
+            row_of, nrows, current = np.zeros(total, np.int64), 1, total
+        else:
+            row_of, nrows, current = dynamic_rows(total, self.num_entries, max_entries)
+        packed = np.zeros((nrows, self.packed.shape[1]), np.uint8)
+        packed[: len(self.packed)] = self.packed
+        bits = np.unpackbits(packed, axis=1, bitorder="little")[:, : self.bit_size].reshape(-1).astype(bool)
+        tail = row_of[count_before:]
+        for idx, positions in hash_positions(keys, self.num_hashes, self.bit_size):
+            bits[(positions + (tail[idx] * self.bit_size)[None, :]).ravel()] = True
+        return BloomFilter(self.bit_size, self.num_hashes, bits.reshape(nrows, self.bit_size), self.kind,
+                           self.num_entries, current)
+
+    def matches(self, num_entries: int, fpp: float, kind: str) -> bool:
+        """Built with these settings (so it can be extended instead of rebuilt)."""
+        bit_size, num_hashes = bloom_size(num_entries, fpp)
+        return (self.bit_size, self.num_hashes, self.kind) == (bit_size, num_hashes, kind) and \
+            (kind == SIMPLE or self.num_entries == num_entries)
+
     def might_contain(self, keys) -> np.ndarray:
         """bool per key: possibly present (any row matches all its positions)."""
         result = np.zeros(len(keys), dtype=bool)

@@ -30,12 +30,19 @@ class BloomSettings:
     max_entries: int = 100000
 
 
-def footer_metadata(keys: pa.ChunkedArray | None, avro_schema: dict, bloom: BloomSettings | None) -> dict[bytes, bytes]:
-    """Hudi's footer key/values for a file whose records have these keys, in file order."""
+def footer_metadata(keys: pa.ChunkedArray | None, avro_schema: dict, bloom: BloomSettings | None,
+                    prior: tuple[BloomFilter, int] | None = None) -> dict[bytes, bytes]:
+    """Hudi's footer key/values for a file whose records have these keys, in file order.
+
+    `prior` is the filter of the first n keys (the file rewritten with records appended, in
+    place updates and no deletes): only the appended keys are hashed."""
     meta = {AVRO_SCHEMA_KEY: json.dumps(avro_schema), "writer.model.name": "avro"}
     if keys is not None and bloom is not None:
-        bf = BloomFilter.build(keys, num_entries=bloom.num_entries, fpp=bloom.fpp,
-                               kind=bloom.kind, max_entries=bloom.max_entries)
+        if prior is not None:
+            bf = prior[0].extend(keys.slice(prior[1]), prior[1], bloom.max_entries)
+        else:
+            bf = BloomFilter.build(keys, num_entries=bloom.num_entries, fpp=bloom.fpp,
+                                   kind=bloom.kind, max_entries=bloom.max_entries)
         meta[BLOOM_KEY] = bf.to_base64()
         if bloom.kind == DYNAMIC_V0:
             meta[BLOOM_TYPE_KEY] = DYNAMIC_V0
@@ -46,14 +53,15 @@ def footer_metadata(keys: pa.ChunkedArray | None, avro_schema: dict, bloom: Bloo
 
 
 def write_base_file(storage: Storage, path: str, table: pa.Table, avro_schema: dict, *,
-                    bloom: BloomSettings | None, compression: str = "snappy") -> int:
+                    bloom: BloomSettings | None, compression: str = "snappy",
+                    prior: tuple[BloomFilter, int] | None = None) -> int:
     """Write a whole base file in one PUT; returns its size in bytes.
 
     `table` starts with the five meta columns; `avro_schema` includes them. With `bloom`
     None (populate.meta.fields=false) no bloom filter or key range is written.
     """
     keys = table.column("_hoodie_record_key") if bloom is not None else None
-    schema = table.schema.with_metadata(footer_metadata(keys, avro_schema, bloom))
+    schema = table.schema.with_metadata(footer_metadata(keys, avro_schema, bloom, prior))
     sink = pa.BufferOutputStream()
     dictionary = [c for c in _DICTIONARY_COLUMNS if c in table.column_names]
     with pq.ParquetWriter(sink, schema, compression=compression, use_dictionary=dictionary) as writer:

@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..formats.parquet import BloomSettings, read_base_file, write_base_file
+from ..formats.parquet import BloomSettings, read_base_file, read_bloom, read_footer, write_base_file
 from ..keys import KeyGenerator
 from ..model import BaseFile, WriteStat
 from ..schema import META_FIELDS, META_SCHEMA, conform, with_meta_fields
@@ -53,6 +53,17 @@ def _meta_columns(ctx: WriteContext, task: int, keys: pa.Array, partition: str, 
         _const(partition, n),
         _const(file_name, n),
     ]
+
+
+def _prior_bloom(ctx: WriteContext, old: BaseFile, count: int):
+    """The old file's bloom filter, when it can be extended instead of rebuilt."""
+    footer = read_footer(ctx.storage, old.path)
+    bloom = read_bloom(footer)
+    if bloom is None or not bloom.matches(ctx.bloom.num_entries, ctx.bloom.fpp, ctx.bloom.kind):
+        return None
+    if bloom.kind != "SIMPLE" and bloom.current_nb_record != count - (len(bloom.packed) - 1) * bloom.num_entries:
+        return None  # not built from exactly this file's keys in order
+    return bloom, count
 
 
 def _const(value: str, n: int) -> pa.Array:
@@ -114,25 +125,38 @@ def merge_file(ctx: WriteContext, task: int, old: BaseFile, batch: Batch, append
             old_vals = old_vals.cast(new_vals.type)
         loses = pc.less(new_vals, old_vals).fill_null(False).to_numpy(zero_copy_only=False)
         incoming_wins[hit_in[loses]] = False
-    # rows of the old file that survive: unmatched, or matched by an incoming record that lost
-    replaced = np.zeros(len(existing), dtype=bool)
-    replaced[hit_rows] = incoming_wins[hit_in]
-    kept = existing.filter(pa.array(~replaced))
     touched = np.zeros(len(batch), dtype=bool)
     touched[hit_in] = True
     updates = np.nonzero(touched & incoming_wins & ~batch.is_delete)[0]
     inserts = np.nonzero(~touched & ~batch.is_delete)[0]
+    # an old row is dropped when the incoming record that matched it is a winning delete, and
+    # replaced in place (Java's merge order) when it is a winning update
+    update_of = np.full(len(batch), -1, dtype=np.int64)
+    update_of[updates] = np.arange(len(updates))
+    row_update = np.full(len(existing), -1, dtype=np.int64)
+    row_update[hit_rows] = update_of[hit_in]
+    dropped = np.zeros(len(existing), dtype=bool)
+    dropped[hit_rows] = incoming_wins[hit_in] & batch.is_delete[hit_in]
     deleted = int((touched & incoming_wins & batch.is_delete).sum())
-    kept_meta = [kept.column(n) for n in META_FIELDS[:4]] + [_const(new.name, len(kept))]
-    parts = [_with_meta(ctx, kept_meta, kept.drop_columns(list(META_FIELDS)))]
     written = batch.take(np.concatenate([updates, inserts]))
     if appended is not None and len(appended):
         written = _concat(written, appended)
         inserts = np.concatenate([inserts, np.arange(len(appended))])
+    old_meta = [existing.column(n) for n in META_FIELDS[:4]] + [_const(new.name, len(existing))]
+    parts = [_with_meta(ctx, old_meta, existing.drop_columns(list(META_FIELDS)))]
     if len(written):
         parts.append(_with_meta(ctx, _meta_columns(ctx, task, written.keys, old.partition, new.name), written.data))
-    table = pa.concat_tables(parts)
-    size = _write(ctx, new, table, MERGE)
+    combined = pa.concat_tables(parts)
+    survivors = np.nonzero(~dropped)[0]
+    order = np.where(row_update[survivors] >= 0, len(existing) + row_update[survivors], survivors)
+    order = np.concatenate([order, len(existing) + np.arange(len(updates), len(written))])
+    table = combined.take(pa.array(order))
+    prior = None
+    if ctx.bloom is not None and ctx.populate_meta and not dropped.any():
+        prior = _prior_bloom(ctx, old, len(existing))
+    create_marker(ctx.storage, ctx.instant, new.path, MERGE)
+    size = write_base_file(ctx.storage, new.path, table, with_meta_fields(ctx.avro_schema), bloom=ctx.bloom,
+                           compression=ctx.compression, prior=prior)
     return WriteStat(old.file_id, old.partition, new.path, old.instant, num_writes=len(table),
                      num_deletes=deleted, num_update_writes=len(updates), num_inserts=len(inserts),
                      total_write_bytes=size, file_size=size, upsert_ms=int((time.monotonic() - start) * 1000))
