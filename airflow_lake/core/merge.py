@@ -44,7 +44,7 @@ def _ordering_array(values: list, arrow_type: pa.DataType) -> pa.Array:
 
 
 def merge_slice(base: pa.Table | None, blocks: list[DataBlock | DeleteBlock], schema: pa.Schema,
-                spec: MergeSpec, columns: list[str] | None = None) -> pa.Table:
+                spec: MergeSpec, columns: list[str] | None = None, info: dict | None = None) -> pa.Table:
     """Merge a slice's base records (conformed to `schema`) with its visible log blocks, in order.
 
     `schema` is the output schema; it must hold `_hoodie_record_key` and, when merging by
@@ -66,6 +66,8 @@ def merge_slice(base: pa.Table | None, blocks: list[DataBlock | DeleteBlock], sc
             del_seq.extend([b] * len(block.keys))
     if base is None:
         base = schema.empty_table()
+    if info is not None:
+        info["base_rows_dropped"] = False
     if not data_parts and not del_keys:
         return base
     flagged = _with_flag(schema)
@@ -138,32 +140,42 @@ def merge_slice(base: pa.Table | None, blocks: list[DataBlock | DeleteBlock], sc
         state_rank[apply_k] = event_rank[apply_e]
         state_event[apply_k] = apply_e
 
-    # merge with the base records
+    # merge with the base records, in base order: a winning log record replaces its base
+    # record in place (Java's merge order), a delete drops it, new keys come last
     base_keys = base.column(KEY).combine_chunks().cast(pa.string())
     pos = pc.index_in(base_keys, value_set=uniq).fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
-    has_event = pos >= 0
-    pk = pos[has_event]
-    keep_base = np.ones(base.num_rows, bool)
-    take_event = kind == _DATA  # per key: the log record survives
+    n_base = base.num_rows
     deleted_flag = _deleted_flags(logs)
-    ev_of_key = state_event
-    base_idx = np.nonzero(has_event)[0]
+    replace_with = np.full(n_base, -1, np.int64)
+    dropped = np.zeros(n_base, bool)
+    in_base = np.zeros(nkeys, bool)
+    base_idx = np.nonzero(pos >= 0)[0]
+    pk = pos[base_idx]
+    in_base[pk] = True
     key_kind = kind[pk]
-    keep_base[base_idx[key_kind == _DEL]] = False
+    dropped[base_idx[key_kind == _DEL]] = True
     data_hit = key_kind == _DATA
     if data_hit.any():
         bi, kk = base_idx[data_hit], pk[data_hit]
-        base_wins = np.zeros(len(bi), bool)
+        log_wins = np.ones(len(bi), bool)
         if has_ordering and spec.base_ordering_wins:
-            base_wins = base_rank[bi] > state_rank[kk]
-        keep_base[bi[~base_wins]] = False
-        take_event[kk[base_wins]] = False
-    winners = ev_of_key[take_event]
-    winners = winners[~deleted_flag[winners]] if len(winners) else winners
-    parts = [base.filter(pa.array(keep_base))]
-    if len(winners):
-        parts.append(conform(logs.take(pa.array(np.sort(winners))), schema))
-    return pa.concat_tables(parts)
+            log_wins = ~(base_rank[bi] > state_rank[kk])
+        ev = state_event[kk]
+        dropped[bi[log_wins & deleted_flag[ev]]] = True
+        keep = log_wins & ~deleted_flag[ev]
+        replace_with[bi[keep]] = ev[keep]
+    new_keys = np.nonzero((kind == _DATA) & ~in_base)[0]
+    new_rows = state_event[new_keys]
+    new_rows = np.sort(new_rows[~deleted_flag[new_rows]])
+    if info is not None:
+        info["base_rows_dropped"] = bool(dropped.any())
+    survivors = np.nonzero(~dropped)[0]
+    order = np.concatenate([np.where(replace_with[survivors] >= 0, n_base + replace_with[survivors], survivors),
+                            n_base + new_rows])
+    if not dropped.any() and not (replace_with >= 0).any() and not len(new_rows):
+        return base
+    combined = pa.concat_tables([base, conform(logs, schema)])
+    return combined.take(pa.array(order, pa.int64()))
 
 
 def _with_flag(schema: pa.Schema) -> pa.Schema:

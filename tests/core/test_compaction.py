@@ -153,3 +153,17 @@ def test_compaction_of_apache_hudi_tables(unzip_fixture):
         t.run_compaction(instant)
         assert rows(t.read(), cols) == before
         assert rows(hudi_read(path), cols) == before
+
+
+def test_compacted_files_keep_base_order_and_a_java_identical_bloom(table_path):
+    import pyarrow.parquet as pq
+
+    from airflow_lake.core.formats.bloom import BloomFilter
+    from airflow_lake.core.formats.parquet import BLOOM_KEY
+
+    t = mor(table_path)
+    result = t.run_compaction(t.schedule_compaction())
+    for path in result.files:
+        full = os.path.join(table_path, path)
+        keys = pq.read_table(full, columns=["_hoodie_record_key"]).column(0)
+        assert pq.read_metadata(full).metadata[BLOOM_KEY.encode()].decode() == BloomFilter.build(keys).to_base64()

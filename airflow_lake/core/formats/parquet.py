@@ -78,6 +78,17 @@ def read_footer(storage: Storage, path: str) -> dict[str, str]:
     return {k.decode(): v.decode() for k, v in md.items()}
 
 
+def prior_bloom(storage: Storage, path: str, count: int, settings: BloomSettings) -> tuple[BloomFilter, int] | None:
+    """The bloom filter of the base file at `path` (holding `count` keys), when a rewrite that
+    keeps its records in order can extend it instead of rebuilding it."""
+    bloom = read_bloom(read_footer(storage, path))
+    if bloom is None or not bloom.matches(settings.num_entries, settings.fpp, settings.kind):
+        return None
+    if bloom.kind != "SIMPLE" and bloom.current_nb_record != count - (len(bloom.packed) - 1) * bloom.num_entries:
+        return None  # not built from exactly this file's keys in order
+    return bloom, count
+
+
 def read_bloom(footer: dict[str, str]) -> BloomFilter | None:
     text = footer.get(BLOOM_KEY) or footer.get(BLOOM_KEY_LEGACY)
     return BloomFilter.from_base64(text, footer.get(BLOOM_TYPE_KEY)) if text else None

@@ -21,7 +21,7 @@ import pyarrow as pa
 from ..config import DEFAULT_PAYLOAD, Option, WriteOptions
 from ..errors import InstantNotFoundError, InvalidOptionError, WriteConflictError
 from ..formats.log import CommandBlock, DataBlock, DeleteBlock, read_log_file
-from ..formats.parquet import BloomSettings, read_base_file, write_base_file
+from ..formats.parquet import BloomSettings, prior_bloom, read_base_file, write_base_file
 from ..merge import MergeSpec, merge_slice
 from ..model import BaseFile, WriteStat
 from ..schema import META_FIELDS, conform, with_meta_fields
@@ -242,13 +242,17 @@ def _execute(table, timeline, inflight: Instant, extra_metadata) -> CompactionRe
                     blocks.append(block)
         visible = [b for b in blocks if b.instant and b.instant not in rolled_back
                    and b.instant < t and (b.instant in committed or timeline.is_before_start(b.instant))]
-        merged = merge_slice(base, visible, full, spec)
+        info: dict = {}
+        merged = merge_slice(base, visible, full, spec, info=info)
         token = f"{n}-{int(t[-9:])}-{n}"
         new = BaseFile(partition, op["fileId"], token, t)
         merged = merged.set_column(4, META_FIELDS[4], pa.repeat(pa.scalar(new.name, pa.string()), merged.num_rows))
         create_marker(table.storage, t, new.path, CREATE)
+        prior = None  # base order is kept: extend the base file's bloom filter when no row went
+        if bloom is not None and base_name and not info["base_rows_dropped"]:
+            prior = prior_bloom(table.storage, prefix + base_name, base.num_rows, bloom)
         size = write_base_file(table.storage, new.path, merged, with_meta_fields(avro), bloom=bloom,
-                               compression=table.option(WriteOptions.COMPRESSION))
+                               compression=table.option(WriteOptions.COMPRESSION), prior=prior)
         log_records = sum(b.records([META_FIELDS[2]]).num_rows if isinstance(b, DataBlock) else len(b.keys)
                           for b in visible)
         return WriteStat(op["fileId"], partition, new.path, op.get("baseInstantTime") or "null",

@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..formats.parquet import BloomSettings, read_base_file, read_bloom, read_footer, write_base_file
+from ..formats.parquet import BloomSettings, prior_bloom, read_base_file, write_base_file
 from ..keys import KeyGenerator
 from ..model import BaseFile, WriteStat
 from ..schema import META_FIELDS, META_SCHEMA, conform, with_meta_fields
@@ -53,17 +53,6 @@ def _meta_columns(ctx: WriteContext, task: int, keys: pa.Array, partition: str, 
         _const(partition, n),
         _const(file_name, n),
     ]
-
-
-def _prior_bloom(ctx: WriteContext, old: BaseFile, count: int):
-    """The old file's bloom filter, when it can be extended instead of rebuilt."""
-    footer = read_footer(ctx.storage, old.path)
-    bloom = read_bloom(footer)
-    if bloom is None or not bloom.matches(ctx.bloom.num_entries, ctx.bloom.fpp, ctx.bloom.kind):
-        return None
-    if bloom.kind != "SIMPLE" and bloom.current_nb_record != count - (len(bloom.packed) - 1) * bloom.num_entries:
-        return None  # not built from exactly this file's keys in order
-    return bloom, count
 
 
 def _const(value: str, n: int) -> pa.Array:
@@ -153,7 +142,7 @@ def merge_file(ctx: WriteContext, task: int, old: BaseFile, batch: Batch, append
     table = combined.take(pa.array(order))
     prior = None
     if ctx.bloom is not None and ctx.populate_meta and not dropped.any():
-        prior = _prior_bloom(ctx, old, len(existing))
+        prior = prior_bloom(ctx.storage, old.path, len(existing), ctx.bloom)
     create_marker(ctx.storage, ctx.instant, new.path, MERGE)
     size = write_base_file(ctx.storage, new.path, table, with_meta_fields(ctx.avro_schema), bloom=ctx.bloom,
                            compression=ctx.compression, prior=prior)
