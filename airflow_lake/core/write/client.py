@@ -389,7 +389,7 @@ class WriteClient:
         deletes = batch.take(rows)
         deletes.is_delete = np.ones(len(rows), dtype=bool)
         deletes.ordering = None
-        combined = _concat_batches(batch, deletes)
+        combined = batch.concat(deletes)
         file_index = np.concatenate([np.where(moved, -1, tags.file_index), tags.file_index[rows]])
         return combined, Tags(file_index, tags.files)
 
@@ -449,14 +449,6 @@ def _group_ids(groups) -> dict[str, list[str]]:
     for g in groups:
         out.setdefault(g.partition, []).append(g.file_id)
     return out
-
-
-def _concat_batches(a: Batch, b: Batch) -> Batch:
-    return Batch(pa.concat_tables([a.data, b.data]), pa.concat_arrays([a.keys, b.keys]),
-                 pa.concat_arrays([a.partitions, pa.repeat(pa.scalar("\x00", pa.string()), len(b))]),
-                 np.concatenate([a.is_delete, b.is_delete]),
-                 None if a.ordering is None else pa.concat_arrays([a.ordering, pa.nulls(len(b), a.ordering.type)]),
-                 a.avro_schema)
 
 
 def _java_date() -> str:

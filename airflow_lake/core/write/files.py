@@ -59,12 +59,6 @@ def _const(value: str, n: int) -> pa.Array:
     return pa.repeat(pa.scalar(value, pa.string()), n)
 
 
-def _concat(a: Batch, b: Batch) -> Batch:
-    return Batch(pa.concat_tables([a.data, b.data]), pa.concat_arrays([a.keys, b.keys]),
-                 pa.concat_arrays([a.partitions, b.partitions]), np.concatenate([a.is_delete, b.is_delete]),
-                 None, a.avro_schema)
-
-
 def _with_meta(ctx: WriteContext, meta: list, data: pa.Table) -> pa.Table:
     schema = pa.schema(list(META_SCHEMA) + list(ctx.arrow_schema))
     return pa.Table.from_arrays(meta + list(conform(data, ctx.arrow_schema).columns), schema=schema)
@@ -129,7 +123,7 @@ def merge_file(ctx: WriteContext, task: int, old: BaseFile, batch: Batch, append
     deleted = int((touched & incoming_wins & batch.is_delete).sum())
     written = batch.take(np.concatenate([updates, inserts]))
     if appended is not None and len(appended):
-        written = _concat(written, appended)
+        written = written.concat(appended)
         inserts = np.concatenate([inserts, np.arange(len(appended))])
     old_meta = [existing.column(n) for n in META_FIELDS[:4]] + [_const(new.name, len(existing))]
     parts = [_with_meta(ctx, old_meta, existing.drop_columns(list(META_FIELDS)))]

@@ -48,6 +48,17 @@ class Batch:
     def __len__(self) -> int:
         return len(self.keys)
 
+    def concat(self, other: Batch) -> Batch:
+        """This batch followed by `other` (a missing ordering column becomes nulls)."""
+        ordering = None
+        if self.ordering is not None or other.ordering is not None:
+            typ = (self.ordering if self.ordering is not None else other.ordering).type
+            ordering = pa.concat_arrays([o if o is not None else pa.nulls(len(b), typ)
+                                         for o, b in ((self.ordering, self), (other.ordering, other))])
+        return Batch(pa.concat_tables([self.data, other.data]), pa.concat_arrays([self.keys, other.keys]),
+                     pa.concat_arrays([self.partitions, other.partitions]),
+                     np.concatenate([self.is_delete, other.is_delete]), ordering, self.avro_schema)
+
     def take(self, rows: np.ndarray) -> Batch:
         idx = pa.array(rows, pa.int64())
         return Batch(self.data.take(idx), self.keys.take(idx), self.partitions.take(idx),
