@@ -1,9 +1,10 @@
-"""The write client of COPY_ON_WRITE tables: one `write()` per commit.
+"""The write client: one `write()` per commit, on COPY_ON_WRITE and MERGE_ON_READ tables.
 
-Flow: prepare the batch (all validation, nothing touched) -> under the lock, finish or roll
-back failed writes and create the requested instant -> tag with the index -> inflight
-workload -> one task per file group writes a base file (markers first) -> under the lock,
-the completed instant -> markers and heartbeat removed.
+Flow: prepare the batch (all validation, nothing touched) -> under the lock, repair the
+timeline and create the requested instant -> tag with the index -> plan per-file-group tasks
+-> inflight workload -> one task per file group writes a base file or a log file (markers
+first) -> under the lock, conflict checks and the completed instant -> markers and
+heartbeat removed.
 """
 
 from __future__ import annotations
