@@ -1,19 +1,19 @@
 # The README's two commands: `make demo` and `make test`. Both create .venv themselves.
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
-STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml .ci/uv-excludes.txt | cksum | cut -d' ' -f1)
+STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml .ci/uv-excludes.txt Makefile | cksum | cut -d' ' -f1)
 PYTEST_ARGS ?=
 
 .PHONY: venv test demo lint clean bench bench-large reliability
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml .ci/uv-excludes.txt
+$(STAMP): pyproject.toml .ci/uv-excludes.txt Makefile
 	@test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check uv
 	# pyspark-client (a dependency of the Spark provider) would overwrite pyspark 4.3's
 	# Python files with 4.2's: exclude it (see shared/design/ENVIRONMENT.md).
-	$(VENV)/bin/uv pip install --python $(PY) --excludes .ci/uv-excludes.txt -e '.[dev]'
+	$(VENV)/bin/uv pip install --python $(PY) --compile-bytecode --excludes .ci/uv-excludes.txt -e '.[dev]'
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 
