@@ -36,7 +36,8 @@ def arrow(batch: list[dict], shape: str) -> pa.Table:
 
 
 @pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=25, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops=st.lists(BATCH, min_size=1, max_size=5))
 def test_random_operations_succeed_as_modelled_or_change_nothing(table_type, ops):
     path = tempfile.mkdtemp() + "/t"
@@ -45,6 +46,10 @@ def test_random_operations_succeed_as_modelled_or_change_nothing(table_type, ops
     table.write(arrow([{"id": "seed", "ts": 0, "part": "x"}], "plain"), operation="insert")  # fixes v: double
     model: dict[tuple, tuple] = {("x", "seed"): ("seed", 0, "x", 0.0)}
     for op, batch, shape in ops:
+        if op == "insert":  # insert keeps duplicates (Hudi): model it with keys new to the table
+            seen: set = set()
+            batch = [r for r in batch if (r["part"], r["id"]) not in model and (r["part"], r["id"]) not in seen
+                     and not seen.add((r["part"], r["id"]))]
         before = tree(path)
         try:
             table.write(arrow(batch, shape), operation=op)
