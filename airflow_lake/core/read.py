@@ -113,7 +113,13 @@ class Reader:
         expr = _expression(filters)
         out_cols = None if columns is None else list(dict.fromkeys(list(columns) + sorted(_filter_columns(filters))))
         visible = _BlockFilter(view)
-        parts = self.engine.map(lambda g: self._read_one(view, g, out_cols, expr, read_optimized, visible), groups)
+        try:
+            parts = self.engine.map(lambda g: self._read_one(view, g, out_cols, expr, read_optimized, visible),
+                                    groups)
+        except FileNotFoundError as e:
+            raise LakeError(f"table {self.storage.uri}: {e.filename or e} was removed while reading (a clean "
+                            f"or another writer); {'time travel to ' + view.as_of if view.as_of else 'retry'} "
+                            "may need files outside the retained window") from e
         parts = [p for p in parts if p is not None]
         table = pa.concat_tables(parts) if parts else _select(schema, out_cols).empty_table()
         return table.select(list(columns)) if columns is not None else table
