@@ -64,16 +64,25 @@ def test_empty_tables_read_empty(unzip_fixture):
     assert table.read_incremental("19700101000000000").num_rows == 0
 
 
+def user_rows(table: Table) -> pa.Table:
+    current = table.read()
+    return current.drop_columns([c for c in current.column_names if c.startswith("_hoodie")])
+
+
+def newer(data: pa.Table, row_id: int, is_active: bool) -> pa.Table:
+    """The row `row_id` with isActive changed and a larger longField (the precombine field)."""
+    row = data.filter(pc.equal(data["id"], row_id))
+    row = row.set_column(row.schema.get_field_index("isActive"), "isActive", pa.array([is_active]))
+    return row.set_column(row.schema.get_field_index("longField"), "longField",
+                          pa.array([row["longField"][0].as_py() + 1], pa.int64()))
+
+
 @pytest.mark.parametrize("archive", COW)
 def test_append_to_apache_hudi_table(archive, unzip_fixture):
     path = str(unzip_fixture(archive))
     table = Table.open(path)
-    current = table.read()
-    data = current.drop_columns([c for c in current.column_names if c.startswith("_hoodie")])
-    alice = data.filter(pc.equal(data["id"], 1))
-    alice = alice.set_column(alice.schema.get_field_index("isActive"), "isActive", pa.array([True]))
-    alice = alice.set_column(alice.schema.get_field_index("longField"), "longField",
-                             pa.array([alice["longField"][0].as_py() + 1], pa.int64()))
+    data = user_rows(table)
+    alice = newer(data, 1, True)
     eve = data.filter(pc.equal(data["id"], 3))
     eve = eve.set_column(0, "id", pa.array([5], pa.int32())).set_column(1, "name", pa.array(["Eve"]))
     result = table.write(pa.concat_tables([alice, eve]), operation="upsert")
@@ -155,13 +164,7 @@ def test_trips_avro_log_blocks(unzip_fixture):
 def test_append_to_apache_hudi_mor_table(archive, unzip_fixture):
     path = str(unzip_fixture(archive))
     table = Table.open(path)
-    current = table.read()
-    data = current.drop_columns([c for c in current.column_names if c.startswith("_hoodie")])
-    carol = data.filter(pc.equal(data["id"], 3))
-    carol = carol.set_column(carol.schema.get_field_index("isActive"), "isActive", pa.array([False]))
-    carol = carol.set_column(carol.schema.get_field_index("longField"), "longField",
-                             pa.array([carol["longField"][0].as_py() + 1], pa.int64()))
-    table.write(carol)
+    table.write(newer(user_rows(table), 3, False))
     expected = [(1, "Alice", False), (2, "Bob", False), (3, "Carol", False), (4, "Diana", True)]
     assert rows(table.read(), SAMPLE) == expected
     assert rows(hudi_read(path), SAMPLE) == expected
