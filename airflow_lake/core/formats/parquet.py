@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -71,17 +73,53 @@ def write_base_file(storage: Storage, path: str, table: pa.Table, avro_schema: d
     return buf.size
 
 
+class _FooterCache:
+    """Parsed footers of base files, by path. Base files are immutable (a name carries its
+    instant, and instants are never reused), so an entry never goes stale; bounded LRU."""
+
+    def __init__(self, size: int = 512):
+        self.size = size
+        self._entries: OrderedDict[tuple[str, str], dict] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def entry(self, storage: Storage, path: str) -> dict:
+        key = (storage.root, path)
+        with self._lock:
+            found = self._entries.get(key)
+            if found is not None:
+                self._entries.move_to_end(key)
+                return found
+        with storage.open_input(path) as f:
+            metadata = pq.read_metadata(f)
+        found = {"metadata": metadata,
+                 "footer": {k.decode(): v.decode() for k, v in (metadata.metadata or {}).items()}}
+        with self._lock:
+            self._entries[key] = found
+            while len(self._entries) > self.size:
+                self._entries.popitem(last=False)
+        return found
+
+
+FOOTERS = _FooterCache()
+
+
 def read_footer(storage: Storage, path: str) -> dict[str, str]:
-    """The key/value footer metadata of a parquet file."""
-    with storage.open_input(path) as f:
-        md = pq.read_metadata(f).metadata or {}
-    return {k.decode(): v.decode() for k, v in md.items()}
+    """The key/value footer metadata of a parquet file (parsed once per process)."""
+    return FOOTERS.entry(storage, path)["footer"]
+
+
+def file_bloom(storage: Storage, path: str) -> BloomFilter | None:
+    """The decoded bloom filter of a base file (decoded once per process)."""
+    entry = FOOTERS.entry(storage, path)
+    if "bloom" not in entry:
+        entry["bloom"] = read_bloom(entry["footer"])
+    return entry["bloom"]
 
 
 def prior_bloom(storage: Storage, path: str, count: int, settings: BloomSettings) -> tuple[BloomFilter, int] | None:
     """The bloom filter of the base file at `path` (holding `count` keys), when a rewrite that
     keeps its records in order can extend it instead of rebuilding it."""
-    bloom = read_bloom(read_footer(storage, path))
+    bloom = file_bloom(storage, path)
     if bloom is None or not bloom.matches(settings.num_entries, settings.fpp, settings.kind):
         return None
     if bloom.kind != "SIMPLE" and bloom.current_nb_record != count - (len(bloom.packed) - 1) * bloom.num_entries:
@@ -98,8 +136,9 @@ def read_base_file(storage: Storage, path: str, columns: list[str] | None = None
     """Read a base file, only the `columns` it has (None: all). A damaged file is an
     `InvalidTableError` naming it; a missing one stays `FileNotFoundError`."""
     try:
+        metadata = FOOTERS.entry(storage, path)["metadata"]
         with storage.open_input(path) as f:
-            pf = pq.ParquetFile(f)
+            pf = pq.ParquetFile(f, metadata=metadata)
             names = pf.schema_arrow.names
             return pf.read(columns=None if columns is None else [c for c in columns if c in names])
     except FileNotFoundError:

@@ -9,7 +9,7 @@ import pyarrow.compute as pc
 
 from ..engine import Engine
 from ..formats.bloom import _utf8
-from ..formats.parquet import MAX_KEY, MIN_KEY, read_bloom, read_footer
+from ..formats.parquet import MAX_KEY, MIN_KEY, file_bloom, read_footer
 from ..model import BaseFile
 from ..storage import Storage
 from .simple import KeyReader, Tags
@@ -46,7 +46,7 @@ def tag(storage: Storage, files: list[BaseFile], keys: pa.Array, partitions: pa.
         if lo is not None and hi is not None and range_ok and _java_order_safe(pa.array([lo, hi])):
             inside = pc.and_(pc.greater_equal(sub, lo), pc.less_equal(sub, hi)).to_numpy(zero_copy_only=False)
             rows, sub = rows[inside], sub.filter(pa.array(inside))
-        bloom = read_bloom(footer)
+        bloom = file_bloom(storage, f.path)
         if bloom is not None and len(rows):
             rows = rows[bloom.might_contain(sub)]
         return rows
