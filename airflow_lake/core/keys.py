@@ -133,7 +133,12 @@ def _as_string(col: pa.ChunkedArray) -> pa.Array:
         return pc.if_else(col, "true", "false")
     if pa.types.is_string(col.type):
         return col
-    return col.cast(pa.string())
+    text = col.cast(pa.string())
+    if pa.types.is_floating(col.type):
+        # Java's Double.toString keeps ".0" on whole numbers (1.0, not 1)
+        plain = pc.invert(pc.match_substring_regex(text, r"[.eEn]"))
+        text = pc.if_else(pc.fill_null(plain, False), pc.binary_join_element_wise(text, ".0", ""), text)
+    return text
 
 
 def _combine(arr) -> pa.Array:

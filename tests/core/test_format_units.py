@@ -167,3 +167,10 @@ def test_min_max_follow_java_utf16_order():
     # UTF-8 byte order would put the emoji last; Java's String.compareTo puts U+FFFF last
     assert min_max_keys(keys) == ("a", "\uffff")
     assert np.array_equal(BloomFilter.build(keys).might_contain(keys), [True, True, True])
+
+
+def test_float_keys_render_like_java():
+    kg = KeyGenerator("t", ("k",), ("p",), "org.apache.hudi.keygen.SimpleKeyGenerator")
+    data = pa.table({"k": [1.0, 2.5], "p": [3.0, -1.0]})
+    assert kg.record_keys(data).to_pylist() == ["1.0", "2.5"]
+    assert kg.partition_paths(data).to_pylist() == ["3.0", "-1.0"]
