@@ -39,72 +39,52 @@ def _utf8(keys: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
     return offsets, data
 
 
-def _length_groups(keys: pa.Array | pa.ChunkedArray):
-    """Yield (row indices, hasher) per key byte length (Murmur's word loop is then fixed)."""
+def hash_positions(keys: pa.Array | pa.ChunkedArray, num_hashes: int, bit_size: int):
+    """Yield (row indices, positions[num_hashes, len(rows)]) per key-length group."""
     offsets, data = _utf8(keys)
     lengths = np.diff(offsets)
     for length in np.unique(lengths):
         rows = np.nonzero(lengths == length)[0]
-        yield rows, _Hasher(offsets[rows], data, int(length))
+        yield rows, _positions_fixed_length(offsets[rows], data, int(length), num_hashes, bit_size)
 
 
-def hash_positions(keys: pa.Array | pa.ChunkedArray, num_hashes: int, bit_size: int):
-    """Yield (row indices, positions[num_hashes, len(rows)]) per key-length group."""
-    for rows, hasher in _length_groups(keys):
-        out = np.empty((num_hashes, len(rows)), np.int64)
+def _positions_fixed_length(starts, data, length, num_hashes, bit_size) -> np.ndarray:
+    n = len(starts)
+    matrix = data[starts[:, None] + np.arange(length)] if length else np.zeros((n, 0), np.uint8)
+    nwords = length // 4
+    words = np.ascontiguousarray(matrix[:, : nwords * 4]).view("<u4").astype(np.uint32)
+    with np.errstate(over="ignore"):
+        k = np.ascontiguousarray((words * _M).T)  # [word, key]: contiguous per word
+        k ^= k >> np.uint32(24)
+        k *= _M
+        tail = length % 4
+        tailx = np.zeros(n, np.uint32)
+        signed = matrix.view(np.int8).astype(np.int32)
+        if tail >= 3:
+            tailx ^= (signed[:, length - 3] << 16).astype(np.uint32)
+        if tail >= 2:
+            tailx ^= (signed[:, length - 2] << 8).astype(np.uint32)
+        if tail >= 1:
+            tailx ^= signed[:, length - 1].astype(np.uint32)
+        out = np.empty((num_hashes, n), np.int64)
+        h = np.zeros(n, np.uint32)
+        tmp = np.empty(n, np.uint32)
+        length_u = np.uint32(length)
         for i in range(num_hashes):
-            out[i] = hasher.next_positions(bit_size)
-        yield rows, out
-
-
-class _Hasher:
-    """Hadoop MurmurHash chained over the hash functions (seed = previous hash), vectorised
-    over keys of one byte length; `keep` narrows the keys still being hashed."""
-
-    def __init__(self, starts: np.ndarray, data: np.ndarray, length: int):
-        n = len(starts)
-        matrix = data[starts[:, None] + np.arange(length)] if length else np.zeros((n, 0), np.uint8)
-        self.nwords = length // 4
-        self.tail = length % 4
-        self.length = np.uint32(length)
-        words = np.ascontiguousarray(matrix[:, : self.nwords * 4]).view("<u4").astype(np.uint32)
-        with np.errstate(over="ignore"):
-            k = np.ascontiguousarray((words * _M).T)  # [word, key]: contiguous per word
-            k ^= k >> np.uint32(24)
-            k *= _M
-            tailx = np.zeros(n, np.uint32)
-            signed = matrix.view(np.int8).astype(np.int32)
-            if self.tail >= 3:
-                tailx ^= (signed[:, length - 3] << 16).astype(np.uint32)
-            if self.tail >= 2:
-                tailx ^= (signed[:, length - 2] << 8).astype(np.uint32)
-            if self.tail >= 1:
-                tailx ^= signed[:, length - 1].astype(np.uint32)
-        self.k, self.tailx = k, tailx
-        self.h = np.zeros(n, np.uint32)
-
-    def keep(self, mask: np.ndarray) -> None:
-        self.k, self.tailx, self.h = self.k[:, mask], self.tailx[mask], self.h[mask]
-
-    def next_positions(self, bit_size: int) -> np.ndarray:
-        """Positions of the next hash function for the kept keys."""
-        h = self.h
-        tmp = np.empty(len(h), np.uint32)
-        with np.errstate(over="ignore"):
-            h ^= self.length  # h holds the previous hash: the seed
-            for w in range(self.nwords):
+            h ^= length_u  # h holds the previous hash: the seed
+            for w in range(nwords):
                 h *= _M
-                h ^= self.k[w]
-            if self.tail:
-                h ^= self.tailx
+                h ^= k[w]
+            if tail:
+                h ^= tailx
                 h *= _M
             np.right_shift(h, 13, out=tmp)
             h ^= tmp
             h *= _M
             np.right_shift(h, 15, out=tmp)
             h ^= tmp
-        out = np.fmod(h.view(np.int32), np.int32(bit_size))
-        return np.abs(out, out=out)
+            np.fmod(h.view(np.int32), bit_size, out=out[i])
+    return np.abs(out, out=out)
 
 
 @dataclass
@@ -158,23 +138,12 @@ class BloomFilter:
             (kind == SIMPLE or self.num_entries == num_entries)
 
     def might_contain(self, keys) -> np.ndarray:
-        """bool per key: possibly present (some row holds all its bits). A key stops being
-        hashed as soon as every row misses a bit (most absent keys after a few hashes)."""
+        """bool per key: possibly present (any row matches all its positions)."""
         result = np.zeros(len(keys), dtype=bool)
         packed = self.packed
-        for rows, hasher in _length_groups(keys):
-            alive = np.ones((len(packed), len(rows)), dtype=bool)  # [filter row, key]
-            active = np.arange(len(rows))
-            for _ in range(self.num_hashes):
-                positions = hasher.next_positions(self.bit_size)
-                alive &= ((packed[:, positions >> 3] >> (positions & 7).astype(np.uint8)) & 1).astype(bool)
-                still = alive.any(axis=0)
-                if not still.all():
-                    alive, active = alive[:, still], active[still]
-                    hasher.keep(still)
-                if not len(active):
-                    break
-            result[rows[active]] = True
+        for idx, positions in hash_positions(keys, self.num_hashes, self.bit_size):
+            bits = (packed[:, positions >> 3] >> (positions & 7).astype(np.uint8)) & 1  # [rows, hashes, n]
+            result[idx] = bits.all(axis=1).any(axis=0)
         return result
 
     @property
