@@ -4,6 +4,8 @@ uncommitted files and blocks of uncommitted or rolled-back instants are never re
 
 from __future__ import annotations
 
+from functools import cached_property
+
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -30,7 +32,10 @@ class Reader:
         self.storage = table.storage
         self.engine = engine
 
+    @cached_property
     def full_schema(self) -> pa.Schema:
+        """The table schema with the meta fields, resolved once per Reader (it reads the
+        timeline and the latest commit)."""
         schema = self.table.schema()
         return pa.schema(list(META_SCHEMA) + [f for f in schema if f.name not in META_FIELDS])
 
@@ -100,11 +105,11 @@ class Reader:
     def read_group(self, view: FileSystemView, group: FileGroup, columns: list[str] | None) -> pa.Table:
         """One file group's current records (base and visible logs merged)."""
         return self._read_one(view, group, columns, None, False, _BlockFilter(view)) \
-            or _select(self.full_schema(), columns).empty_table()
+            or _select(self.full_schema, columns).empty_table()
 
     def _read_groups(self, view: FileSystemView, groups: list[FileGroup], columns: list[str] | None, filters,
                      read_optimized: bool) -> pa.Table:
-        schema = self.full_schema()
+        schema = self.full_schema
         if columns is not None:
             unknown = [c for c in columns if c not in schema.names]
             if unknown:
@@ -126,7 +131,7 @@ class Reader:
 
     def _read_one(self, view: FileSystemView, group: FileGroup, out_cols: list[str] | None, expr,
                   read_optimized: bool, visible: _BlockFilter) -> pa.Table | None:
-        schema = self.full_schema()
+        schema = self.full_schema
         cfg = self.table.config
         base, logs = view.read_slice(group)
         blocks = visible.blocks(self.storage, logs) if logs and not read_optimized else []
@@ -162,7 +167,7 @@ class Reader:
         parts_only = [[c for c in conj if c[0] in fields] for conj in disjuncts]
         if any(not conj for conj in parts_only):
             return groups
-        schema = self.table.schema()
+        schema = self.full_schema
         partitions = sorted({g.partition for g in groups})
         try:
             values = {name: [] for name in fields}

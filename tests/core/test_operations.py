@@ -69,6 +69,8 @@ def test_update_keeps_meta_of_untouched_rows(table, table_path):
     assert got["b"]["_hoodie_commit_time"] == first.instant
     assert got["a"]["_hoodie_commit_time"] == second.instant
     assert got["b"]["_hoodie_file_name"] == got["a"]["_hoodie_file_name"]
+    meta = ["id", "_hoodie_commit_time", "_hoodie_commit_seqno", "_hoodie_file_name"]
+    assert rows(hudi_read(table_path), meta) == rows(table.read(), meta)
     commit = table.timeline.commit_metadata(table.timeline.get(second.instant))
     (stat,) = commit.write_stats()
     assert stat["prevCommit"] == first.instant and stat["numUpdateWrites"] == 1 and stat["numWrites"] == 2

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 import pyarrow as pa
@@ -74,6 +75,13 @@ class WriteClient:
 
     def opt(self, option):
         return self.table.option(option)
+
+    @cached_property
+    def reader(self):
+        """One Reader per write (merged slices for key lookups and ordering checks)."""
+        from ..read import Reader
+
+        return Reader(self.table, self.engine)
 
     # -- entry point -----------------------------------------------------------------------
     def write(self, data, operation: str, extra_metadata: dict[str, str] | None) -> WriteResult:
@@ -334,10 +342,8 @@ class WriteClient:
         field = cfg.precombine_field
         if not field or batch.ordering is None or cfg.payload_class != DEFAULT_PAYLOAD or not len(rows):
             return np.zeros(len(rows), dtype=bool)
-        from ..read import Reader
-
         group = view.groups[partition][file_id]
-        current = Reader(self.table, self.engine).read_group(view, group, [KEY, field])
+        current = self.reader.read_group(view, group, [KEY, field])
         pos = pc.index_in(batch.keys.take(pa.array(rows)), value_set=current.column(KEY).combine_chunks())
         stored = current.column(field).combine_chunks().take(pos)
         incoming = batch.ordering.take(pa.array(rows))
@@ -358,14 +364,12 @@ class WriteClient:
     def _key_reader(self, view: FileSystemView):
         """Live keys of a file group: its base file's keys, or, when its slice has log files
         (which may delete keys), the keys of the merged slice."""
-        from ..read import Reader
-
         cfg = self.table.config
 
         def live_keys(base):
             group = view.groups[base.partition][base.file_id]
             if view.read_slice(group)[1]:
-                return Reader(self.table, self.engine).read_group(view, group, [KEY]).column(KEY).combine_chunks()
+                return self.reader.read_group(view, group, [KEY]).column(KEY).combine_chunks()
             return read_keys(self.storage, base, self.table.keygen, cfg.populate_meta_fields)
 
         return live_keys
