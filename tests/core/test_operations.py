@@ -237,4 +237,6 @@ def test_rewritten_file_bloom_equals_a_fresh_build(table_path, n):
     assert written.to_pylist()[:4] == ids[:4] and written.to_pylist()[-2:] == ["new1", "new2"]
     footer = pq.read_metadata(os.path.join(table_path, path)).metadata
     assert footer[BLOOM_KEY.encode()].decode() == BloomFilter.build(written).to_base64()
+    # the key range is widened from the old footer's, not rescanned: it must still be exact
+    assert (footer[b"hoodie_min_record_key"], footer[b"hoodie_max_record_key"]) == (b"k0000000", b"new2")
     assert rows(hudi_read(table_path), ["id", "ts"])[:1] == [("k0000000", 0)]

@@ -122,14 +122,17 @@ class BloomFilter:
             row_of, nrows, current = np.zeros(total, np.int64), 1, total
         else:
             row_of, nrows, current = dynamic_rows(total, self.num_entries, max_entries)
-        packed = np.zeros((nrows, self.packed.shape[1]), np.uint8)
+        width = self.packed.shape[1]
+        packed = np.zeros((nrows, width), np.uint8)
         packed[: len(self.packed)] = self.packed
-        bits = np.unpackbits(packed, axis=1, bitorder="little")[:, : self.bit_size].reshape(-1).astype(bool)
+        flat = packed.reshape(-1)
         tail = row_of[count_before:]
         for idx, positions in hash_positions(keys, self.num_hashes, self.bit_size):
-            bits[(positions + (tail[idx] * self.bit_size)[None, :]).ravel()] = True
-        return BloomFilter(self.bit_size, self.num_hashes, bits.reshape(nrows, self.bit_size), self.kind,
-                           self.num_entries, current)
+            # set the bits in the packed bytes (LSB first): no unpacking of the whole filter
+            byte = (positions >> 3) + (tail[idx] * width)[None, :]
+            np.bitwise_or.at(flat, byte.ravel(), np.left_shift(1, positions & 7).astype(np.uint8).ravel())
+        return BloomFilter(self.bit_size, self.num_hashes, None, self.kind, self.num_entries, current,
+                           _packed=packed)
 
     def matches(self, num_entries: int, fpp: float, kind: str) -> bool:
         """Built with these settings (so it can be extended instead of rebuilt)."""
@@ -206,13 +209,18 @@ def dynamic_rows(n: int, nr: int, max_entries: int) -> tuple[np.ndarray, int, in
     return row_of, nrows, int(current)
 
 
+def java_order(key: str) -> bytes:
+    """Sort key giving Java's `String.compareTo` (UTF-16 code unit) order."""
+    return key.encode("utf-16-be")
+
+
 def min_max_keys(keys: pa.Array | pa.ChunkedArray) -> tuple[str | None, str | None]:
     """Smallest and largest key in Java `String.compareTo` (UTF-16 code unit) order."""
     if len(keys) == 0:
         return None, None
     _, data = _utf8(keys)
     if (data >= 0xEE).any():  # code points >= U+E000 sort differently in UTF-16
-        values = sorted(set(keys.to_pylist()), key=lambda s: s.encode("utf-16-be"))
+        values = sorted(set(keys.to_pylist()), key=java_order)
         return values[0], values[-1]
     mm = pc.min_max(keys)
     return mm["min"].as_py(), mm["max"].as_py()

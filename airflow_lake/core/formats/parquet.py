@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 
 from ..errors import InvalidTableError
 from ..storage import Storage
-from .bloom import DYNAMIC_V0, BloomFilter, min_max_keys
+from .bloom import DYNAMIC_V0, BloomFilter, java_order, min_max_keys
 
 BLOOM_KEY = "org.apache.hudi.bloomfilter"
 BLOOM_KEY_LEGACY = "com.uber.hoodie.bloomfilter"
@@ -32,23 +32,37 @@ class BloomSettings:
     max_entries: int = 100000
 
 
-def footer_metadata(keys: pa.ChunkedArray | None, avro_schema: dict, bloom: BloomSettings | None,
-                    prior: tuple[BloomFilter, int] | None = None) -> dict[bytes, bytes]:
-    """Hudi's footer key/values for a file whose records have these keys, in file order.
+@dataclass(frozen=True)
+class PriorKeys:
+    """What an earlier base file's footer says of its `count` keys: the file is rewritten with
+    those keys first, in the same order (in-place updates, no deletes), so its bloom filter is
+    extended and its key range widened instead of hashing and scanning every key again."""
 
-    `prior` is the filter of the first n keys (the file rewritten with records appended, in
-    place updates and no deletes): only the appended keys are hashed."""
+    bloom: BloomFilter
+    count: int
+    min_key: str
+    max_key: str
+
+
+def footer_metadata(keys: pa.ChunkedArray | None, avro_schema: dict, bloom: BloomSettings | None,
+                    prior: PriorKeys | None = None) -> dict[bytes, bytes]:
+    """Hudi's footer key/values for a file whose records have these keys, in file order."""
     meta = {AVRO_SCHEMA_KEY: json.dumps(avro_schema), "writer.model.name": "avro"}
     if keys is not None and bloom is not None:
         if prior is not None:
-            bf = prior[0].extend(keys.slice(prior[1]), prior[1], bloom.max_entries)
+            added = keys.slice(prior.count)
+            bf = prior.bloom.extend(added, prior.count, bloom.max_entries)
+            lo, hi = min_max_keys(added)
+            bounds = [k for k in (prior.min_key, prior.max_key, lo, hi) if k is not None]
+            if bounds:
+                lo, hi = min(bounds, key=java_order), max(bounds, key=java_order)
         else:
             bf = BloomFilter.build(keys, num_entries=bloom.num_entries, fpp=bloom.fpp,
                                    kind=bloom.kind, max_entries=bloom.max_entries)
+            lo, hi = min_max_keys(keys)
         meta[BLOOM_KEY] = bf.to_base64()
         if bloom.kind == DYNAMIC_V0:
             meta[BLOOM_TYPE_KEY] = DYNAMIC_V0
-        lo, hi = min_max_keys(keys)
         if lo is not None:
             meta[MIN_KEY], meta[MAX_KEY] = lo, hi
     return {k.encode(): v.encode() for k, v in meta.items()}
@@ -56,18 +70,22 @@ def footer_metadata(keys: pa.ChunkedArray | None, avro_schema: dict, bloom: Bloo
 
 def write_base_file(storage: Storage, path: str, table: pa.Table, avro_schema: dict, *,
                     bloom: BloomSettings | None, compression: str = "snappy",
-                    prior: tuple[BloomFilter, int] | None = None) -> int:
+                    prior: PriorKeys | None = None) -> int:
     """Write a whole base file in one PUT; returns its size in bytes.
 
     `table` starts with the five meta columns; `avro_schema` includes them. With `bloom`
     None (populate.meta.fields=false) no bloom filter or key range is written.
     """
     keys = table.column("_hoodie_record_key") if bloom is not None else None
-    schema = table.schema.with_metadata(footer_metadata(keys, avro_schema, bloom, prior))
+    footer = footer_metadata(keys, avro_schema, bloom, prior)
+    table = table.replace_schema_metadata(None)
     sink = pa.BufferOutputStream()
     dictionary = [c for c in _DICTIONARY_COLUMNS if c in table.column_names]
-    with pq.ParquetWriter(sink, schema, compression=compression, use_dictionary=dictionary) as writer:
-        writer.write_table(table.replace_schema_metadata(schema.metadata), row_group_size=1_000_000)
+    with pq.ParquetWriter(sink, table.schema, compression=compression, use_dictionary=dictionary) as writer:
+        writer.write_table(table, row_group_size=1_000_000)
+        # added to the footer only: on the Arrow schema it would also be copied into the
+        # ARROW:schema entry (the bloom filter twice, ~15% of the file)
+        writer.add_key_value_metadata(footer)
     buf = sink.getvalue()
     storage.write(path, buf)
     return buf.size
@@ -91,7 +109,7 @@ class _FooterCache:
                 return found
         with storage.open_input(path) as f:
             metadata = pq.read_metadata(f)
-        found = {"metadata": metadata,
+        found = {"metadata": metadata, "names": set(metadata.schema.names),
                  "footer": {k.decode(): v.decode() for k, v in (metadata.metadata or {}).items()}}
         with self._lock:
             self._entries[key] = found
@@ -116,15 +134,18 @@ def file_bloom(storage: Storage, path: str) -> BloomFilter | None:
     return entry["bloom"]
 
 
-def prior_bloom(storage: Storage, path: str, count: int, settings: BloomSettings) -> tuple[BloomFilter, int] | None:
-    """The bloom filter of the base file at `path` (holding `count` keys), when a rewrite that
-    keeps its records in order can extend it instead of rebuilding it."""
+def prior_keys(storage: Storage, path: str, count: int, settings: BloomSettings) -> PriorKeys | None:
+    """The footer facts of the base file at `path` (holding `count` keys), when a rewrite that
+    keeps its records in order can extend them instead of recomputing them."""
+    footer = read_footer(storage, path)
     bloom = file_bloom(storage, path)
     if bloom is None or not bloom.matches(settings.num_entries, settings.fpp, settings.kind):
         return None
     if bloom.kind != "SIMPLE" and bloom.current_nb_record != count - (len(bloom.packed) - 1) * bloom.num_entries:
         return None  # not built from exactly this file's keys in order
-    return bloom, count
+    if count and (MIN_KEY not in footer or MAX_KEY not in footer):
+        return None
+    return PriorKeys(bloom, count, footer.get(MIN_KEY), footer.get(MAX_KEY))
 
 
 def read_bloom(footer: dict[str, str]) -> BloomFilter | None:
@@ -136,11 +157,10 @@ def read_base_file(storage: Storage, path: str, columns: list[str] | None = None
     """Read a base file, only the `columns` it has (None: all). A damaged file is an
     `InvalidTableError` naming it; a missing one stays `FileNotFoundError`."""
     try:
-        metadata = FOOTERS.entry(storage, path)["metadata"]
+        entry = FOOTERS.entry(storage, path)
         with storage.open_input(path) as f:
-            pf = pq.ParquetFile(f, metadata=metadata)
-            names = pf.schema_arrow.names
-            return pf.read(columns=None if columns is None else [c for c in columns if c in names])
+            pf = pq.ParquetFile(f, metadata=entry["metadata"])
+            return pf.read(columns=None if columns is None else [c for c in columns if c in entry["names"]])
     except FileNotFoundError:
         raise
     except (pa.ArrowInvalid, pa.ArrowIOError, OSError) as e:

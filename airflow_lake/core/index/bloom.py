@@ -58,8 +58,10 @@ def tag(storage: Storage, files: list[BaseFile], keys: pa.Array, partitions: pa.
         if not len(rows):
             return rows, np.zeros(0, bool)
         stored = key_reader(files[i])
-        found = pc.is_in(keys.take(pa.array(rows)), value_set=stored).to_numpy(zero_copy_only=False)
-        return rows, found
+        # hash the few candidates and probe the file's many keys, not the other way round
+        wanted = keys.take(pa.array(rows))
+        present = stored.filter(pc.is_in(stored, value_set=wanted))
+        return rows, pc.is_in(wanted, value_set=present).to_numpy(zero_copy_only=False)
 
     for i, (rows, found) in enumerate(engine.map(confirm, [i for i in range(len(files))])):
         hit = rows[found]

@@ -21,7 +21,7 @@ import pyarrow as pa
 from ..config import DEFAULT_PAYLOAD, Option, WriteOptions
 from ..errors import InstantNotFoundError, InvalidOptionError, WriteConflictError
 from ..formats.log import CommandBlock, DataBlock, DeleteBlock, read_log_file
-from ..formats.parquet import BloomSettings, prior_bloom, read_base_file, write_base_file
+from ..formats.parquet import BloomSettings, prior_keys, read_base_file, write_base_file
 from ..merge import MergeSpec, merge_slice
 from ..model import BaseFile, WriteStat
 from ..schema import META_FIELDS, conform, with_meta_fields
@@ -250,7 +250,7 @@ def _execute(table, timeline, inflight: Instant, extra_metadata) -> CompactionRe
         create_marker(table.storage, t, new.path, CREATE)
         prior = None  # base order is kept: extend the base file's bloom filter when no row went
         if bloom is not None and base_name and not info["base_rows_dropped"]:
-            prior = prior_bloom(table.storage, prefix + base_name, base.num_rows, bloom)
+            prior = prior_keys(table.storage, prefix + base_name, base.num_rows, bloom)
         size = write_base_file(table.storage, new.path, merged, with_meta_fields(avro), bloom=bloom,
                                compression=table.option(WriteOptions.COMPRESSION), prior=prior)
         log_records = sum(b.records([META_FIELDS[2]]).num_rows if isinstance(b, DataBlock) else len(b.keys)

@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..formats.parquet import BloomSettings, prior_bloom, read_base_file, write_base_file
+from ..formats.parquet import BloomSettings, prior_keys, read_base_file, write_base_file
 from ..keys import KeyGenerator
 from ..model import BaseFile, WriteStat
 from ..schema import META_FIELDS, META_SCHEMA, conform, with_meta_fields
@@ -41,22 +41,29 @@ class WriteContext:
 
 def _meta_columns(ctx: WriteContext, task: int, keys: pa.Array, partition: str, file_name: str) -> list[pa.Array]:
     n = len(keys)
-    counter = pa.array(np.arange(n, dtype=np.int64)).cast(pa.string())
     if not ctx.populate_meta:
         null = pa.nulls(n, pa.string())
-        return [null, null, null, null, _const(file_name, n)]
+        return [null, null, null, *_constant_meta(ctx, partition, file_name, n)]
+    counter = pa.array(np.arange(n, dtype=np.int64)).cast(pa.string())
     seqno = pc.binary_join_element_wise(f"{ctx.instant}_{task}_", counter, "")
-    return [
-        _const(ctx.instant, n),
-        seqno,
-        keys,
-        _const(partition, n),
-        _const(file_name, n),
-    ]
+    return [_const(ctx.instant, n), seqno, keys, *_constant_meta(ctx, partition, file_name, n)]
+
+
+def _constant_meta(ctx: WriteContext, partition: str, file_name: str, n: int) -> list[pa.Array]:
+    """`_hoodie_partition_path` and `_hoodie_file_name`: one value in a whole base file."""
+    path = _const(partition, n) if ctx.populate_meta else pa.nulls(n, pa.string())
+    return [path, _const(file_name, n)]
 
 
 def _const(value: str, n: int) -> pa.Array:
     return pa.repeat(pa.scalar(value, pa.string()), n)
+
+
+def _gather(old: pa.ChunkedArray | pa.Array, new: pa.ChunkedArray | pa.Array, order: pa.Array) -> pa.Array:
+    """Rows `order` of old followed by new (indices past len(old) address new)."""
+    chunks = old.chunks if isinstance(old, pa.ChunkedArray) else [old]
+    chunks += new.chunks if isinstance(new, pa.ChunkedArray) else [new]
+    return pa.chunked_array(chunks, type=new.type).take(order)
 
 
 def _with_meta(ctx: WriteContext, meta: list, data: pa.Table) -> pa.Table:
@@ -125,18 +132,21 @@ def merge_file(ctx: WriteContext, task: int, old: BaseFile, batch: Batch, append
     if appended is not None and len(appended):
         written = written.concat(appended)
         inserts = np.concatenate([inserts, np.arange(len(appended))])
-    old_meta = [existing.column(n) for n in META_FIELDS[:4]] + [_const(new.name, len(existing))]
-    parts = [_with_meta(ctx, old_meta, existing.drop_columns(list(META_FIELDS)))]
-    if len(written):
-        parts.append(_with_meta(ctx, _meta_columns(ctx, task, written.keys, old.partition, new.name), written.data))
-    combined = pa.concat_tables(parts)
+    # the rows in Java's order: kept rows (an updated one replaced in place), then inserts;
+    # only the columns that vary are gathered, the per-file constants are made at full length
     survivors = np.nonzero(~dropped)[0]
     order = np.where(row_update[survivors] >= 0, len(existing) + row_update[survivors], survivors)
-    order = np.concatenate([order, len(existing) + np.arange(len(updates), len(written))])
-    table = combined.take(pa.array(order))
+    order = pa.array(np.concatenate([order, len(existing) + np.arange(len(updates), len(written))]))
+    new_meta = _meta_columns(ctx, task, written.keys, old.partition, new.name)
+    old_data = conform(existing.drop_columns(list(META_FIELDS)), ctx.arrow_schema)
+    new_data = conform(written.data, ctx.arrow_schema)
+    columns = [_gather(existing.column(META_FIELDS[i]), new_meta[i], order) for i in range(3)]
+    columns += _constant_meta(ctx, old.partition, new.name, len(order))
+    columns += [_gather(old_data.column(i), new_data.column(i), order) for i in range(old_data.num_columns)]
+    table = pa.Table.from_arrays(columns, schema=pa.schema(list(META_SCHEMA) + list(ctx.arrow_schema)))
     prior = None
     if ctx.bloom is not None and ctx.populate_meta and not dropped.any():
-        prior = prior_bloom(ctx.storage, old.path, len(existing), ctx.bloom)
+        prior = prior_keys(ctx.storage, old.path, len(existing), ctx.bloom)
     create_marker(ctx.storage, ctx.instant, new.path, MERGE)
     size = write_base_file(ctx.storage, new.path, table, with_meta_fields(ctx.avro_schema), bloom=ctx.bloom,
                            compression=ctx.compression, prior=prior)
