@@ -51,6 +51,8 @@ def case(name: str, base_rows: int, batch_rows: int, folder: str) -> dict:
     triggers it before the clock starts, for every engine alike."""
     import pyarrow as pa
 
+    import airflow_lake.core  # noqa: F401  (every case, the floors too, uses the pool the core picks)
+
     pa.array([0])
     base = rows(0, base_rows, seed=1)
     batch = upsert_batch(base_rows, batch_rows, 0.5, seed=2)

@@ -123,14 +123,12 @@ class BloomFilter:
         else:
             row_of, nrows, current = dynamic_rows(total, self.num_entries, max_entries)
         width = self.packed.shape[1]
-        packed = np.zeros((nrows, width), np.uint8)
-        packed[: len(self.packed)] = self.packed
-        flat = packed.reshape(-1)
+        added = np.zeros((nrows, width * 8), dtype=bool)  # the new keys' bits only, then OR-ed in
         tail = row_of[count_before:]
         for idx, positions in hash_positions(keys, self.num_hashes, self.bit_size):
-            # set the bits in the packed bytes (LSB first): no unpacking of the whole filter
-            byte = (positions >> 3) + (tail[idx] * width)[None, :]
-            np.bitwise_or.at(flat, byte.ravel(), np.left_shift(1, positions & 7).astype(np.uint8).ravel())
+            added[tail[idx][None, :], positions] = True
+        packed = np.packbits(added, axis=1, bitorder="little")
+        packed[: len(self.packed)] |= self.packed
         return BloomFilter(self.bit_size, self.num_hashes, None, self.kind, self.num_entries, current,
                            _packed=packed)
 

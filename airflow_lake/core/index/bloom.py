@@ -1,5 +1,7 @@
 """The BLOOM index: prune by min/max key range, then footer bloom filters, then confirm by
-reading `_hoodie_record_key` of the candidate files only."""
+reading `_hoodie_record_key` of the candidate files only. A file that a sample shows holds many
+of the keys skips the filter: its keys are read anyway, and an exact check of them all is cheaper.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +15,9 @@ from ..formats.parquet import MAX_KEY, MIN_KEY, file_bloom, read_footer
 from ..model import BaseFile
 from ..storage import Storage
 from .simple import KeyReader, Tags
+
+_SAMPLE = 512  # keys tested against a file's bloom filter before deciding how to look up the rest
+_DIRECT_SHARE = 0.05  # from this share of possible hits in the sample, all keys are confirmed exactly
 
 
 def _java_order_safe(keys: pa.Array) -> bool:
@@ -47,9 +52,14 @@ def tag(storage: Storage, files: list[BaseFile], keys: pa.Array, partitions: pa.
             inside = pc.and_(pc.greater_equal(sub, lo), pc.less_equal(sub, hi)).to_numpy(zero_copy_only=False)
             rows, sub = rows[inside], sub.filter(pa.array(inside))
         bloom = file_bloom(storage, f.path)
-        if bloom is not None and len(rows):
-            rows = rows[bloom.might_contain(sub)]
-        return rows
+        if bloom is None or not len(rows):
+            return rows
+        # Test a sample first: when many keys may be in the file (an update-heavy batch), its
+        # keys are read anyway and checking them all exactly is cheaper than the filter.
+        sample = bloom.might_contain(sub.slice(0, _SAMPLE))
+        if len(rows) > _SAMPLE and sample.mean() < _DIRECT_SHARE:
+            return rows[bloom.might_contain(sub)]
+        return rows if sample.any() else rows[:0]
 
     cand = engine.map(candidates, range(len(files)))
 
