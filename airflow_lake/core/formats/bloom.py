@@ -98,6 +98,8 @@ class BloomFilter:
     num_entries: int = 60000
     current_nb_record: int = 0
     _packed: np.ndarray | None = None
+    _b64: bytes | None = None  # the footer text, decoded only when whole rows are needed
+    _num_rows: int = 1
 
     @staticmethod
     def build(keys, *, num_entries=60000, fpp=1e-9, kind=DYNAMIC_V0, max_entries=100000) -> BloomFilter:
@@ -139,19 +141,42 @@ class BloomFilter:
             (kind == SIMPLE or self.num_entries == num_entries)
 
     def might_contain(self, keys) -> np.ndarray:
-        """bool per key: possibly present (any row matches all its positions)."""
+        """bool per key: possibly present (any row matches all its positions). A filter parsed
+        from a footer and asked about few keys decodes only the bytes those keys need."""
         result = np.zeros(len(keys), dtype=bool)
-        packed = self.packed
+        lookups = len(keys) * self.num_hashes * self.num_rows
+        sparse = self._packed is None and self._b64 is not None and lookups * 8 < self.bit_size * self.num_rows
         for idx, positions in hash_positions(keys, self.num_hashes, self.bit_size):
-            bits = (packed[:, positions >> 3] >> (positions & 7).astype(np.uint8)) & 1  # [rows, hashes, n]
+            if sparse:
+                byte = self._row_offsets()[:, None, None] + (positions >> 3)[None, :, :]
+                values = _b64_bytes_at(self._b64, byte)
+            else:
+                values = self.packed[:, positions >> 3]
+            bits = (values >> (positions & 7).astype(np.uint8)) & 1  # [rows, hashes, n]
             result[idx] = bits.all(axis=1).any(axis=0)
         return result
+
+    @property
+    def num_rows(self) -> int:
+        return len(self._packed) if self._packed is not None else self._num_rows
+
+    def _row_offsets(self) -> np.ndarray:
+        """Offset of each row's first bit-vector byte in the serialised filter."""
+        nbytes = (self.bit_size + 7) // 8
+        if self.kind == SIMPLE:
+            return np.array([13], np.int64)
+        return 25 + np.arange(self.num_rows, dtype=np.int64) * (13 + nbytes) + 13
 
     @property
     def packed(self) -> np.ndarray:
         """The bit vectors as bytes, LSB first: [rows, ceil(bit_size / 8)]."""
         if self._packed is None:
-            self._packed = np.packbits(self.rows, axis=1, bitorder="little")
+            if self.rows is not None:
+                self._packed = np.packbits(self.rows, axis=1, bitorder="little")
+            else:
+                raw = base64.b64decode(self._b64)
+                nbytes = (self.bit_size + 7) // 8
+                self._packed = np.stack([np.frombuffer(raw, np.uint8, nbytes, o) for o in self._row_offsets()])
         return self._packed
 
     # -- serialisation ---------------------------------------------------------------------
@@ -169,20 +194,33 @@ class BloomFilter:
         return base64.b64encode(self.to_bytes()).decode("ascii")
 
     @staticmethod
-    def from_base64(text: str, kind: str | None) -> BloomFilter:
-        """Parse a footer value; the bit vectors stay packed (no unpacking to test keys)."""
-        raw = base64.b64decode(text)
+    def from_base64(text: str | bytes, kind: str | None) -> BloomFilter:
+        """Parse a footer value: only the header now; the bit vectors when first needed."""
+        b64 = text.encode("ascii") if isinstance(text, str) else bytes(text)
+        head = base64.b64decode(b64[:36])  # the first 27 bytes: both headers
         kind = kind or SIMPLE
-        version, num_hashes, hash_type, bit_size = struct.unpack_from(">iibi", raw, 0)
+        version, num_hashes, hash_type, bit_size = struct.unpack_from(">iibi", head, 0)
         if version >= 0 or hash_type != MURMUR:
             raise ValueError("only versioned Murmur bloom filters are supported")
-        nbytes = (bit_size + 7) // 8
         if kind == SIMPLE:
-            packed = np.frombuffer(raw, np.uint8, nbytes, 13)[None, :]
-            return BloomFilter(bit_size, num_hashes, None, SIMPLE, _packed=packed)
-        nr, current, nrows = struct.unpack_from(">iii", raw, 13)
-        packed = np.stack([np.frombuffer(raw, np.uint8, nbytes, 25 + i * (13 + nbytes) + 13) for i in range(nrows)])
-        return BloomFilter(bit_size, num_hashes, None, DYNAMIC_V0, nr, current, _packed=packed)
+            return BloomFilter(bit_size, num_hashes, None, SIMPLE, _b64=b64)
+        nr, current, nrows = struct.unpack_from(">iii", head, 13)
+        return BloomFilter(bit_size, num_hashes, None, DYNAMIC_V0, nr, current, _b64=b64, _num_rows=nrows)
+
+
+_B64_ALPHABET = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+_B64_VALUES = np.zeros(256, np.uint8)
+_B64_VALUES[np.frombuffer(_B64_ALPHABET, np.uint8)] = np.arange(64)
+
+
+def _b64_bytes_at(b64: bytes, offsets: np.ndarray) -> np.ndarray:
+    """The decoded bytes at these offsets of base64 text, decoding nothing else."""
+    text = np.frombuffer(b64, np.uint8)
+    quad, within = np.divmod(offsets, 3)
+    first = _B64_VALUES[text[4 * quad + within]].astype(np.uint16)
+    second = _B64_VALUES[text[4 * quad + within + 1]].astype(np.uint16)
+    shift = (2 * within + 2).astype(np.uint16)  # byte k of a quad: chars k and k+1
+    return ((first << shift) | (second >> (6 - shift))).astype(np.uint8)
 
 
 def dynamic_rows(n: int, nr: int, max_entries: int) -> tuple[np.ndarray, int, int]:

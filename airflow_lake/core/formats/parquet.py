@@ -109,8 +109,10 @@ class _FooterCache:
                 return found
         with storage.open_input(path) as f:
             metadata = pq.read_metadata(f)
-        found = {"metadata": metadata, "names": set(metadata.schema.names),
-                 "footer": {k.decode(): v.decode() for k, v in (metadata.metadata or {}).items()}}
+        kv = metadata.metadata or {}
+        bloom = kv.get(BLOOM_KEY.encode()) or kv.get(BLOOM_KEY_LEGACY.encode())  # kept as bytes: large
+        found = {"metadata": metadata, "names": set(metadata.schema.names), "bloom_text": bloom,
+                 "footer": {k.decode(): v.decode() for k, v in kv.items() if v is not bloom}}
         with self._lock:
             self._entries[key] = found
             while len(self._entries) > self.size:
@@ -122,7 +124,8 @@ FOOTERS = _FooterCache()
 
 
 def read_footer(storage: Storage, path: str) -> dict[str, str]:
-    """The key/value footer metadata of a parquet file (parsed once per process)."""
+    """The key/value footer metadata of a parquet file, but its bloom filter (parsed once per
+    process)."""
     return FOOTERS.entry(storage, path)["footer"]
 
 
@@ -130,7 +133,8 @@ def file_bloom(storage: Storage, path: str) -> BloomFilter | None:
     """The decoded bloom filter of a base file (decoded once per process)."""
     entry = FOOTERS.entry(storage, path)
     if "bloom" not in entry:
-        entry["bloom"] = read_bloom(entry["footer"])
+        text = entry["bloom_text"]
+        entry["bloom"] = BloomFilter.from_base64(text, entry["footer"].get(BLOOM_TYPE_KEY)) if text else None
     return entry["bloom"]
 
 
@@ -141,16 +145,11 @@ def prior_keys(storage: Storage, path: str, count: int, settings: BloomSettings)
     bloom = file_bloom(storage, path)
     if bloom is None or not bloom.matches(settings.num_entries, settings.fpp, settings.kind):
         return None
-    if bloom.kind != "SIMPLE" and bloom.current_nb_record != count - (len(bloom.packed) - 1) * bloom.num_entries:
+    if bloom.kind != "SIMPLE" and bloom.current_nb_record != count - (bloom.num_rows - 1) * bloom.num_entries:
         return None  # not built from exactly this file's keys in order
     if count and (MIN_KEY not in footer or MAX_KEY not in footer):
         return None
     return PriorKeys(bloom, count, footer.get(MIN_KEY), footer.get(MAX_KEY))
-
-
-def read_bloom(footer: dict[str, str]) -> BloomFilter | None:
-    text = footer.get(BLOOM_KEY) or footer.get(BLOOM_KEY_LEGACY)
-    return BloomFilter.from_base64(text, footer.get(BLOOM_TYPE_KEY)) if text else None
 
 
 def read_base_file(storage: Storage, path: str, columns: list[str] | None = None) -> pa.Table:
