@@ -6,13 +6,14 @@ import numpy as np
 import pyarrow as pa
 
 PARTITIONS = 10
+NEW_KEYS_FROM = 10_000_000_000  # ids of inserted keys: past any base table
 
 
-def rows(start: int, n: int, *, seed: int, ts: int = 0) -> pa.Table:
-    """Rows with keys `key-<start..start+n>`, an int64 ordering field and ~10 payload columns."""
+def rows_for(ids: np.ndarray, *, seed: int, ts: int = 0) -> pa.Table:
+    """Rows with keys `key-<id>` (zero-padded), an int64 ordering field and ~10 payload columns."""
     rng = np.random.default_rng(seed)
-    ids = np.arange(start, start + n)
-    keys = pa.array(np.char.add("key-", np.char.zfill(ids.astype(str), 10)).astype(object), pa.string())
+    n = len(ids)
+    keys = pa.array(np.char.add("key-", np.char.zfill(ids.astype(str), 11)).astype(object), pa.string())
     cities = np.array([f"city_{i}" for i in range(PARTITIONS)], dtype=object)
     return pa.table({
         "key": keys,
@@ -30,11 +31,16 @@ def rows(start: int, n: int, *, seed: int, ts: int = 0) -> pa.Table:
     })
 
 
+def rows(start: int, n: int, *, seed: int, ts: int = 0) -> pa.Table:
+    """Rows for ids start..start+n."""
+    return rows_for(np.arange(start, start + n), seed=seed, ts=ts)
+
+
 def upsert_batch(base_rows: int, n: int, update_fraction: float, *, seed: int, ts: int = 1) -> pa.Table:
-    """`n` rows: `update_fraction` of them existing keys spread over all partitions, the rest new."""
+    """`n` rows: `update_fraction` of them existing keys spread over all partitions (newer
+    ordering value, new payload), the rest new keys. Only the batch is generated, never the base."""
     rng = np.random.default_rng(seed)
     n_upd = int(n * update_fraction)
-    updated = np.sort(rng.choice(base_rows, n_upd, replace=False))
-    upd = rows(0, base_rows, seed=seed, ts=ts).take(pa.array(updated)) if n_upd else None
-    new = rows(base_rows + 10_000_000, n - n_upd, seed=seed + 1, ts=ts) if n > n_upd else None
-    return pa.concat_tables([t for t in (upd, new) if t is not None])
+    updated = np.sort(rng.choice(base_rows, n_upd, replace=False)) if n_upd else np.zeros(0, np.int64)
+    fresh = np.arange(NEW_KEYS_FROM, NEW_KEYS_FROM + n - n_upd)
+    return rows_for(np.concatenate([updated, fresh]).astype(np.int64), seed=seed, ts=ts)
