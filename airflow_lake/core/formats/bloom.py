@@ -48,6 +48,14 @@ def hash_positions(keys: pa.Array | pa.ChunkedArray, num_hashes: int, bit_size: 
         yield rows, _positions_fixed_length(offsets[rows], data, int(length), num_hashes, bit_size)
 
 
+def key_positions(keys: pa.Array | pa.ChunkedArray, num_hashes: int, bit_size: int) -> np.ndarray:
+    """Bit positions of every key: int64[num_hashes, len(keys)]."""
+    out = np.empty((num_hashes, len(keys)), np.int64)
+    for idx, positions in hash_positions(keys, num_hashes, bit_size):
+        out[:, idx] = positions
+    return out
+
+
 def _positions_fixed_length(starts, data, length, num_hashes, bit_size) -> np.ndarray:
     n = len(starts)
     matrix = data[starts[:, None] + np.arange(length)] if length else np.zeros((n, 0), np.uint8)
@@ -141,20 +149,29 @@ class BloomFilter:
             (kind == SIMPLE or self.num_entries == num_entries)
 
     def might_contain(self, keys) -> np.ndarray:
-        """bool per key: possibly present (any row matches all its positions). A filter parsed
-        from a footer and asked about few keys decodes only the bytes those keys need."""
-        result = np.zeros(len(keys), dtype=bool)
-        lookups = len(keys) * self.num_hashes * self.num_rows
-        sparse = self._packed is None and self._b64 is not None and lookups * 8 < self.bit_size * self.num_rows
-        for idx, positions in hash_positions(keys, self.num_hashes, self.bit_size):
-            if sparse:
-                byte = self._row_offsets()[:, None, None] + (positions >> 3)[None, :, :]
-                values = _b64_bytes_at(self._b64, byte)
-            else:
-                values = self.packed[:, positions >> 3]
-            bits = (values >> (positions & 7).astype(np.uint8)) & 1  # [rows, hashes, n]
-            result[idx] = bits.all(axis=1).any(axis=0)
-        return result
+        """bool per key: possibly present (any row matches all its positions)."""
+        return self.contains_positions(key_positions(keys, self.num_hashes, self.bit_size))
+
+    def contains_positions(self, positions: np.ndarray) -> np.ndarray:
+        """`might_contain` for keys already hashed (`key_positions` with this filter's sizes). A
+        filter parsed from a footer and asked about few keys decodes only the bytes they need."""
+        lookups = positions.size * self.num_rows
+        if self._packed is None and self._b64 is not None and lookups * 4 < len(self._b64):
+            byte = self._row_offsets()[:, None, None] + (positions >> 3)[None, :, :]
+            values = _b64_bytes_at(self._b64, byte)
+        else:
+            values = self.packed[:, positions >> 3]
+        bits = (values >> (positions & 7).astype(np.uint8)) & 1  # [rows, hashes, n]
+        return bits.all(axis=1).any(axis=0)
+
+    def false_positive_rate(self, num_keys: int) -> float:
+        """The chance that a key not among the filter's `num_keys` keys tests positive."""
+        m, k = self.bit_size, self.num_hashes
+        if self.kind == SIMPLE:
+            loads = [num_keys]
+        else:  # rows hold num_entries keys each; past saturation the rest go round-robin
+            loads = [max(self.num_entries, num_keys / self.num_rows)] * self.num_rows
+        return min(1.0, sum((1 - math.exp(-k * n / m)) ** k for n in loads))
 
     @property
     def num_rows(self) -> int:

@@ -95,7 +95,7 @@ class _FooterCache:
     """Parsed footers of base files, by path. Base files are immutable (a name carries its
     instant, and instants are never reused), so an entry never goes stale; bounded LRU."""
 
-    def __init__(self, size: int = 512):
+    def __init__(self, size: int = 128):
         self.size = size
         self._entries: OrderedDict[tuple[str, str], dict] = OrderedDict()
         self._lock = threading.Lock()
@@ -127,6 +127,11 @@ def read_footer(storage: Storage, path: str) -> dict[str, str]:
     """The key/value footer metadata of a parquet file, but its bloom filter (parsed once per
     process)."""
     return FOOTERS.entry(storage, path)["footer"]
+
+
+def file_num_rows(storage: Storage, path: str) -> int:
+    """Records in a base file, from its (cached) footer."""
+    return FOOTERS.entry(storage, path)["metadata"].num_rows
 
 
 def file_bloom(storage: Storage, path: str) -> BloomFilter | None:

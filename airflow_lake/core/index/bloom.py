@@ -1,23 +1,32 @@
-"""The BLOOM index: prune by min/max key range, then footer bloom filters, then confirm by
-reading `_hoodie_record_key` of the candidate files only. A file that a sample shows holds many
-of the keys skips the filter: its keys are read anyway, and an exact check of them all is cheaper.
+"""The BLOOM index: prune by min/max key range, then footer bloom filters, then confirm.
+
+Confirming reads `_hoodie_record_key` of a candidate file. It is skipped where a positive
+filter test can stand for the file: a settled file (its slice has no log files, so its keys are
+its group's live keys) whose filter is exact enough (`TRUSTED_FPP`), for a key that no other
+file's filter claims, under a non-global index. A false positive there (about 1e-9 with Hudi's
+default filter settings) only makes a new key an insert into that file group, which stays
+where later lookups find it (the same filter says yes again); Java reads the keys every time.
+(Such a key is not among the write's new keys that the optimistic concurrency check compares.)
+Every key is hashed once per commit, not once per file.
 """
 
 from __future__ import annotations
+
+import threading
+from collections.abc import Callable
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..engine import Engine
-from ..formats.bloom import _utf8
-from ..formats.parquet import MAX_KEY, MIN_KEY, file_bloom, read_footer
+from ..formats.bloom import _utf8, key_positions
+from ..formats.parquet import MAX_KEY, MIN_KEY, file_bloom, file_num_rows, read_footer
 from ..model import BaseFile
 from ..storage import Storage
 from .simple import KeyReader, Tags
 
-_SAMPLE = 512  # keys tested against a file's bloom filter before deciding how to look up the rest
-_DIRECT_SHARE = 0.05  # from this share of possible hits in the sample, all keys are confirmed exactly
+TRUSTED_FPP = 1e-6  # per key and file; Hudi's defaults (60000 entries, 1e-9) give ~2e-9
 
 
 def _java_order_safe(keys: pa.Array) -> bool:
@@ -26,54 +35,79 @@ def _java_order_safe(keys: pa.Array) -> bool:
     return not (data >= 0xEE).any()
 
 
+class _KeyHashes:
+    """Bit positions of a group of incoming keys (a partition's, or all), computed once per
+    filter size and shared by every file the group is tested against."""
+
+    def __init__(self, keys: pa.Array):
+        self.keys = keys
+        self._done: dict[tuple[int, int], np.ndarray] = {}
+        self._lock = threading.Lock()
+
+    def positions(self, num_hashes: int, bit_size: int) -> np.ndarray:
+        with self._lock:
+            key = (num_hashes, bit_size)
+            if key not in self._done:
+                self._done[key] = key_positions(self.keys, num_hashes, bit_size)
+            return self._done[key]
+
+
 def tag(storage: Storage, files: list[BaseFile], keys: pa.Array, partitions: pa.Array, *,
-        is_global: bool, key_reader: KeyReader, engine: Engine) -> Tags:
+        is_global: bool, key_reader: KeyReader, engine: Engine,
+        settled: Callable[[BaseFile], bool] | None = None) -> Tags:
     file_index = np.full(len(keys), -1, dtype=np.int64)
     if not files or len(keys) == 0:
         return Tags(file_index, files)
-    footers = engine.map(lambda f: read_footer(storage, f.path), files)
     range_ok = _java_order_safe(keys)
-    by_partition: dict[str, np.ndarray] = {}
-    if not is_global:
+    groups: dict[str, np.ndarray] = {}  # rows of the incoming keys each file is tested with
+    if is_global:
+        groups[""] = np.arange(len(keys))
+    else:
         codes = partitions.dictionary_encode()
         idx = codes.indices.to_numpy(zero_copy_only=False)
         for c, name in enumerate(codes.dictionary.to_pylist()):
-            by_partition[name] = np.nonzero(idx == c)[0]
-    everything = np.arange(len(keys))
+            groups[name] = np.nonzero(idx == c)[0]
+    group_keys = {name: keys.take(pa.array(rows)) for name, rows in groups.items()}
+    hashes = {name: _KeyHashes(k) for name, k in group_keys.items()}
 
-    def candidates(i: int) -> np.ndarray:
-        f, footer = files[i], footers[i]
-        rows = everything if is_global else by_partition.get(f.partition, everything[:0])
+    def candidates(i: int) -> tuple[np.ndarray, bool]:
+        """Rows that may be in file i, and whether a positive test can stand for the file."""
+        f = files[i]
+        group = "" if is_global else f.partition
+        rows = groups.get(group, np.zeros(0, np.int64))
         if not len(rows):
-            return rows
-        sub = keys.take(pa.array(rows))
+            return rows, False
+        local = np.arange(len(rows))
+        footer = read_footer(storage, f.path)
         lo, hi = footer.get(MIN_KEY), footer.get(MAX_KEY)
         if lo is not None and hi is not None and range_ok and _java_order_safe(pa.array([lo, hi])):
-            inside = pc.and_(pc.greater_equal(sub, lo), pc.less_equal(sub, hi)).to_numpy(zero_copy_only=False)
-            rows, sub = rows[inside], sub.filter(pa.array(inside))
+            sub = group_keys[group]
+            local = np.nonzero(pc.and_(pc.greater_equal(sub, lo), pc.less_equal(sub, hi))
+                               .to_numpy(zero_copy_only=False))[0]
         bloom = file_bloom(storage, f.path)
-        if bloom is None or not len(rows):
+        if bloom is None or not len(local):
+            return rows[local], False
+        positions = hashes[group].positions(bloom.num_hashes, bloom.bit_size)[:, local]
+        local = local[bloom.contains_positions(positions)]
+        trusted = (not is_global and settled is not None and settled(f)
+                   and bloom.false_positive_rate(file_num_rows(storage, f.path)) <= TRUSTED_FPP)
+        return rows[local], trusted
+
+    found = engine.map(candidates, range(len(files)))
+    claims = np.bincount(np.concatenate([rows for rows, _ in found]), minlength=len(keys))
+
+    def confirm(i: int) -> np.ndarray:
+        rows, trusted = found[i]
+        sure = claims[rows] == 1 if trusted else np.zeros(len(rows), dtype=bool)
+        check = rows[~sure]
+        if not len(check):
             return rows
-        # Test a sample first: when many keys may be in the file (an update-heavy batch), its
-        # keys are read anyway and checking them all exactly is cheaper than the filter.
-        sample = bloom.might_contain(sub.slice(0, _SAMPLE))
-        if len(rows) > _SAMPLE and sample.mean() < _DIRECT_SHARE:
-            return rows[bloom.might_contain(sub)]
-        return rows if sample.any() else rows[:0]
-
-    cand = engine.map(candidates, range(len(files)))
-
-    def confirm(i: int) -> tuple[np.ndarray, np.ndarray]:
-        rows = cand[i]
-        if not len(rows):
-            return rows, np.zeros(0, bool)
         stored = key_reader(files[i])
         # hash the few candidates and probe the file's many keys, not the other way round
-        wanted = keys.take(pa.array(rows))
+        wanted = keys.take(pa.array(check))
         present = stored.filter(pc.is_in(stored, value_set=wanted))
-        return rows, pc.is_in(wanted, value_set=present).to_numpy(zero_copy_only=False)
+        return np.concatenate([rows[sure], check[pc.is_in(wanted, value_set=present).to_numpy(zero_copy_only=False)]])
 
-    for i, (rows, found) in enumerate(engine.map(confirm, [i for i in range(len(files))])):
-        hit = rows[found]
+    for i, hit in enumerate(engine.map(confirm, range(len(files)))):
         file_index[hit[file_index[hit] < 0]] = i
     return Tags(file_index, files)

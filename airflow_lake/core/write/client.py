@@ -358,8 +358,11 @@ class WriteClient:
         else:
             parts = set(pc.unique(batch.partitions).to_pylist())
             files = view.latest_base_files([p for p in view.partitions if p in parts])
+        def settled(base) -> bool:  # the base file's keys are its group's live keys
+            return not view.read_slice(view.groups[base.partition][base.file_id])[1]
+
         return tagger(index_type)(self.storage, files, batch.keys, batch.partitions, is_global=is_global,
-                                  key_reader=self._key_reader(view), engine=self.engine)
+                                  key_reader=self._key_reader(view), engine=self.engine, settled=settled)
 
     def _key_reader(self, view: FileSystemView):
         """Live keys of a file group: its base file's keys, or, when its slice has log files

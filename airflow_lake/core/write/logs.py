@@ -42,7 +42,7 @@ def append_log(ctx: WriteContext, task: int, target: SliceRef, batch: Batch, *, 
     create_marker(ctx.storage, ctx.instant, fake_base.path, APPEND)
     schema = with_meta_fields(ctx.avro_schema)
     parts = []
-    records = batch.take(np.nonzero(~batch.is_delete)[0])
+    records = batch.take(np.nonzero(~batch.is_delete)[0]) if batch.is_delete.any() else batch
     if len(records):
         table = _with_meta(ctx, _meta_columns(ctx, task, records.keys, target.partition, target.file_id),
                            records.data)

@@ -15,8 +15,9 @@ def marker_dir(instant: str) -> str:
 
 
 def create_marker(storage: Storage, instant: str, data_file_path: str, io_type: str) -> None:
-    """Record (before writing it) that this instant may create `data_file_path`."""
-    storage.create(f"{marker_dir(instant)}/{data_file_path}.marker.{io_type}")
+    """Record (before writing it) that this instant may create `data_file_path`. The name is
+    unique (it carries the write token) and the file empty: a plain write, nothing to tear."""
+    storage.write(f"{marker_dir(instant)}/{data_file_path}.marker.{io_type}", b"")
 
 
 def read_markers(storage: Storage, instant: str) -> list[tuple[str, str]]:
