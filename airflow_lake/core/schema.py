@@ -140,6 +140,20 @@ def with_meta_fields(avro: dict) -> dict:
     return {**avro, "fields": meta + [f for f in avro["fields"] if f["name"] not in META_FIELDS]}
 
 
+_TEXTS: dict[int, tuple[dict, str]] = {}
+
+
+def schema_text(avro: dict) -> str:
+    """`json.dumps(avro)`, computed once per schema object (every file and block of a commit
+    carries the same schema). Schemas are never mutated once built."""
+    found = _TEXTS.get(id(avro))
+    if found is None or found[0] is not avro:
+        if len(_TEXTS) > 64:
+            _TEXTS.clear()
+        found = _TEXTS[id(avro)] = (avro, json.dumps(avro))
+    return found[1]
+
+
 # -- Avro -> Arrow ------------------------------------------------------------------------
 
 

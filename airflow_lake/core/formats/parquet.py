@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -11,6 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..errors import InvalidTableError
+from ..schema import schema_text
 from ..storage import Storage
 from .bloom import DYNAMIC_V0, BloomFilter, java_order, min_max_keys
 
@@ -47,7 +47,7 @@ class PriorKeys:
 def footer_metadata(keys: pa.ChunkedArray | None, avro_schema: dict, bloom: BloomSettings | None,
                     prior: PriorKeys | None = None) -> dict[bytes, bytes]:
     """Hudi's footer key/values for a file whose records have these keys, in file order."""
-    meta = {AVRO_SCHEMA_KEY: json.dumps(avro_schema), "writer.model.name": "avro"}
+    meta = {AVRO_SCHEMA_KEY: schema_text(avro_schema), "writer.model.name": "avro"}
     if keys is not None and bloom is not None:
         if prior is not None:
             added = keys.slice(prior.count)

@@ -80,7 +80,7 @@ def tag(storage: Storage, files: list[BaseFile], keys: pa.Array, partitions: pa.
         local = np.arange(len(rows))
         footer = read_footer(storage, f.path)
         lo, hi = footer.get(MIN_KEY), footer.get(MAX_KEY)
-        if lo is not None and hi is not None and range_ok and _java_order_safe(pa.array([lo, hi])):
+        if lo is not None and hi is not None and range_ok and max(lo + hi, default="") < "\ue000":
             sub = group_keys[group]
             local = np.nonzero(pc.and_(pc.greater_equal(sub, lo), pc.less_equal(sub, hi))
                                .to_numpy(zero_copy_only=False))[0]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import pyarrow as pa
@@ -32,6 +33,14 @@ class WriteContext:
     ordering_field: str | None
     ordering_wins: bool  # DefaultHoodieRecordPayload: the base record survives a smaller update
     keygen: KeyGenerator
+
+    @cached_property
+    def avro_with_meta(self) -> dict:
+        return with_meta_fields(self.avro_schema)
+
+    @cached_property
+    def arrow_with_meta(self) -> pa.Schema:
+        return pa.schema(list(META_SCHEMA) + list(self.arrow_schema))
 
     def token(self, task: int) -> str:
         """Write token `<task>-<stage>-<attempt>`, the stage taken from the instant so that
@@ -67,13 +76,12 @@ def _gather(old: pa.ChunkedArray | pa.Array, new: pa.ChunkedArray | pa.Array, or
 
 
 def _with_meta(ctx: WriteContext, meta: list, data: pa.Table) -> pa.Table:
-    schema = pa.schema(list(META_SCHEMA) + list(ctx.arrow_schema))
-    return pa.Table.from_arrays(meta + list(conform(data, ctx.arrow_schema).columns), schema=schema)
+    return pa.Table.from_arrays(meta + list(conform(data, ctx.arrow_schema).columns), schema=ctx.arrow_with_meta)
 
 
 def _write(ctx: WriteContext, base: BaseFile, table: pa.Table, io_type: str) -> int:
     create_marker(ctx.storage, ctx.instant, base.path, io_type)
-    return write_base_file(ctx.storage, base.path, table, with_meta_fields(ctx.avro_schema),
+    return write_base_file(ctx.storage, base.path, table, ctx.avro_with_meta,
                            bloom=ctx.bloom, compression=ctx.compression)
 
 
@@ -143,12 +151,12 @@ def merge_file(ctx: WriteContext, task: int, old: BaseFile, batch: Batch, append
     columns = [_gather(existing.column(META_FIELDS[i]), new_meta[i], order) for i in range(3)]
     columns += _constant_meta(ctx, old.partition, new.name, len(order))
     columns += [_gather(old_data.column(i), new_data.column(i), order) for i in range(old_data.num_columns)]
-    table = pa.Table.from_arrays(columns, schema=pa.schema(list(META_SCHEMA) + list(ctx.arrow_schema)))
+    table = pa.Table.from_arrays(columns, schema=ctx.arrow_with_meta)
     prior = None
     if ctx.bloom is not None and ctx.populate_meta and not dropped.any():
         prior = prior_keys(ctx.storage, old.path, len(existing), ctx.bloom)
     create_marker(ctx.storage, ctx.instant, new.path, MERGE)
-    size = write_base_file(ctx.storage, new.path, table, with_meta_fields(ctx.avro_schema), bloom=ctx.bloom,
+    size = write_base_file(ctx.storage, new.path, table, ctx.avro_with_meta, bloom=ctx.bloom,
                            compression=ctx.compression, prior=prior)
     return WriteStat(old.file_id, old.partition, new.path, old.instant, num_writes=len(table),
                      num_deletes=deleted, num_update_writes=len(updates), num_inserts=len(inserts),

@@ -14,7 +14,6 @@ import numpy as np
 from ..formats.log import data_block_bytes, delete_block_bytes
 from ..formats.log.blocks import wrap_ordering
 from ..model import BaseFile, LogFile, WriteStat
-from ..schema import with_meta_fields
 from .files import WriteContext, _meta_columns, _with_meta
 from .markers import APPEND, create_marker
 from .prepare import Batch
@@ -40,7 +39,7 @@ def append_log(ctx: WriteContext, task: int, target: SliceRef, batch: Batch, *, 
     log = LogFile(target.partition, target.file_id, target.base_instant, target.next_version, token)
     fake_base = BaseFile(target.partition, target.file_id, token, target.base_instant)
     create_marker(ctx.storage, ctx.instant, fake_base.path, APPEND)
-    schema = with_meta_fields(ctx.avro_schema)
+    schema = ctx.avro_with_meta
     parts = []
     records = batch.take(np.nonzero(~batch.is_delete)[0]) if batch.is_delete.any() else batch
     if len(records):

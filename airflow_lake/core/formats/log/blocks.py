@@ -14,7 +14,7 @@ import fastavro
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ...schema import from_avro
+from ...schema import from_avro, schema_text
 from .framing import BlockType, HeaderKey, RawBlock, encode_block, split_blocks
 
 CONTENT_VERSION = 3
@@ -234,7 +234,7 @@ def avro_block_bytes(header: dict[HeaderKey, str], schema: dict, records: list[d
 
 def data_block_bytes(instant: str, avro_schema_with_meta: dict, table: pa.Table, *, fmt: str = "parquet",
                      compression: str = "snappy") -> bytes:
-    header = {HeaderKey.INSTANT_TIME: instant, HeaderKey.SCHEMA: json.dumps(avro_schema_with_meta)}
+    header = {HeaderKey.INSTANT_TIME: instant, HeaderKey.SCHEMA: schema_text(avro_schema_with_meta)}
     if fmt == "avro":
         return avro_block_bytes({HeaderKey.INSTANT_TIME: instant}, avro_schema_with_meta, table.to_pylist())
     sink = pa.BufferOutputStream()
