@@ -168,11 +168,16 @@ class WriteClient:
         self._write_partition_metadata(instant, {t.partition for t in tasks})
         block_format = self.opt(WriteOptions.LOG_BLOCK_FORMAT).lower()
 
+        # one gather puts every task's rows next to each other; each task then takes a slice
+        segments = [r for t in tasks for r in (t.rows, t.insert_rows if t.insert_rows is not None else t.rows[:0])]
+        grouped = batch.take(np.concatenate(segments)) if segments else batch
+        bounds = np.cumsum([0] + [len(r) for r in segments])
+
         def run(indexed: tuple[int, Task]) -> WriteStat:
             n, task = indexed
-            part = batch.take(task.rows)
+            part = grouped.slice(bounds[2 * n], bounds[2 * n + 1])
             if task.kind == "merge":
-                extra_rows = None if task.insert_rows is None else batch.take(task.insert_rows)
+                extra_rows = None if task.insert_rows is None else grouped.slice(bounds[2 * n + 1], bounds[2 * n + 2])
                 return merge_file(ctx, n, task.base, part, extra_rows)
             if task.kind == "log":
                 return append_log(ctx, n, task.slice, part, block_format=block_format, inserts=task.inserts)

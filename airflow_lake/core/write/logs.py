@@ -46,7 +46,7 @@ def append_log(ctx: WriteContext, task: int, target: SliceRef, batch: Batch, *, 
         table = _with_meta(ctx, _meta_columns(ctx, task, records.keys, target.partition, target.file_id),
                            records.data)
         parts.append(data_block_bytes(ctx.instant, schema, table, fmt=block_format, compression=ctx.compression))
-    deletes = batch.take(np.nonzero(batch.is_delete)[0])
+    deletes = batch.take(np.nonzero(batch.is_delete)[0]) if batch.is_delete.any() else batch.slice(0, 0)
     if len(deletes):
         otype = ctx.arrow_schema.field(ctx.ordering_field).type if ctx.ordering_field else None
         values = deletes.ordering.to_pylist() if deletes.ordering is not None else [None] * len(deletes)

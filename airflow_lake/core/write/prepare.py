@@ -59,6 +59,13 @@ class Batch:
                      pa.concat_arrays([self.partitions, other.partitions]),
                      np.concatenate([self.is_delete, other.is_delete]), ordering, self.avro_schema)
 
+    def slice(self, start: int, stop: int) -> Batch:
+        """Rows start..stop, without copying."""
+        n = int(stop) - int(start)
+        return Batch(self.data.slice(start, n), self.keys.slice(start, n), self.partitions.slice(start, n),
+                     self.is_delete[start:stop], None if self.ordering is None else self.ordering.slice(start, n),
+                     self.avro_schema)
+
     def take(self, rows: np.ndarray) -> Batch:
         if len(rows) == len(self) and np.array_equal(rows, np.arange(len(self))):
             return self  # every row, in order
