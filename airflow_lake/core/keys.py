@@ -85,14 +85,18 @@ class KeyGenerator:
         self.check_fields(data)
         parts = []
         for field in self.partition_fields:
-            values = _as_string(_column(data, field))
+            # each distinct value is rendered once (partition columns have few), then spread out
+            col = _combine(_column(data, field))
+            encoded = col if pa.types.is_dictionary(col.type) else col.dictionary_encode()
+            distinct = pa.concat_arrays([encoded.dictionary, pa.nulls(1, encoded.dictionary.type)])
+            values = _as_string(distinct)
             values = pc.if_else(pc.or_kleene(pc.is_null(values), pc.equal(values, "")).fill_null(True),
                                 DEFAULT_PARTITION, values)
             if self.url_encode:
                 values = _url_encode(values)
             if self.hive_style:
                 values = pc.binary_join_element_wise(f"{field}=", values, "")
-            parts.append(values)
+            parts.append(values.take(encoded.indices.fill_null(len(distinct) - 1)))
         paths = _combine(parts[0] if len(parts) == 1 else pc.binary_join_element_wise(*parts, "/"))
         check_partition_paths(self.table, pc.unique(paths).to_pylist())
         return paths

@@ -49,9 +49,12 @@ def hash_positions(keys: pa.Array | pa.ChunkedArray, num_hashes: int, bit_size: 
 
 
 def key_positions(keys: pa.Array | pa.ChunkedArray, num_hashes: int, bit_size: int) -> np.ndarray:
-    """Bit positions of every key: int64[num_hashes, len(keys)]."""
-    out = np.empty((num_hashes, len(keys)), np.int64)
-    for idx, positions in hash_positions(keys, num_hashes, bit_size):
+    """Bit positions of every key: int32[num_hashes, len(keys)]."""
+    groups = list(hash_positions(keys, num_hashes, bit_size))
+    if len(groups) == 1:  # keys of one length (the usual case): already in row order
+        return groups[0][1]
+    out = np.empty((num_hashes, len(keys)), np.int32)
+    for idx, positions in groups:
         out[:, idx] = positions
     return out
 
@@ -67,14 +70,14 @@ def _positions_fixed_length(starts, data, length, num_hashes, bit_size) -> np.nd
         k *= _M
         tail = length % 4
         tailx = np.zeros(n, np.uint32)
-        signed = matrix.view(np.int8).astype(np.int32)
+        signed = matrix[:, nwords * 4:].view(np.int8).astype(np.int32)
         if tail >= 3:
-            tailx ^= (signed[:, length - 3] << 16).astype(np.uint32)
+            tailx ^= (signed[:, tail - 3] << 16).astype(np.uint32)
         if tail >= 2:
-            tailx ^= (signed[:, length - 2] << 8).astype(np.uint32)
+            tailx ^= (signed[:, tail - 2] << 8).astype(np.uint32)
         if tail >= 1:
-            tailx ^= signed[:, length - 1].astype(np.uint32)
-        out = np.empty((num_hashes, n), np.int64)
+            tailx ^= signed[:, tail - 1].astype(np.uint32)
+        out = np.empty((num_hashes, n), np.int32)
         h = np.zeros(n, np.uint32)
         tmp = np.empty(n, np.uint32)
         length_u = np.uint32(length)

@@ -116,7 +116,7 @@ def prepare(data: pa.Table, operation: str, *, keygen: KeyGenerator, precombine:
         ordering = data.column(precombine).combine_chunks()
 
     batch = Batch(data, keys, partitions, is_delete, ordering, avro)
-    if combine and len(batch) > 1 and pc.count_distinct(keys).as_py() < len(batch):
+    if combine and len(batch) > 1 and len(pc.unique(keys)) < len(batch):
         batch = batch.take(dedupe_rows(batch, by_partition=not is_global))  # (unique keys: nothing to do)
     return batch
 
