@@ -8,6 +8,10 @@ from __future__ import annotations
 import re
 import uuid
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy as np
 
 _LOG_NAME = re.compile(r"^\.(.+)_(.*)\.(log|archive)\.(\d+)(_((\d+)-(\d+)-(\d+))(\.cdc)?)?$")
 _BASE_EXTENSIONS = (".parquet", ".orc", ".hfile")
@@ -130,6 +134,8 @@ class WriteStat:
     log_size: int = 0
     updated_compacted: int = 0
     log_blocks: int = 0
+    # rows of a COW merge task's batch that the file did not hold (inserted): not serialised
+    new_rows: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     def to_json(self) -> dict:
         doc = {

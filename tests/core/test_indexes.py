@@ -46,22 +46,28 @@ def test_bloom_index_confirms_only_candidate_files(table_path):
     assert hudi_read(table_path).num_rows == 2001
 
 
+LOOSE = {"hoodie.parquet.small.file.limit": 0, "hoodie.index.bloom.num_entries": 200,
+         "hoodie.index.bloom.fpp": 0.2}  # filters that err often (about one key in five)
+
+
+def _rows(ids: list[str], ts: int) -> pa.Table:
+    return pa.table({"id": ids, "ts": [ts] * len(ids), "part": ["x"] * len(ids), "v": [float(ts)] * len(ids)})
+
+
 @pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
 def test_trusted_bloom_false_positives_lose_nothing(table_path, table_type, monkeypatch):
-    """A settled file's positive filter test stands without reading its keys. With filters made
-    loose here (they err often) and trusted anyway: a new key one filter wrongly claims becomes
-    an insert into that file group and is found there later; a key two filters claim is checked
-    exactly. Our reader and hudi-rs must agree with a plain model of the rows."""
+    """COW upserts let a positive filter test stand for a settled file (the rewrite sees the
+    truth). With loose filters trusted anyway: a new key one filter wrongly claims becomes an
+    insert into that file and is found there later; a key two filters claim is checked exactly;
+    on MOR every claim is checked (an insert must land in a base file); an insert that drops
+    duplicates loses no new key. Our reader and hudi-rs must agree with a plain model."""
     monkeypatch.setattr(bloom_index, "TRUSTED_FPP", 1.0)
     t = Table.create(table_path, name="t", table_type=table_type, record_key="id", precombine_field="ts",
-                     partition_fields="part", options={"hoodie.parquet.small.file.limit": 0,
-                                                       "hoodie.index.bloom.num_entries": 200,
-                                                       "hoodie.index.bloom.fpp": 0.2})
+                     partition_fields="part", options=LOOSE)
     model: dict[str, int] = {}
 
-    def write(ids: list[str], ts: int, operation: str = "upsert"):
-        t.write(pa.table({"id": ids, "ts": [ts] * len(ids), "part": ["x"] * len(ids),
-                          "v": [float(ts)] * len(ids)}), operation=operation)
+    def write(ids: list[str], ts: int, operation: str = "upsert", **options):
+        Table.open(table_path, options=options).write(_rows(ids, ts), operation=operation)
         if operation == "delete":
             for i in ids:
                 model.pop(i)
@@ -75,12 +81,44 @@ def test_trusted_bloom_false_positives_lose_nothing(table_path, table_type, monk
     write(new + [f"k{j:03d}" for j in range(0, 400, 7)], 1)
     where = dict(zip(*[t.read(columns=["id", "_hoodie_file_name"]).column(c).to_pylist()
                        for c in ("id", "_hoodie_file_name")], strict=True))
-    assert any(where[k].split("_")[0] in groups for k in new)  # wrongly claimed: inserted in place
+    in_place = [k for k in new if where[k].split("_")[0] in groups]
+    assert bool(in_place) == (table_type == "COPY_ON_WRITE")
     write(new[::3], 2)  # found again where they went: updated, not duplicated
     write(new[1::5], 3, "delete")
+    write([f"k{j:03d}m" for j in range(100)], 4, "insert", **{"hoodie.datasource.write.insert.drop.duplicates": True})
     expected = sorted(model.items())
     assert rows(t.read(), ["id", "ts"]) == expected
     assert rows(hudi_read(table_path), ["id", "ts"]) == expected
+
+
+def test_wrongly_claimed_new_keys_still_meet_the_concurrent_insert_check(table_path, monkeypatch):
+    """A key a trusted filter wrongly tags to a COW file is reported by the rewrite as inserted,
+    so a concurrent writer that inserted the same key makes this write fail (no duplicate)."""
+    from airflow_lake.core.errors import WriteConflictError
+    from airflow_lake.core.formats.parquet import file_bloom
+    from airflow_lake.core.write import client
+
+    monkeypatch.setattr(bloom_index, "TRUSTED_FPP", 1.0)
+    t = Table.create(table_path, name="t", record_key="id", precombine_field="ts", partition_fields="part",
+                     options=LOOSE)
+    t.write(_rows([f"k{j:03d}" for j in range(400)], 0), operation="insert")
+    (base,) = FileSystemView(t.storage, t.timeline).latest_base_files()
+    new = [f"k{j:03d}n" for j in range(100)]
+    new = [k for k, hit in zip(new, file_bloom(t.storage, base.path).might_contain(pa.array(new)), strict=True) if hit]
+    assert new
+    plan = client.WriteClient._plan
+
+    def plan_then_other_writer(self, *args, **kwargs):
+        out = plan(self, *args, **kwargs)
+        monkeypatch.setattr(client.WriteClient, "_plan", plan)
+        Table.open(table_path).write(_rows(new, 5), operation="insert")  # between plan and commit
+        return out
+
+    monkeypatch.setattr(client.WriteClient, "_plan", plan_then_other_writer)
+    with pytest.raises(WriteConflictError, match="inserts key"):
+        Table.open(table_path).write(_rows(new, 1))
+    ids = hudi_read(table_path).column("id").to_pylist()
+    assert len(ids) == len(set(ids)) == 400 + len(new)
 
 
 def _java_hashes(values: list[str]) -> list[int]:

@@ -46,9 +46,9 @@ def read_keys(storage: Storage, base: BaseFile, keygen: KeyGenerator, populate_m
 
 
 def tag(storage: Storage, files: list[BaseFile], keys: pa.Array, partitions: pa.Array, *,
-        is_global: bool, key_reader: KeyReader, engine: Engine, settled=None) -> Tags:
+        is_global: bool, key_reader: KeyReader, engine: Engine, trust_filters: bool = False) -> Tags:
     """Find, for each (key, partition) — or each key when global — the file group holding it.
-    (`settled` is the bloom index's; every key is looked up here.)"""
+    (`trust_filters` is the bloom index's; every key is looked up here.)"""
     if not files or len(keys) == 0:
         return Tags(np.full(len(keys), -1, dtype=np.int64), files)
     found = engine.map(key_reader, files)

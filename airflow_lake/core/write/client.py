@@ -195,10 +195,12 @@ class WriteClient:
             touched |= {(t.partition, t.file_id) for t in tasks}
         inserted: dict[str, list[np.ndarray]] = {}
         if operation == "upsert":
-            for t in tasks:
+            for t, stat in zip(tasks, stats, strict=True):
                 rows = t.rows if t.kind == "insert" else (t.insert_rows if t.insert_rows is not None else None)
                 if rows is not None and len(rows):
                     inserted.setdefault(t.partition, []).append(rows)
+                if stat.new_rows is not None and len(stat.new_rows):  # tagged to the file, not in it
+                    inserted.setdefault(t.partition, []).append(t.rows[stat.new_rows])
         new_keys = {p: batch.keys.take(pa.array(np.concatenate(r))) for p, r in inserted.items()}
         with table.lock():
             table.check_still_owner(inflight)
@@ -299,7 +301,7 @@ class WriteClient:
         insert_rows = np.arange(len(batch))
         if operation in ("upsert", "delete") or (
                 operation == "insert" and self.opt(WriteOptions.INSERT_DROP_DUPLICATES)):
-            tags = self._tag(view, batch, is_global, index_type)
+            tags = self._tag(view, batch, is_global, index_type, operation)
             if operation == "insert":
                 insert_rows = np.nonzero(tags.file_index < 0)[0]
             else:
@@ -357,17 +359,17 @@ class WriteClient:
         return pc.less(incoming, stored).fill_null(False).to_numpy(zero_copy_only=False)
 
     # -- helpers ---------------------------------------------------------------------------
-    def _tag(self, view: FileSystemView, batch: Batch, is_global: bool, index_type: str) -> Tags:
+    def _tag(self, view: FileSystemView, batch: Batch, is_global: bool, index_type: str, operation: str) -> Tags:
         if is_global:
             files = view.latest_base_files()
         else:
             parts = set(pc.unique(batch.partitions).to_pylist())
             files = view.latest_base_files([p for p in view.partitions if p in parts])
-        def settled(base) -> bool:  # the base file's keys are its group's live keys
-            return not view.read_slice(view.groups[base.partition][base.file_id])[1]
-
+        # a COW upsert or delete rewrites every file a key is tagged to and sees there which keys
+        # it really holds (a wrongly tagged new key is inserted into it and reported as new)
+        trust = not self.table.config.is_mor and operation in ("upsert", "delete")
         return tagger(index_type)(self.storage, files, batch.keys, batch.partitions, is_global=is_global,
-                                  key_reader=self._key_reader(view), engine=self.engine, settled=settled)
+                                  key_reader=self._key_reader(view), engine=self.engine, trust_filters=trust)
 
     def _key_reader(self, view: FileSystemView):
         """Live keys of a file group: its base file's keys, or, when its slice has log files

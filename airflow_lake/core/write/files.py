@@ -136,6 +136,7 @@ def merge_file(ctx: WriteContext, task: int, old: BaseFile, batch: Batch, append
     dropped = np.zeros(len(existing), dtype=bool)
     dropped[hit_rows] = incoming_wins[hit_in] & batch.is_delete[hit_in]
     deleted = int((touched & incoming_wins & batch.is_delete).sum())
+    not_held = inserts  # (keys tagged to this file by its bloom filter alone that it did not hold)
     written = batch.take(np.concatenate([updates, inserts]))
     if appended is not None and len(appended):
         written = written.concat(appended)
@@ -160,4 +161,5 @@ def merge_file(ctx: WriteContext, task: int, old: BaseFile, batch: Batch, append
                            compression=ctx.compression, prior=prior)
     return WriteStat(old.file_id, old.partition, new.path, old.instant, num_writes=len(table),
                      num_deletes=deleted, num_update_writes=len(updates), num_inserts=len(inserts),
-                     total_write_bytes=size, file_size=size, upsert_ms=int((time.monotonic() - start) * 1000))
+                     total_write_bytes=size, file_size=size, upsert_ms=int((time.monotonic() - start) * 1000),
+                     new_rows=not_held)
