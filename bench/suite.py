@@ -213,7 +213,9 @@ def report(results: dict, base_rows: int, batch_rows: int) -> list[str]:
         "mor_snapshot": ("hudi_rs_snapshot", "vs hudi-rs on the same table", 1.0),
         "mor_read_optimized": ("pyarrow_read", "vs pyarrow read", None),
         "compaction": ("floor", "vs pyarrow read + write floor", 1.5),
-        "mor_upsert_100k_into_big": ("mor_upsert_100k_into_1m", "vs the same batch into 1M rows", 2.0),
+        "mor_upsert_bloom_100k_into_big": ("mor_upsert_bloom_100k_into_1m", "vs the same batch into 1M rows", 2.0),
+        "mor_upsert_bucket_100k_into_big": ("mor_upsert_bucket_100k_into_1m", "vs the same batch into 1M rows",
+                                            None),
     }
     floor = s.get("pyarrow_read", 0) + s.get("pyarrow_write", 0)
     for name, r in results.items():
@@ -259,8 +261,8 @@ def main() -> None:
     repeats = args.repeats or (1 if args.large else 3)
     plan = [(name, name, base_rows, batch_rows, repeats) for name in args.only]
     if args.large:  # cost grows with the batch, not the table (short runs: medians of 3 at least)
-        plan += [("mor_upsert_100k_into_1m", "mor_upsert_bloom", 1_000_000, 100_000, max(3, repeats)),
-                 ("mor_upsert_100k_into_big", "mor_upsert_bloom", base_rows, 100_000, max(3, repeats))]
+        plan += [(f"mor_upsert_{index}_100k_into_{size}", f"mor_upsert_{index}", rows_, 100_000, max(3, repeats))
+                 for index in ("bloom", "bucket") for size, rows_ in (("1m", 1_000_000), ("big", base_rows))]
     results = {}
     with tempfile.TemporaryDirectory(prefix="bench-") as scratch:
         setups = Setups(scratch)
