@@ -231,7 +231,7 @@ def report(results: dict, base_rows: int, batch_rows: int) -> list[str]:
                 text += f"  (target <= {target}: {'met' if ratio <= target else 'NOT met'})"
         elif name == "delta_read" and "mor_snapshot" in s:
             text = f"our snapshot takes {s['mor_snapshot'] / r['seconds']:.2f}x this"
-        lines.append(f"{name:<26}{r['seconds']:>9.3f}{r['peak_rss_mb']:>9.0f}  {text}")
+        lines.append(f"{name:<34}{r['seconds']:>9.3f}{r['peak_rss_mb']:>9.0f}  {text}")
     if base_rows >= 10_000_000:
         for name in ("cow_upsert_bloom", "mor_upsert_bloom"):
             if name in results:
@@ -268,7 +268,7 @@ def main() -> None:
         setups = Setups(scratch)
         for label, name, base, batch, runs in plan:
             results[label] = measure(name, base, batch, runs, setups)
-            print(f"  {label:<26}{results[label]['seconds']:.3f} s", flush=True)
+            print(f"  {label:<34}{results[label]['seconds']:.3f} s", flush=True)
     lines = report(results, base_rows, batch_rows)
     print("\n".join(lines))
     os.makedirs(f"{REPO}/bench/results", exist_ok=True)

@@ -11,7 +11,7 @@ as Java does. Two shortcuts, both measured on update-heavy upserts:
   positive (about 2e-9 per key and file with Hudi's defaults) is then an insert into the
   rewritten file, which the rewrite reports as such; the filter is extended with the key.
 
-Every key is hashed once per commit, not once per file.
+Every key tested in full is hashed once per commit, not once per file.
 """
 
 from __future__ import annotations
@@ -41,8 +41,8 @@ def _java_order_safe(keys: pa.Array) -> bool:
 
 
 class _KeyHashes:
-    """Bit positions of the incoming keys, computed once per filter size and shared by every
-    file they are tested against."""
+    """Bit positions of a group of incoming keys (a partition's, or all), computed once per
+    filter size and shared by every file the group is tested against."""
 
     def __init__(self, keys: pa.Array):
         self.keys = keys
@@ -72,10 +72,7 @@ def tag(storage: Storage, files: list[BaseFile], keys: pa.Array, partitions: pa.
         for c, name in enumerate(codes.dictionary.to_pylist()):
             groups[name] = np.nonzero(idx == c)[0]
     group_keys = {name: keys.take(pa.array(rows)) for name, rows in groups.items()}
-    hashes = _KeyHashes(keys)  # every key hashed once, in one pass (few, large array operations)
-    first = file_bloom(storage, files[0].path)
-    if first is not None:  # (before the tasks start: no task waits for another's hashing)
-        hashes.positions(first.num_hashes, first.bit_size)
+    hashes = {name: _KeyHashes(k) for name, k in group_keys.items()}  # when a full test needs them
 
     def candidates(i: int) -> tuple[np.ndarray, bool]:
         """Rows that may be in file i, and whether a positive test can stand for the file."""
@@ -96,11 +93,12 @@ def tag(storage: Storage, files: list[BaseFile], keys: pa.Array, partitions: pa.
             return rows[local], False
         trusted = (trust_filters and not is_global
                    and bloom.false_positive_rate(file_num_rows(storage, f.path)) <= TRUSTED_FPP)
-        every = hashes.positions(bloom.num_hashes, bloom.bit_size)
         if not trusted and len(local) > _SAMPLE:
-            if bloom.contains_positions(every[:, rows[local[:_SAMPLE]]]).mean() >= _DIRECT_SHARE:
+            sample = group_keys[group].take(pa.array(local[:_SAMPLE]))
+            if bloom.might_contain(sample).mean() >= _DIRECT_SHARE:
                 return rows[local], False  # many hits: every candidate is checked exactly
-        return rows[local[bloom.contains_positions(every[:, rows[local]])]], trusted
+        positions = hashes[group].positions(bloom.num_hashes, bloom.bit_size)[:, local]
+        return rows[local[bloom.contains_positions(positions)]], trusted
 
     found = engine.map(candidates, range(len(files)))
     claims = np.bincount(np.concatenate([rows for rows, _ in found]), minlength=len(keys))

@@ -170,7 +170,7 @@ class WriteClient:
 
         # one gather puts every task's rows next to each other; each task then takes a slice
         segments = [r for t in tasks for r in (t.rows, t.insert_rows if t.insert_rows is not None else t.rows[:0])]
-        grouped = batch.take(np.concatenate(segments)) if segments else batch
+        grouped = batch.take(np.concatenate(segments), self.engine) if segments else batch
         bounds = np.cumsum([0] + [len(r) for r in segments])
 
         def run(indexed: tuple[int, Task]) -> WriteStat:

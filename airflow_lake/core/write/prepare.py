@@ -12,6 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..engine import Engine
 from ..errors import InvalidOptionError, MissingFieldError, SchemaError
 from ..keys import KeyGenerator
 from ..schema import IS_DELETED, META_FIELDS, conform, evolve, from_avro
@@ -66,11 +67,17 @@ class Batch:
                      self.is_delete[start:stop], None if self.ordering is None else self.ordering.slice(start, n),
                      self.avro_schema)
 
-    def take(self, rows: np.ndarray) -> Batch:
+    def take(self, rows: np.ndarray, engine: Engine | None = None) -> Batch:
+        """These rows; with an engine, the columns are gathered in parallel."""
         if len(rows) == len(self) and np.array_equal(rows, np.arange(len(self))):
             return self  # every row, in order
         idx = pa.array(rows, pa.int64())
-        return Batch(self.data.take(idx), self.keys.take(idx), self.partitions.take(idx),
+        if engine is not None:
+            columns = engine.map(lambda c: c.take(idx), self.data.columns)
+            data = pa.Table.from_arrays(columns, schema=self.data.schema)
+        else:
+            data = self.data.take(idx)
+        return Batch(data, self.keys.take(idx), self.partitions.take(idx),
                      self.is_delete[rows], None if self.ordering is None else self.ordering.take(idx),
                      self.avro_schema)
 
