@@ -204,7 +204,7 @@ def report(results: dict, base_rows: int, batch_rows: int) -> list[str]:
     s = {k: v["seconds"] for k, v in results.items()}
     lines = [f"airflow-lake benchmark: {base_rows:,} base rows, {batch_rows:,}-row batch (half updates), "
              f"10 partitions, {os.cpu_count()} cores; medians",
-             f"{'case':<26}{'seconds':>9}{'peak MB':>9}  comparison"]
+             f"{'case':<34}{'seconds':>9}{'peak MB':>9}  comparison"]
     compare = {
         "cow_upsert_bloom": ("delta_merge", "vs delta-rs merge", 1.0),
         "mor_upsert_bloom": ("delta_merge", "vs delta-rs merge", 0.33),
