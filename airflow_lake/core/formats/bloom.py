@@ -104,28 +104,19 @@ class BloomFilter:
 
     bit_size: int
     num_hashes: int
-    rows: np.ndarray | None  # bool[rows, bit_size]; None when parsed (then only `packed`)
     kind: str = DYNAMIC_V0
     num_entries: int = 60000
     current_nb_record: int = 0
-    _packed: np.ndarray | None = None
+    _packed: np.ndarray | None = None  # the bit vectors as bytes, LSB first: [rows, ceil(bit_size / 8)]
     _b64: bytes | None = None  # the footer text, decoded only when whole rows are needed
     _num_rows: int = 1
 
     @staticmethod
     def build(keys, *, num_entries=60000, fpp=1e-9, kind=DYNAMIC_V0, max_entries=100000) -> BloomFilter:
+        """The filter of these keys, in order: an empty filter extended with them."""
         bit_size, num_hashes = bloom_size(num_entries, fpp)
-        n = len(keys)
-        if kind == SIMPLE:
-            row_of, nrows, current = np.zeros(n, np.int64), 1, n
-        else:
-            row_of, nrows, current = dynamic_rows(n, num_entries, max_entries)
-        bits = np.zeros(nrows * bit_size, dtype=bool)
-        for idx, positions in hash_positions(keys, num_hashes, bit_size):
-            if nrows > 1:
-                positions += (row_of[idx] * bit_size)[None, :]
-            bits[positions.ravel()] = True
-        return BloomFilter(bit_size, num_hashes, bits.reshape(nrows, bit_size), kind, num_entries, current)
+        empty = np.zeros((1, (bit_size + 7) // 8), np.uint8)
+        return BloomFilter(bit_size, num_hashes, kind, num_entries, 0, _packed=empty).extend(keys, 0, max_entries)
 
     def extend(self, keys, count_before: int, max_entries: int) -> BloomFilter:
         """This filter (of a file's first `count_before` keys) with `keys` added after them,
@@ -142,8 +133,7 @@ class BloomFilter:
             added[tail[idx][None, :], positions] = True
         packed = np.packbits(added, axis=1, bitorder="little")
         packed[: len(self.packed)] |= self.packed
-        return BloomFilter(self.bit_size, self.num_hashes, None, self.kind, self.num_entries, current,
-                           _packed=packed)
+        return BloomFilter(self.bit_size, self.num_hashes, self.kind, self.num_entries, current, _packed=packed)
 
     def matches(self, num_entries: int, fpp: float, kind: str) -> bool:
         """Built with these settings (so it can be extended instead of rebuilt)."""
@@ -191,12 +181,9 @@ class BloomFilter:
     def packed(self) -> np.ndarray:
         """The bit vectors as bytes, LSB first: [rows, ceil(bit_size / 8)]."""
         if self._packed is None:
-            if self.rows is not None:
-                self._packed = np.packbits(self.rows, axis=1, bitorder="little")
-            else:
-                raw = base64.b64decode(self._b64)
-                nbytes = (self.bit_size + 7) // 8
-                self._packed = np.stack([np.frombuffer(raw, np.uint8, nbytes, o) for o in self._row_offsets()])
+            raw = base64.b64decode(self._b64)
+            nbytes = (self.bit_size + 7) // 8
+            self._packed = np.stack([np.frombuffer(raw, np.uint8, nbytes, o) for o in self._row_offsets()])
         return self._packed
 
     # -- serialisation ---------------------------------------------------------------------
@@ -223,9 +210,9 @@ class BloomFilter:
         if version >= 0 or hash_type != MURMUR:
             raise ValueError("only versioned Murmur bloom filters are supported")
         if kind == SIMPLE:
-            return BloomFilter(bit_size, num_hashes, None, SIMPLE, _b64=b64)
+            return BloomFilter(bit_size, num_hashes, SIMPLE, _b64=b64)
         nr, current, nrows = struct.unpack_from(">iii", head, 13)
-        return BloomFilter(bit_size, num_hashes, None, DYNAMIC_V0, nr, current, _b64=b64, _num_rows=nrows)
+        return BloomFilter(bit_size, num_hashes, DYNAMIC_V0, nr, current, _b64=b64, _num_rows=nrows)
 
 
 _B64_ALPHABET = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
