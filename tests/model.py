@@ -41,6 +41,9 @@ class Model:
             old = self.rows.get(k)
             if old is not None and self.ordering is not None and row[self.ordering] < old[self.ordering]:
                 continue
+            if row.get("_hoodie_is_deleted"):  # a delete that respects the ordering value
+                self.rows.pop(k, None)
+                continue
             # under a global index a key arriving in another partition moves there
             self.rows[k] = {**row, "_hoodie_commit_time": instant}
         self.commit(instant)

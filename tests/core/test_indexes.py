@@ -181,3 +181,22 @@ def test_bucket_table_has_one_group_per_bucket(table_path):
     again = Table.open(table_path)
     again.write(pa.table({"id": ["key0"], "ts": [9], "part": ["x"], "v": [9.0]}))
     assert len(FileSystemView(t.storage, t.timeline).file_groups("x")) == len(groups)
+
+
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+@pytest.mark.parametrize("index", ["GLOBAL_SIMPLE", "GLOBAL_BLOOM"])
+def test_global_index_moves_when_every_row_of_the_batch_moves(table_path, table_type, index):
+    t = Table.create(table_path, name="g", table_type=table_type, record_key="id", precombine_field="ts",
+                     partition_fields=["part"], options={"hoodie.index.type": index})
+    cols = ["id", "ts", "part"]
+
+    def check(expected):
+        assert rows(t.read(), cols) == sorted(expected) == rows(hudi_read(table_path), cols)
+
+    t.write(pa.table({"id": ["a", "b"], "ts": [1, 1], "part": ["x", "x"]}), operation="insert")
+    t.write(pa.table({"id": ["a"], "ts": [2], "part": ["y"]}))  # the only row moves
+    check([("a", 2, "y"), ("b", 1, "x")])
+    t.write(pa.table({"id": ["a", "b"], "ts": [3, 3], "part": ["z", "z"]}))  # every row moves
+    check([("a", 3, "z"), ("b", 3, "z")])
+    t.write(pa.table({"id": ["a", "a"], "ts": [5, 4], "part": ["w", "v"]}))  # the moving key twice
+    check([("a", 5, "w"), ("b", 3, "z")])

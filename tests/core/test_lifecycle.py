@@ -214,3 +214,22 @@ def test_savepoint_and_restore(table_path):
     time.sleep(0.1)
     t.write(pa.table({"id": ["k2"], "ts": [80], "part": ["a"], "v": [8.0]}))
     assert rows(hudi_read(table_path), COLS) == rows(t.read(), COLS)
+
+
+def test_rollback_refuses_a_write_a_pending_compaction_reads(table_path):
+    t = cow(table_path, commits=3, table_type="MERGE_ON_READ")
+    latest = t.timeline.commits().completed().last.time
+    plan = t.schedule_compaction(max_delta_commits=1)
+    assert plan is not None
+    before = sorted(os.listdir(f"{table_path}/.hoodie"))
+    with pytest.raises(LakeError, match=f"pending compaction {plan} includes its file") as err:
+        t.rollback(latest)
+    assert latest in str(err.value) and table_path in str(err.value)
+    assert sorted(os.listdir(f"{table_path}/.hoodie")) == before  # nothing touched
+    expected = rows(t.read(), COLS)
+    assert t.run_compaction(plan).operations >= 1  # the plan's files are all still there
+    assert rows(t.read(), COLS) == expected == rows(hudi_read(table_path), COLS)
+    # a write after the plan's instant goes to the new slice: it can be rolled back
+    after = t.write(pa.table({"id": ["k1"], "ts": [50], "part": ["b"], "v": [5.0]}))
+    t.rollback(after.instant)
+    assert rows(t.read(), COLS) == expected == rows(hudi_read(table_path), COLS)

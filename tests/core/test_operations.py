@@ -240,3 +240,22 @@ def test_rewritten_file_bloom_equals_a_fresh_build(table_path, n):
     # the key range is widened from the old footer's, not rescanned: it must still be exact
     assert (footer[b"hoodie_min_record_key"], footer[b"hoodie_max_record_key"]) == (b"k0000000", b"new2")
     assert rows(hudi_read(table_path), ["id", "ts"])[:1] == [("k0000000", 0)]
+
+
+def test_delete_blocks_hold_one_ordering_type(table_path):
+    """A partition move's delete (natural order, IntWrapper(0)) and a `_hoodie_is_deleted` row
+    (LongWrapper) in one file group and commit: one delete block per type, which hudi-rs reads."""
+    from airflow_lake.core.formats.log import DeleteBlock, read_log_file
+
+    t = Table.create(table_path, name="t", table_type="MERGE_ON_READ", record_key="id", precombine_field="ts",
+                     partition_fields="part", options={"hoodie.index.type": "GLOBAL_SIMPLE"})
+    t.write(batch(["a", "b", "c"]), operation="insert")
+    res = t.write(pa.table({"id": ["a", "b"], "ts": [2, 2], "part": ["y", "x"], "v": [1.0, 2.0],
+                            "_hoodie_is_deleted": [False, True]}))
+    logs = [f for f in res.files if ".log." in f]
+    assert len(logs) == 1
+    blocks = [b for b in read_log_file(open(f"{table_path}/{logs[0]}", "rb").read()) if isinstance(b, DeleteBlock)]
+    types = [{w[0].rsplit(".", 1)[-1] for w in b.ordering} for b in blocks]
+    assert sorted(map(sorted, types)) == [["IntWrapper"], ["LongWrapper"]]
+    expected = [("a", 2, "y", 1.0), ("c", 1, "x", 2.0)]
+    assert rows(t.read(), COLS) == expected == rows(hudi_read(table_path), COLS)

@@ -67,12 +67,14 @@ def make_row(rng: random.Random, key: int, ts: int | None = None) -> dict:
         "sub": rng.choice(SUBS),
         "val": round(rng.random() * 100, 3),
         "name": rng.choice(["ann", "bo", "ça", "δ", None]),
+        "_hoodie_is_deleted": False,
     }
 
 
 def to_arrow(batch: list[dict]) -> pa.Table:
     schema = pa.schema([("id", pa.string()), ("k2", pa.int64()), ("ts", pa.int64()), ("part", pa.string()),
-                        ("sub", pa.string()), ("val", pa.float64()), ("name", pa.string())])
+                        ("sub", pa.string()), ("val", pa.float64()), ("name", pa.string()),
+                        ("_hoodie_is_deleted", pa.bool_())])
     return pa.Table.from_pylist(batch, schema=schema)
 
 
@@ -97,6 +99,14 @@ def run_scenario(layout: Layout, path: str, seed: int, steps: int = 10):
             fixed_part[key] = (r["part"], r["sub"])
         return r
 
+    def moved_row(key: int) -> dict:
+        """A row of `key` in another partition than the one it is stored in."""
+        stored = model.rows[(f"key-{key:04d}",)]
+        while True:
+            r = row_for(key, move=True)
+            if layout.partition_of(r) != layout.partition_of(stored):
+                return r
+
     def existing_keys() -> list[int]:
         return sorted(int(r["id"].split("-")[1]) for r in model.rows.values())
 
@@ -112,12 +122,20 @@ def run_scenario(layout: Layout, path: str, seed: int, steps: int = 10):
             model.insert(res.instant, batch)
         elif op == "upsert":
             keys = existing_keys()
-            upd = rng.sample(keys, min(len(keys), rng.randint(0, 15)))
-            batch = [row_for(k, move=rng.random() < 0.3) for k in upd]
-            batch += [row_for(k) for k in rng.sample(upd, min(len(upd), 3))]  # in-batch duplicates
-            n = rng.randint(0, 10)
-            batch += [row_for(k) for k in range(next_key, next_key + n)]
-            next_key += n
+            if layout.is_global and keys and rng.random() < 0.3:
+                # every row of the batch moves partition, a moving key may come twice
+                upd = rng.sample(keys, min(len(keys), rng.randint(1, 6)))
+                batch = [moved_row(k) for k in upd]
+                batch += [moved_row(k) for k in rng.sample(upd, min(len(upd), 2))]
+            else:
+                upd = rng.sample(keys, min(len(keys), rng.randint(0, 15)))
+                batch = [row_for(k, move=rng.random() < 0.3) for k in upd]
+                batch += [row_for(k) for k in rng.sample(upd, min(len(upd), 3))]  # in-batch duplicates
+                n = rng.randint(0, 10)
+                batch += [row_for(k) for k in range(next_key, next_key + n)]
+                next_key += n
+            for r in batch:  # deletes that respect ordering, beside updates and partition moves
+                r["_hoodie_is_deleted"] = rng.random() < 0.1
             rng.shuffle(batch)
             res = table.write(to_arrow(batch), operation="upsert")
             model.upsert(res.instant, batch)

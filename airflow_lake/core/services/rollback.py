@@ -19,7 +19,7 @@ from ..model import BaseFile, LogFile
 from ..storage import Storage
 from ..timeline.active import META, ActiveTimeline
 from ..timeline.instant import COMMIT_ACTIONS, COMPACTION, ROLLBACK, Instant, State
-from ..timeline.metadata import read_avro, rollback_metadata_bytes, rollback_plan_bytes
+from ..timeline.metadata import read_avro, read_compaction_plan, rollback_metadata_bytes, rollback_plan_bytes
 from ..view import list_partition_files
 from ..write.heartbeat import FOLDER as HEARTBEAT_FOLDER
 from ..write.heartbeat import is_expired
@@ -222,6 +222,29 @@ def rollback_target(timeline: ActiveTimeline, time_: str, uri: str) -> Instant:
         if later:
             raise LakeError(f"table {uri}: {time_} is not the latest completed write ({later[-1]} is); "
                             "only the latest can be rolled back (use restore for more)")
+        if instant.action != COMPACTION:
+            _check_not_compacting(timeline, instant, uri)
     return instant
+
+
+def _check_not_compacting(timeline: ActiveTimeline, target: Instant, uri: str) -> None:
+    """A completed write whose files a pending compaction plan reads cannot be rolled back:
+    the plan would merge a deleted file (as in Apache Hudi, roll back only what no later
+    instant builds on)."""
+    written = {str(s.get("path") or "").rsplit("/", 1)[-1] for s in timeline.commit_metadata(target).write_stats()}
+    written.discard("")
+    for plan_instant in timeline.actions(COMPACTION).pending():
+        if plan_instant.time < target.time:
+            continue
+        plan = read_compaction_plan(timeline.read_details(plan_instant.to(State.REQUESTED)))
+        for op in plan.get("operations") or []:
+            names = [op.get("dataFilePath") or ""] + list(op.get("deltaFilePaths") or [])
+            hit = next((n for n in names if n and n.rsplit("/", 1)[-1] in written), None)
+            if hit:
+                raise LakeError(
+                    f"table {uri}: {target.action} {target.time} cannot be rolled back: pending compaction "
+                    f"{plan_instant.time} includes its file {hit.rsplit('/', 1)[-1]!r} (partition "
+                    f"{op.get('partitionPath')!r}); run that compaction, then restore a savepoint taken "
+                    f"before {target.time} to undo the write")
 
 

@@ -401,10 +401,7 @@ class WriteClient:
             return batch, tags  # updated in place, in the old partition
         moved &= ~self._loses_to_existing(view, batch, tags, moved)
         rows = np.nonzero(moved)[0]
-        deletes = batch.take(rows)
-        deletes.is_delete = np.ones(len(rows), dtype=bool)
-        deletes.ordering = None
-        combined = batch.concat(deletes)
+        combined = batch.concat(batch.take(rows).as_deletes())
         file_index = np.concatenate([np.where(moved, -1, tags.file_index), tags.file_index[rows]])
         return combined, Tags(file_index, tags.files)
 

@@ -1,7 +1,7 @@
 """MOR append task: one new log file per file group per commit (we never append to a file).
 
 The file holds a data block with the updated (and, for the bucket index, inserted)
-records, then a delete block when the batch deletes keys of the group.
+records, then, when the batch deletes keys of the group, one delete block per ordering type.
 """
 
 from __future__ import annotations
@@ -51,8 +51,16 @@ def append_log(ctx: WriteContext, task: int, target: SliceRef, batch: Batch, *, 
         otype = ctx.arrow_schema.field(ctx.ordering_field).type if ctx.ordering_field else None
         values = deletes.ordering.to_pylist() if deletes.ordering is not None else [None] * len(deletes)
         ordering = [wrap_ordering(v, otype) for v in values]
-        parts.append(delete_block_bytes(ctx.instant, schema, deletes.keys.to_pylist(),
-                                        [target.partition] * len(deletes), ordering))
+        keys = deletes.keys.to_pylist()
+        # one delete block per ordering type (natural-order IntWrapper(0) of a partition move
+        # or delete by key, the field's own wrapper of a `_hoodie_is_deleted` row): Java reads a
+        # mixed block, hudi-rs refuses one
+        by_type: dict[str, list[int]] = {}
+        for i, (wrapper, _) in enumerate(ordering):
+            by_type.setdefault(wrapper, []).append(i)
+        for rows in by_type.values():
+            parts.append(delete_block_bytes(ctx.instant, schema, [keys[i] for i in rows],
+                                            [target.partition] * len(rows), [ordering[i] for i in rows]))
     content = b"".join(parts)
     ctx.storage.write(log.path, content)
     stat = WriteStat(target.file_id, target.partition, log.path, target.base_instant,

@@ -6,7 +6,7 @@ fails here, so the table stays unchanged.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pyarrow as pa
@@ -35,9 +35,12 @@ def to_arrow(data, where: str) -> pa.Table:
     raise InvalidOptionError(f"{where}: cannot read {type(data).__name__} as Arrow data")
 
 
-@dataclass
+@dataclass(frozen=True)
 class Batch:
-    """An incoming batch, deduplicated, conformed to the table schema, with keys and paths."""
+    """An incoming batch, deduplicated, conformed to the table schema, with keys and paths.
+
+    Frozen: `take` may return the batch itself, so a changed copy is made with `with_deletes`
+    (or `dataclasses.replace`), never by assigning to a shared batch."""
 
     data: pa.Table  # user columns in table-schema order (no meta columns)
     keys: pa.Array
@@ -59,6 +62,10 @@ class Batch:
         return Batch(pa.concat_tables([self.data, other.data]), pa.concat_arrays([self.keys, other.keys]),
                      pa.concat_arrays([self.partitions, other.partitions]),
                      np.concatenate([self.is_delete, other.is_delete]), ordering, self.avro_schema)
+
+    def as_deletes(self) -> Batch:
+        """The same keys as deletes by key (natural order: no ordering value)."""
+        return replace(self, is_delete=np.ones(len(self), dtype=bool), ordering=None)
 
     def slice(self, start: int, stop: int) -> Batch:
         """Rows start..stop, without copying."""
