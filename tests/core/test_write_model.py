@@ -25,6 +25,11 @@ class Layout:
     hive: bool = False
     options: dict = field(default_factory=dict)
     table_type: str = "COPY_ON_WRITE"
+    parts: tuple[str, ...] = tuple(PARTS)  # the values of the `part` column
+
+    @property
+    def meta_fields(self) -> bool:
+        return str(self.options.get("hoodie.populate.meta.fields", "true")).lower() == "true"
 
     @property
     def is_global(self) -> bool:
@@ -58,12 +63,12 @@ LAYOUTS = [
 COLUMNS_ORDER = ["id", "k2", "ts", "part", "sub", "val", "name"]
 
 
-def make_row(rng: random.Random, key: int, ts: int | None = None) -> dict:
+def make_row(rng: random.Random, key: int, ts: int | None = None, parts=PARTS) -> dict:
     return {
         "id": f"key-{key:04d}",
         "k2": key % 3,
         "ts": rng.randint(0, 5) if ts is None else ts,
-        "part": rng.choice(PARTS),
+        "part": rng.choice(parts),
         "sub": rng.choice(SUBS),
         "val": round(rng.random() * 100, 3),
         "name": rng.choice(["ann", "bo", "ça", "δ", None]),
@@ -90,7 +95,7 @@ def run_scenario(layout: Layout, path: str, seed: int, steps: int = 10):
     next_key = 0
 
     def row_for(key: int, move: bool = False) -> dict:
-        r = make_row(rng, key)
+        r = make_row(rng, key, parts=layout.parts)
         if not layout.is_global or not move:
             if key not in fixed_part:
                 fixed_part[key] = (r["part"], r["sub"])
@@ -196,3 +201,31 @@ def test_three_judges_agree(layout, seed, table_path):
             assert all(r[0] in current and current[r[0]] > r[2] for r in extra), extra
             theirs = [r for r in theirs if r not in extra]
         assert theirs == ours, f"hudi-rs incremental ({start}, {end}]"
+
+    if "part" in layout.partition_fields:  # partition pruning must never drop a matching row
+        for value in sorted({r["part"] for r in model.rows.values()}):
+            for flt in ([("part", "=", value)], [("part", "in", [value, layout.parts[0]])], [("part", "!=", value)]):
+                expected = model_rows([r for r in model.rows.values()
+                                       if _matches(r["part"], flt[0][1], flt[0][2])], cols)
+                assert rows(table.read(filters=flt), cols) == expected, flt
+                assert rows(hudi_read_filtered(table_path, flt), cols) == expected, f"hudi-rs {flt}"
+
+
+def _matches(value, op: str, operand) -> bool:
+    if op == "in":
+        return value in operand
+    return value == operand if op == "=" else value != operand
+
+
+def hudi_read_filtered(path: str, filters: list[tuple]) -> pa.Table:
+    """hudi-rs with its own filter pushdown (partition pruning by its rules, then rows); its
+    `IN` takes the values joined by commas."""
+    from pathlib import Path
+
+    from hudi import HudiReadOptions, HudiTableBuilder
+
+    table = HudiTableBuilder.from_base_uri(str(Path(path).resolve())).build()
+    batches = table.read(HudiReadOptions().with_filters(
+        [(c, op.upper(), ",".join(map(str, x)) if isinstance(x, list) else str(x)) for c, op, x in filters]))
+    batches = batches if isinstance(batches, list) else batches.to_batches()
+    return pa.Table.from_batches(batches) if batches else pa.table({})
