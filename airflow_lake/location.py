@@ -19,7 +19,7 @@ from airflow_lake.core.errors import InvalidOptionError
 from airflow_lake.core.storage import Storage
 
 ASSET_SCHEME = "hudi"
-# hudi:///abs/path for local tables, hudi+<storage scheme>://... for the others
+# hudi:/abs/path for local tables, hudi+<storage scheme>://... for the others
 STORAGE_SCHEMES = ("s3", "s3a", "gs", "gcs", "hdfs", "viewfs", "abfs", "abfss")
 ASSET_SCHEMES = (ASSET_SCHEME, *(f"{ASSET_SCHEME}+{s}" for s in STORAGE_SCHEMES))
 
@@ -97,16 +97,17 @@ def open_storage(uri: str, storage_options: dict[str, Any] | None = None) -> Sto
 
 def asset_uri(location: str) -> str:
     """The Airflow Asset URI of the table at `location` (an absolute path or a URI):
-    `hudi:///abs/path` for local tables, `hudi+s3://bucket/path` (`hudi+<scheme>`) otherwise."""
+    `hudi:/abs/path` for local tables (Airflow's normal form of `hudi:///abs/path`), and
+    `hudi+s3://bucket/path` (`hudi+<storage scheme>`) for the others."""
     if "://" not in location:
         if not os.path.isabs(location):
             raise InvalidOptionError(f"table_path {location!r} is relative: give an absolute path or URI "
                                      "(or an explicit asset) to name the table's asset")
-        return f"{ASSET_SCHEME}://{os.path.normpath(location)}"
+        return f"{ASSET_SCHEME}:{os.path.normpath(location)}"
     parts = urlsplit(location)
     scheme = parts.scheme.lower()
     if scheme == "file":
-        return f"{ASSET_SCHEME}://{os.path.normpath(parts.path)}"
+        return f"{ASSET_SCHEME}:{os.path.normpath(parts.path)}"
     path = parts.path.rstrip("/")
     return f"{ASSET_SCHEME}+{scheme}://{parts.netloc}{path}"
 
@@ -117,7 +118,7 @@ def sanitize_asset_uri(uri: SplitResult) -> SplitResult:
     if uri.query or uri.fragment:
         raise ValueError(f"a table asset URI takes no query or fragment: {uri.geturl()}")
     if uri.scheme == ASSET_SCHEME and uri.netloc:
-        raise ValueError(f"local table asset URIs are hudi:///absolute/path, not {uri.geturl()}")
+        raise ValueError(f"local table asset URIs are hudi:/absolute/path, not {uri.geturl()}")
     if uri.scheme != ASSET_SCHEME and not uri.netloc:
         raise ValueError(f"{uri.scheme} table asset URIs need a bucket or host: {uri.geturl()}")
     if not uri.path or uri.path == "/":

@@ -40,7 +40,7 @@ class InstantSensor(BaseSensorOperator):
     :param storage_options: file-system options overriding the connection's.
     :param track_watermark: with `baseline=None`, read the baseline from the table Asset's
         state store and store the new one when the sensor fires.
-    :param asset: the Asset keeping the watermark; by default `hudi://...` of `table_path`
+    :param asset: the Asset keeping the watermark; by default `hudi:/...` (`hudi+s3://...`) of `table_path`
         (which must then be absolute or a URI). It is added to the task's inlets.
     :param state_key: the key in the Asset's state store; by default one per DAG, task and
         actions filter, so several consumers of one table keep their own watermarks.
