@@ -1,0 +1,70 @@
+"""Provider metadata Airflow reads through the `apache_airflow_provider` entry point.
+
+Lists only what exists; no Airflow import (Airflow calls this while discovering providers).
+"""
+
+from __future__ import annotations
+
+from importlib.metadata import PackageNotFoundError, version
+
+from airflow_lake.location import ASSET_SCHEMES
+
+INTEGRATION = "Apache Hudi (airflow-lake)"
+
+
+def _version() -> str:
+    try:
+        return version("airflow-lake")
+    except PackageNotFoundError:
+        return "0.1.0"
+
+
+def get_provider_info() -> dict:
+    return {
+        "package-name": "airflow-lake",
+        "name": "airflow-lake",
+        "description": "Apache Hudi (table version 6) tables and table services for Apache Airflow, "
+                       "without the JVM bundle: timeline sensors now, Spark-submitted jobs next.",
+        "versions": [_version()],
+        "integrations": [
+            {
+                "integration-name": INTEGRATION,
+                "external-doc-url": "https://hudi.apache.org/",
+                "tags": ["software"],
+            }
+        ],
+        "hooks": [{"integration-name": INTEGRATION, "python-modules": ["airflow_lake.hooks.lake"]}],
+        "sensors": [{"integration-name": INTEGRATION, "python-modules": ["airflow_lake.sensors.instant"]}],
+        "triggers": [{"integration-name": INTEGRATION, "python-modules": ["airflow_lake.triggers.instant"]}],
+        "connection-types": [
+            {
+                "hook-class-name": "airflow_lake.hooks.lake.LakeHook",
+                "hook-name": "Lake (Hudi tables)",
+                "connection-type": "lake",
+                "ui-field-behaviour": {
+                    "hidden-fields": ["host", "schema", "port"],
+                    "relabeling": {"login": "Access key id", "password": "Secret access key"},
+                },
+                "conn-fields": {
+                    "base_path": {
+                        "label": "Base path",
+                        "description": "Tables given by relative path live under it (local path or "
+                                       "s3://, gs://, abfs://, hdfs:// URI).",
+                        "schema": {"type": ["string", "null"]},
+                    },
+                    "storage_options": {
+                        "label": "Storage options",
+                        "description": "JSON object of pyarrow file-system options, e.g. "
+                                       '{"endpoint_override": "http://minio:9000", "region": "us-east-1"}.',
+                        "schema": {"type": ["string", "null"]},
+                    },
+                    "table_options": {
+                        "label": "Default table options",
+                        "description": "JSON object of hoodie.* write settings applied to every table.",
+                        "schema": {"type": ["string", "null"]},
+                    },
+                },
+            }
+        ],
+        "asset-uris": [{"schemes": list(ASSET_SCHEMES), "handler": "airflow_lake.location.sanitize_asset_uri"}],
+    }
