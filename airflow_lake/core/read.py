@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from functools import cached_property
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -16,7 +17,7 @@ from .errors import InvalidOptionError, LakeError
 from .formats.log import CommandBlock, DataBlock, DeleteBlock, read_log_file
 from .formats.parquet import read_base_file
 from .keys import parse_partition_path
-from .merge import KEY, MergeSpec, merge_slice
+from .merge import KEY, MergeSpec, merge_slice, record_keys
 from .model import FileGroup, LogFile
 from .schema import META_FIELDS, META_SCHEMA, conform
 from .timeline.archived import archive_files
@@ -87,6 +88,10 @@ class Reader:
         view = FileSystemView(self.storage, timeline, end)
         groups = [g for g in view.file_groups() if (g.partition, g.file_id) in touched]
         groups = self._prune(view, groups, filters)
+        if not self.table.config.populate_meta_fields:
+            # no per-row commit time: as hudi-rs does, a row's is that of the file or log block
+            # it is read from (a compaction's base file: the compaction's instant)
+            return self._read_groups(view, groups, columns, filters, False, window=(start, end))
         need = None if columns is None else list(dict.fromkeys(list(columns) + ["_hoodie_commit_time"]))
         table = self._read_groups(view, groups, need, filters, False)
         times = table.column("_hoodie_commit_time")
@@ -103,12 +108,25 @@ class Reader:
 
     # -- internals -------------------------------------------------------------------------
     def read_group(self, view: FileSystemView, group: FileGroup, columns: list[str] | None) -> pa.Table:
-        """One file group's current records (base and visible logs merged)."""
-        return self._read_one(view, group, columns, None, False, _BlockFilter(view)) \
-            or _select(self.full_schema, columns).empty_table()
+        """One file group's current records (base and visible logs merged). Without meta fields
+        `_hoodie_record_key` holds the keys derived from the key fields (for index lookups and
+        ordering checks), not the stored nulls."""
+        cfg = self.table.config
+        derive = not cfg.populate_meta_fields and (columns is None or KEY in columns)
+        cols = columns
+        if derive and columns is not None:
+            cols = [c for c in dict.fromkeys(list(columns) + self._key_columns()) if c in self.full_schema.names]
+        t = self._read_one(view, group, cols, None, False, _BlockFilter(view)) \
+            or _select(self.full_schema, cols).empty_table()
+        if derive:
+            t = t.set_column(t.schema.get_field_index(KEY), KEY, record_keys(t, self.table.keygen.record_keys))
+        return t.select(columns) if columns is not None else t
+
+    def _key_columns(self) -> list[str]:
+        return [f.split(".")[0] for f in self.table.config.record_key_fields]
 
     def _read_groups(self, view: FileSystemView, groups: list[FileGroup], columns: list[str] | None, filters,
-                     read_optimized: bool) -> pa.Table:
+                     read_optimized: bool, window: tuple[str, str] | None = None) -> pa.Table:
         schema = self.full_schema
         if columns is not None:
             unknown = [c for c in columns if c not in schema.names]
@@ -119,7 +137,8 @@ class Reader:
         out_cols = None if columns is None else list(dict.fromkeys(list(columns) + sorted(_filter_columns(filters))))
         visible = _BlockFilter(view)
         try:
-            parts = self.engine.map(lambda g: self._read_one(view, g, out_cols, expr, read_optimized, visible),
+            parts = self.engine.map(lambda g: self._read_one(view, g, out_cols, expr, read_optimized, visible,
+                                                             window),
                                     groups)
         except FileNotFoundError as e:
             raise LakeError(f"table {self.storage.uri}: {e.filename or e} was removed while reading (a clean "
@@ -130,11 +149,19 @@ class Reader:
         return table.select(list(columns)) if columns is not None else table
 
     def _read_one(self, view: FileSystemView, group: FileGroup, out_cols: list[str] | None, expr,
-                  read_optimized: bool, visible: _BlockFilter) -> pa.Table | None:
+                  read_optimized: bool, visible: _BlockFilter,
+                  window: tuple[str, str] | None = None) -> pa.Table | None:
+        """One group's rows; with `window` (start, end] only those read from a base file or log
+        block whose instant is in it (incremental reads of tables without meta fields)."""
         schema = self.full_schema
         cfg = self.table.config
         base, logs = view.read_slice(group)
         blocks = visible.blocks(self.storage, logs) if logs and not read_optimized else []
+        if window is not None:
+            blocks_in = [window[0] < b.instant <= window[1] for b in blocks]
+            base_in = base is not None and window[0] < base.instant <= window[1]
+            if not base_in and not any(blocks_in):
+                return None
         if not blocks:
             if base is None:
                 return None
@@ -142,17 +169,22 @@ class Reader:
             return t.filter(expr) if expr is not None else t
         spec = MergeSpec(cfg.precombine_field, cfg.payload_class == DEFAULT_PAYLOAD)
         merge_cols = [KEY] + ([spec.ordering_field] if spec.ordering_field else [])
-        if not cfg.populate_meta_fields:
-            merge_cols += [f.split(".")[0] for f in cfg.record_key_fields]
+        derive = None
+        if not cfg.populate_meta_fields:  # null meta values: keys come from the key fields
+            merge_cols += self._key_columns()
+            derive = self.table.keygen.record_keys
         cols = None if out_cols is None else [c for c in dict.fromkeys(out_cols + merge_cols) if c in schema.names]
         work = _select(schema, cols)
         if base is not None:
             t = conform(read_base_file(self.storage, base.path, cols), work)
-            if not cfg.populate_meta_fields and t.num_rows:
-                t = t.set_column(t.schema.get_field_index(KEY), KEY, self.table.keygen.record_keys(t))
         else:
             t = work.empty_table()
-        t = merge_slice(t, blocks, work, spec, cols)
+        info: dict = {}
+        t = merge_slice(t, blocks, work, spec, cols, info, derive_keys=derive)
+        if window is not None:
+            src = info["source_block"]
+            keep = np.where(src >= 0, np.asarray(blocks_in + [False], bool)[src], base_in)
+            t = t.filter(pa.array(keep))
         if out_cols is not None:
             t = t.select(out_cols)
         return t.filter(expr) if expr is not None else t

@@ -221,6 +221,7 @@ def _execute(table, timeline, inflight: Instant, extra_metadata) -> CompactionRe
                           table.option(WriteOptions.BLOOM_FILTER_TYPE).upper(),
                           table.option(WriteOptions.BLOOM_DYNAMIC_MAX_ENTRIES)) if cfg.populate_meta_fields else None
     committed = set(timeline.commits().completed().times)
+    derive = None if cfg.populate_meta_fields else table.keygen.record_keys
 
     def compact(indexed: tuple[int, dict]) -> WriteStat:
         n, op = indexed
@@ -229,8 +230,6 @@ def _execute(table, timeline, inflight: Instant, extra_metadata) -> CompactionRe
         prefix = f"{partition}/" if partition else ""
         base_name = op.get("dataFilePath")
         base = conform(read_base_file(table.storage, prefix + base_name), full) if base_name else full.empty_table()
-        if base_name and not cfg.populate_meta_fields and base.num_rows:
-            base = base.set_column(2, META_FIELDS[2], table.keygen.record_keys(base))
         blocks, rolled_back, log_size = [], set(), 0
         for name in op["deltaFilePaths"]:
             data = table.storage.read(prefix + name)
@@ -243,7 +242,9 @@ def _execute(table, timeline, inflight: Instant, extra_metadata) -> CompactionRe
         visible = [b for b in blocks if b.instant and b.instant not in rolled_back
                    and b.instant < t and (b.instant in committed or timeline.is_before_start(b.instant))]
         info: dict = {}
-        merged = merge_slice(base, visible, full, spec, info=info)
+        # without meta fields the stored keys are null: match on the keys of the key fields,
+        # and write the meta values as they were (null), as Java does
+        merged = merge_slice(base, visible, full, spec, info=info, derive_keys=derive)
         token = f"{n}-{int(t[-9:])}-{n}"
         new = BaseFile(partition, op["fileId"], token, t)
         merged = merged.set_column(4, META_FIELDS[4], pa.repeat(pa.scalar(new.name, pa.string()), merged.num_rows))
