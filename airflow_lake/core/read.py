@@ -4,6 +4,7 @@ uncommitted files and blocks of uncommitted or rolled-back instants are never re
 
 from __future__ import annotations
 
+import itertools
 from functools import cached_property
 
 import numpy as np
@@ -190,30 +191,75 @@ class Reader:
         return t.filter(expr) if expr is not None else t
 
     def _prune(self, view: FileSystemView, groups: list[FileGroup], filters) -> list[FileGroup]:
-        """Drop groups whose partition cannot match the filters on partition columns."""
+        """Drop groups whose partition provably cannot match the filters on partition columns.
+
+        Each partition path gives, per field, the values it may stand for (decoded, null or
+        "" for the default partition); a partition is kept when any combination of them
+        passes, or when a field's value cannot be told from the path. The row filter decides
+        the rest."""
         cfg = self.table.config
-        fields = cfg.partition_fields
-        if not filters or not fields or isinstance(filters, pc.Expression):
+        fields = list(cfg.partition_fields)
+        if not filters or not fields or isinstance(filters, pc.Expression) or not _renders_values(cfg):
             return groups
         disjuncts = filters if isinstance(filters[0], list) else [filters]
         parts_only = [[c for c in conj if c[0] in fields] for conj in disjuncts]
         if any(not conj for conj in parts_only):
             return groups
         schema = self.full_schema
-        partitions = sorted({g.partition for g in groups})
+        if any(f not in schema.names for f in fields):
+            return groups
         try:
-            values = {name: [] for name in fields}
-            for p in partitions:
-                parsed = parse_partition_path(p, fields, cfg.hive_style)
-                for name in fields:
-                    values[name].append(parsed.get(name))
-            arrays = {n: pa.array(v, pa.string()).cast(schema.field(n).type) for n, v in values.items()}
-            rows = pa.table({**arrays, "__i": pa.array(range(len(partitions)))})
-            kept = set(rows.filter(pq.filters_to_expression(parts_only)).column("__i").to_pylist())
+            expr = pq.filters_to_expression(parts_only)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, KeyError, ValueError, TypeError):
             return groups
-        index = {p: i for i, p in enumerate(partitions)}
-        return [g for g in groups if index[g.partition] in kept]
+        partitions = sorted({g.partition for g in groups})
+        kept: set[str] = set()
+        columns: dict[str, list] = {f: [] for f in fields}
+        owner: list[int] = []
+        for i, p in enumerate(partitions):
+            parsed = parse_partition_path(p, fields, cfg.hive_style, cfg.url_encode)
+            typed = {f: _typed_candidates(parsed.get(f), schema.field(f).type) for f in fields}
+            if any(v is None for v in typed.values()):  # a value we cannot tell: keep
+                kept.add(p)
+                continue
+            for combo in itertools.product(*(typed[f] for f in fields)):
+                for f, v in zip(fields, combo, strict=True):
+                    columns[f].append(v)
+                owner.append(i)
+        if owner:
+            candidates = pa.table({**{f: pa.array(v, schema.field(f).type) for f, v in columns.items()},
+                                   "__i": pa.array(owner, pa.int64())})
+            try:
+                hits = candidates.filter(expr).column("__i").to_pylist()
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, KeyError, ValueError, TypeError):
+                return groups
+            kept |= {partitions[i] for i in hits}
+        return [g for g in groups if g.partition in kept]
+
+
+def _renders_values(cfg) -> bool:
+    """True when partition paths render the partition columns' values (simple, complex and
+    non-partitioned key generators), not e.g. formatted timestamps."""
+    keygen = cfg.keygen_class or ""
+    return not keygen or keygen.rsplit(".", 1)[-1] in (
+        "SimpleKeyGenerator", "ComplexKeyGenerator", "NonpartitionedKeyGenerator",
+        "SimpleAvroKeyGenerator", "ComplexAvroKeyGenerator")
+
+
+def _typed_candidates(values: list[str | None] | None, arrow_type: pa.DataType) -> list | None:
+    """Partition-path candidates as Python values of the column type; None when unknown."""
+    if values is None:
+        return None
+    out = []
+    for v in values:
+        if v is None:
+            out.append(None)
+            continue
+        try:
+            out.append(pa.array([v], pa.string()).cast(arrow_type)[0].as_py())
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError):
+            continue  # not a value of this type (e.g. "" for an int column)
+    return out or None
 
 
 class _BlockFilter:
