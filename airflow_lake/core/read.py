@@ -5,6 +5,10 @@ uncommitted files and blocks of uncommitted or rolled-back instants are never re
 from __future__ import annotations
 
 import itertools
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
@@ -14,8 +18,8 @@ import pyarrow.parquet as pq
 
 from .config import DEFAULT_PAYLOAD
 from .engine import Engine
-from .errors import InvalidOptionError, LakeError
-from .formats.log import CommandBlock, DataBlock, DeleteBlock, read_log_file
+from .errors import CorruptLogError, InvalidOptionError, LakeError
+from .formats.log import CommandBlock, CorruptBlock, DataBlock, DeleteBlock, read_log_file
 from .formats.parquet import read_base_file
 from .keys import parse_partition_path
 from .merge import KEY, MergeSpec, merge_slice, record_keys
@@ -25,6 +29,7 @@ from .timeline.archived import archive_files
 from .timeline.instant import check_instant_time
 from .view import FileSystemView
 
+log = logging.getLogger(__name__)
 QUERY_TYPES = ("snapshot", "read_optimized")
 
 
@@ -117,7 +122,7 @@ class Reader:
         cols = columns
         if derive and columns is not None:
             cols = [c for c in dict.fromkeys(list(columns) + self._key_columns()) if c in self.full_schema.names]
-        t = self._read_one(view, group, cols, None, False, _BlockFilter(view)) \
+        t = self._read_one(view, group, cols, None, False, BlockFilter.of(view)) \
             or _select(self.full_schema, cols).empty_table()
         if derive:
             t = t.set_column(t.schema.get_field_index(KEY), KEY, record_keys(t, self.table.keygen.record_keys))
@@ -136,7 +141,7 @@ class Reader:
                                          f"columns: {schema.names}")
         expr = _expression(filters)
         out_cols = None if columns is None else list(dict.fromkeys(list(columns) + sorted(_filter_columns(filters))))
-        visible = _BlockFilter(view)
+        visible = BlockFilter.of(view)
         try:
             parts = self.engine.map(lambda g: self._read_one(view, g, out_cols, expr, read_optimized, visible,
                                                              window),
@@ -150,7 +155,7 @@ class Reader:
         return table.select(list(columns)) if columns is not None else table
 
     def _read_one(self, view: FileSystemView, group: FileGroup, out_cols: list[str] | None, expr,
-                  read_optimized: bool, visible: _BlockFilter,
+                  read_optimized: bool, visible: BlockFilter,
                   window: tuple[str, str] | None = None) -> pa.Table | None:
         """One group's rows; with `window` (start, end] only those read from a base file or log
         block whose instant is in it (incremental reads of tables without meta fields)."""
@@ -262,28 +267,103 @@ def _typed_candidates(values: list[str | None] | None, arrow_type: pa.DataType) 
     return out or None
 
 
-class _BlockFilter:
-    """Which log blocks a query sees: committed, not after the bound, not rolled back."""
+@dataclass(frozen=True)
+class Damage:
+    """A damaged block in a log file written by a completed instant."""
 
-    def __init__(self, view: FileSystemView):
-        self.view = view
+    path: str  # relative to the table
+    offset: int
+    instant: str
+    reason: str
+    payload: bool  # intact framing around content that cannot be decoded
+
+    def describe(self) -> str:
+        return f"log file {self.path}: damaged block at byte {self.offset} of completed instant {self.instant} " \
+               f"({self.reason})"
+
+
+class BlockFilter:
+    """Which log blocks a query sees: committed (`is_visible`), not rolled back; and which
+    damaged blocks matter. A corrupt block counts when its instant (from its header, else
+    from the completed commit whose write stats list the file and the byte range it wrote)
+    is visible and not rolled back. A torn block of a failed or pending write, or of an
+    unknown instant, is skipped silently, as Java does."""
+
+    def __init__(self, storage, timeline, is_visible: Callable[[str], bool]):
+        self.storage = storage
+        self.timeline = timeline
+        self.is_visible = is_visible
+        self._writers: dict[str, list[tuple[str, int, float]]] | None = None
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def of(view: FileSystemView) -> BlockFilter:
+        return BlockFilter(view.storage, view.timeline, view.is_visible)
 
     def blocks(self, storage, logs: list[LogFile]) -> list[DataBlock | DeleteBlock]:
-        decoded = []
+        """Visible blocks for a read: a damaged one is logged and skipped; an undecodable
+        payload inside intact framing is a `CorruptLogError`."""
+        visible, damaged, _ = self.scan([lf.path for lf in logs], storage)
+        for d in damaged:
+            if d.payload:
+                raise CorruptLogError(f"table {self.storage.uri}: {d.describe()}")
+            log.warning("table %s: %s; the block is skipped", self.storage.uri, d.describe())
+        return visible
+
+    def scan(self, paths: list[str], storage=None, *, missing_ok: bool = True
+             ) -> tuple[list[DataBlock | DeleteBlock], list[Damage], int]:
+        """Visible data and delete blocks of the log files, in order, the damaged blocks that
+        belong to visible instants, and the bytes read."""
+        storage = storage or self.storage
+        size = 0
+        decoded: list[DataBlock | DeleteBlock] = []
+        corrupt: list[tuple[str, CorruptBlock]] = []
         rolled_back: set[str] = set()
-        for log in logs:
+        for path in paths:
             try:
-                data = storage.read(log.path)
+                data = storage.read(path)
             except FileNotFoundError:
+                if not missing_ok:
+                    raise
                 continue  # rolled back by another writer since we listed it: none of it is visible
-            for block in read_log_file(data):
+            size += len(data)
+            for block in read_log_file(data, f"{storage.uri}/{path}"):
                 if isinstance(block, CommandBlock):
                     if block.is_rollback and block.target:
                         rolled_back.add(block.target)
                 elif isinstance(block, (DataBlock, DeleteBlock)):
                     decoded.append(block)
-        return [b for b in decoded
-                if b.instant is not None and b.instant not in rolled_back and self.view.is_visible(b.instant)]
+                elif isinstance(block, CorruptBlock):
+                    corrupt.append((path, block))
+        visible = [b for b in decoded
+                   if b.instant is not None and b.instant not in rolled_back and self.is_visible(b.instant)]
+        damaged = []
+        for path, block in corrupt:
+            instant = block.instant or self._writer(path, block.offset)
+            if instant is not None and instant not in rolled_back and self.is_visible(instant):
+                damaged.append(Damage(path, block.offset, instant, block.reason, block.payload))
+        return visible, damaged, size
+
+    def _writer(self, path: str, offset: int) -> str | None:
+        """The completed instant whose write stats list `path` with a byte range holding
+        `offset` (log appends record logOffset and the size they wrote)."""
+        with self._lock:
+            if self._writers is None:
+                writers: dict[str, list[tuple[str, int, float]]] = {}
+                for instant in self.timeline.commits().completed():
+                    for stat in self.timeline.commit_metadata(instant).write_stats():
+                        name = stat.get("path") or ""
+                        if ".log." not in name.rsplit("/", 1)[-1]:
+                            continue
+                        start = int(stat.get("logOffset") or 0)
+                        sizes = [start + int(stat.get("totalWriteBytes") or 0), int(stat.get("fileSizeInBytes") or 0)]
+                        end = max(sizes) if max(sizes) > start else float("inf")
+                        writers.setdefault(name, []).append((instant.time, start, end))
+                self._writers = writers
+        for time_, start, end in self._writers.get(path, []):
+            if start <= offset < end:
+                return time_
+        return None
 
 
 def _select(schema: pa.Schema, columns: list[str] | None) -> pa.Schema:
