@@ -57,3 +57,7 @@ class LockError(LakeError):
 
 class WriteConflictError(LakeError):
     """Another writer committed a conflicting change; this write did not land."""
+
+
+class CorruptLogError(InvalidTableError):
+    """A log block of a completed instant is damaged (framing or payload); names the file."""

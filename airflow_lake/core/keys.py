@@ -155,19 +155,43 @@ def _url_encode(values: pa.Array) -> pa.Array:
     return values
 
 
-def parse_partition_path(path: str, fields: list[str], hive_style: bool) -> dict[str, str | None]:
-    """Partition values (as strings) from a relative partition path."""
+def parse_partition_path(path: str, fields: list[str], hive_style: bool,
+                         url_encoded: bool = False) -> dict[str, list[str | None]]:
+    """The values a partition path may stand for, per partition field (as strings; None is
+    null). A field absent from the answer could hold anything: the path cannot be mapped to
+    it (more segments than fields, values holding `/` without URL encoding). Ambiguous
+    renderings give several candidates: `__HIVE_DEFAULT_PARTITION__` is null or "" (or
+    that very text), and without URL encoding `%XX` may be literal or an escape."""
+    import re
+
     if not fields or not path:
         return {}
     segments = path.split("/")
-    values: dict[str, str | None] = {}
+    raw: dict[str, str] = {}
     if hive_style:
-        for seg in segments:
-            k, _, v = seg.partition("=")
-            values[k] = v
+        if len(fields) == 1:  # one field: everything after `field=` is its value, `/` included
+            if path.startswith(f"{fields[0]}="):
+                raw[fields[0]] = path[len(fields[0]) + 1:]
+        elif len(segments) == len(fields) and all(
+                seg.startswith(f"{name}=") for seg, name in zip(segments, fields, strict=True)):
+            raw = {name: seg[len(name) + 1:] for seg, name in zip(segments, fields, strict=True)}
+    elif len(fields) == 1:
+        raw[fields[0]] = path
     elif len(segments) == len(fields):
-        values = dict(zip(fields, segments, strict=True))
-    for k, v in values.items():
-        if v == DEFAULT_PARTITION:
-            values[k] = None
+        raw = dict(zip(fields, segments, strict=True))
+
+    def unescape(text: str) -> str:  # Java's PartitionPathEncodeUtils.unescapePathName
+        return re.sub(r"%([0-9A-Fa-f]{2})", lambda m: chr(int(m.group(1), 16)), text)
+
+    values: dict[str, list[str | None]] = {}
+    for name, text in raw.items():
+        if url_encoded:
+            if "/" in text:  # an encoded value never holds `/`: the path is not ours to map
+                continue
+            found: list[str | None] = [unescape(text)]
+        else:
+            found = [text] + ([unescape(text)] if re.search(r"%[0-9A-Fa-f]{2}", text) else [])
+        if text in (DEFAULT_PARTITION, "default"):
+            found += [None, ""]
+        values[name] = list(dict.fromkeys(found))
     return values

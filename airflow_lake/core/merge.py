@@ -13,6 +13,7 @@ The fold runs in rounds (one per event rank within a key), each round vectorised
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -43,12 +44,38 @@ def _ordering_array(values: list, arrow_type: pa.DataType) -> pa.Array:
     return pa.array(values, arrow_type)
 
 
+KeyDeriver = Callable[[pa.Table], pa.Array]
+"""Record keys of rows from their key fields (the table's key generator)."""
+
+
+def record_keys(table: pa.Table, derive: KeyDeriver | None) -> pa.Array:
+    """`_hoodie_record_key` of each row; where it is null (populate.meta.fields=false: Java
+    writes null meta values in base files and log blocks) the key from the key fields."""
+    stored = table.column(KEY).combine_chunks().cast(pa.string())
+    if derive is None or stored.null_count == 0 or table.num_rows == 0:
+        return stored
+    if stored.null_count == len(stored):
+        return _plain(derive(table)).cast(pa.string())
+    missing = stored.is_null()
+    derived = _plain(derive(table.filter(missing))).cast(pa.string())
+    where = np.maximum(np.cumsum(missing.to_numpy(zero_copy_only=False)) - 1, 0)
+    return pc.if_else(missing, derived.take(pa.array(where)), stored)
+
+
+def _plain(arr) -> pa.Array:
+    return arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
+
+
 def merge_slice(base: pa.Table | None, blocks: list[DataBlock | DeleteBlock], schema: pa.Schema,
-                spec: MergeSpec, columns: list[str] | None = None, info: dict | None = None) -> pa.Table:
+                spec: MergeSpec, columns: list[str] | None = None, info: dict | None = None,
+                derive_keys: KeyDeriver | None = None) -> pa.Table:
     """Merge a slice's base records (conformed to `schema`) with its visible log blocks, in order.
 
     `schema` is the output schema; it must hold `_hoodie_record_key` and, when merging by
-    ordering, the ordering field.
+    ordering, the ordering field. `info` receives `base_rows_dropped` and `source_block` (per
+    output row, the index in `blocks` of the block it comes from, -1 for the base). With
+    `derive_keys` (tables without meta fields; `schema` then holds the record key fields) null
+    keys are derived for matching; the output keeps the stored meta values.
     """
     read_cols = None if columns is None else schema.names + [IS_DELETED]
     data_parts, data_seq = [], []
@@ -68,6 +95,7 @@ def merge_slice(base: pa.Table | None, blocks: list[DataBlock | DeleteBlock], sc
         base = schema.empty_table()
     if info is not None:
         info["base_rows_dropped"] = False
+        info["source_block"] = np.full(base.num_rows, -1, np.int64)
     if not data_parts and not del_keys:
         return base
     flagged = _with_flag(schema)
@@ -78,7 +106,7 @@ def merge_slice(base: pa.Table | None, blocks: list[DataBlock | DeleteBlock], sc
         np.concatenate(data_seq) * (1 << 32) + np.arange(n_data) if n_data else np.zeros(0, np.int64),
         np.asarray(del_seq, dtype=np.int64) * (1 << 32) + np.arange(n_del),
     ])
-    event_keys = pa.concat_arrays([logs.column(KEY).combine_chunks().cast(pa.string()),
+    event_keys = pa.concat_arrays([record_keys(logs, derive_keys),
                                    pa.array(del_keys, pa.string())])
     is_del = np.concatenate([np.zeros(n_data, bool), np.ones(n_del, bool)])
 
@@ -142,7 +170,7 @@ def merge_slice(base: pa.Table | None, blocks: list[DataBlock | DeleteBlock], sc
 
     # merge with the base records, in base order: a winning log record replaces its base
     # record in place (Java's merge order), a delete drops it, new keys come last
-    base_keys = base.column(KEY).combine_chunks().cast(pa.string())
+    base_keys = record_keys(base, derive_keys)
     pos = pc.index_in(base_keys, value_set=uniq).fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
     n_base = base.num_rows
     deleted_flag = _deleted_flags(logs)
@@ -172,6 +200,10 @@ def merge_slice(base: pa.Table | None, blocks: list[DataBlock | DeleteBlock], sc
     survivors = np.nonzero(~dropped)[0]
     order = np.concatenate([np.where(replace_with[survivors] >= 0, n_base + replace_with[survivors], survivors),
                             n_base + new_rows])
+    if info is not None:  # the block each output row comes from (-1: the base file)
+        log_block = np.concatenate(data_seq) if data_seq else np.zeros(0, np.int64)
+        info["source_block"] = np.where(order >= n_base, log_block[np.maximum(order - n_base, 0)], -1) \
+            if len(log_block) else np.full(len(order), -1, np.int64)
     if not dropped.any() and not (replace_with >= 0).any() and not len(new_rows):
         return base
     combined = pa.concat_tables([base, conform(logs, schema)])

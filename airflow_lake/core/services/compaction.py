@@ -19,11 +19,12 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from ..config import DEFAULT_PAYLOAD, Option, WriteOptions
-from ..errors import InstantNotFoundError, InvalidOptionError, WriteConflictError
-from ..formats.log import CommandBlock, DataBlock, DeleteBlock, read_log_file
+from ..errors import CorruptLogError, InstantNotFoundError, InvalidOptionError, WriteConflictError
+from ..formats.log import DataBlock
 from ..formats.parquet import BloomSettings, prior_keys, read_base_file, write_base_file
 from ..merge import MergeSpec, merge_slice
 from ..model import BaseFile, WriteStat
+from ..read import BlockFilter, Damage
 from ..schema import META_FIELDS, conform, with_meta_fields
 from ..timeline.clock import parse_instant
 from ..timeline.instant import COMMIT, COMPACTION, DELTA_COMMIT, Instant, State, check_instant_time
@@ -42,6 +43,10 @@ MAX_DELTA_COMMITS = Option("hoodie.compact.inline.max.delta.commits", 5, int)
 MAX_DELTA_SECONDS = Option("hoodie.compact.inline.max.delta.seconds", 3600, int)
 TARGET_IO_MB = Option("hoodie.compaction.target.io", 512000, int)
 LOG_SIZE_THRESHOLD = Option("hoodie.compaction.logfile.size.threshold", 0, int)
+SKIP_CORRUPT = Option("airflow_lake.compaction.skip.corrupt.blocks", False, bool,
+                      "compact past damaged log blocks of completed instants (their records are lost); "
+                      "Java's scanner has no such switch: it always skips them")
+SKIPPED_KEY = "airflow_lake.compaction.skipped.corrupt.blocks"  # extraMetadata: JSON list of what was skipped
 MB = 1024 * 1024
 
 
@@ -221,29 +226,40 @@ def _execute(table, timeline, inflight: Instant, extra_metadata) -> CompactionRe
                           table.option(WriteOptions.BLOOM_FILTER_TYPE).upper(),
                           table.option(WriteOptions.BLOOM_DYNAMIC_MAX_ENTRIES)) if cfg.populate_meta_fields else None
     committed = set(timeline.commits().completed().times)
+    uri = table.storage.uri
+    skip_corrupt = table.option(SKIP_CORRUPT)
+    scanner = BlockFilter(table.storage, timeline,
+                          lambda i: i < t and (i in committed or timeline.is_before_start(i)))
+    derive = None if cfg.populate_meta_fields else table.keygen.record_keys
 
-    def compact(indexed: tuple[int, dict]) -> WriteStat:
+    def compact(indexed: tuple[int, dict]) -> tuple[WriteStat, list[Damage]]:
         n, op = indexed
         start = time.monotonic()
         partition = op["partitionPath"]
         prefix = f"{partition}/" if partition else ""
         base_name = op.get("dataFilePath")
         base = conform(read_base_file(table.storage, prefix + base_name), full) if base_name else full.empty_table()
-        if base_name and not cfg.populate_meta_fields and base.num_rows:
-            base = base.set_column(2, META_FIELDS[2], table.keygen.record_keys(base))
-        blocks, rolled_back, log_size = [], set(), 0
-        for name in op["deltaFilePaths"]:
-            data = table.storage.read(prefix + name)
-            log_size += len(data)
-            for block in read_log_file(data):
-                if isinstance(block, CommandBlock) and block.is_rollback:
-                    rolled_back.add(block.target)
-                elif isinstance(block, (DataBlock, DeleteBlock)):
-                    blocks.append(block)
-        visible = [b for b in blocks if b.instant and b.instant not in rolled_back
-                   and b.instant < t and (b.instant in committed or timeline.is_before_start(b.instant))]
+        paths = [prefix + name for name in op["deltaFilePaths"]]
+        visible, damaged, log_size = scanner.scan(paths, missing_ok=False)
+        if skip_corrupt:  # an undecodable payload is skipped too: find it before the merge
+            for b in [b for b in visible if isinstance(b, DataBlock)]:
+                try:
+                    b.records()
+                except CorruptLogError as e:
+                    visible.remove(b)
+                    damaged.append(Damage(b.source.removeprefix(f"{uri}/"), b.offset, b.instant, str(e), True))
+        for d in damaged:
+            if not skip_corrupt:
+                raise CorruptLogError(
+                    f"table {uri}: compaction {t} of file group {op['fileId']}: {d.describe()}; compacting would "
+                    f"lose its records for good. Restore the file, or set {SKIP_CORRUPT.key}=true to compact "
+                    "without the block")
+            log.warning("table %s: compaction %s skips a block (%s=true): %s", uri, t, SKIP_CORRUPT.key,
+                        d.describe())
         info: dict = {}
-        merged = merge_slice(base, visible, full, spec, info=info)
+        # without meta fields the stored keys are null: match on the keys of the key fields,
+        # and write the meta values as they were (null), as Java does
+        merged = merge_slice(base, visible, full, spec, info=info, derive_keys=derive)
         token = f"{n}-{int(t[-9:])}-{n}"
         new = BaseFile(partition, op["fileId"], token, t)
         merged = merged.set_column(4, META_FIELDS[4], pa.repeat(pa.scalar(new.name, pa.string()), merged.num_rows))
@@ -255,14 +271,20 @@ def _execute(table, timeline, inflight: Instant, extra_metadata) -> CompactionRe
                                compression=table.option(WriteOptions.COMPRESSION), prior=prior)
         log_records = sum(b.records([META_FIELDS[2]]).num_rows if isinstance(b, DataBlock) else len(b.keys)
                           for b in visible)
-        return WriteStat(op["fileId"], partition, new.path, op.get("baseInstantTime") or "null",
+        stat = WriteStat(op["fileId"], partition, new.path, op.get("baseInstantTime") or "null",
                          num_writes=merged.num_rows, num_update_writes=log_records, total_write_bytes=size,
                          file_size=size, upsert_ms=int((time.monotonic() - start) * 1000),
                          log_records=log_records, log_files=len(op["deltaFilePaths"]), log_size=log_size,
                          updated_compacted=log_records, log_blocks=len(visible))
+        return stat, damaged
 
-    stats = table.engine.map(compact, list(enumerate(ops)))
+    done = table.engine.map(compact, list(enumerate(ops)))
+    stats = [stat for stat, _ in done]
+    skipped = [{"file": d.path, "offset": d.offset, "instant": d.instant, "reason": d.reason}
+               for _, damaged in done for d in damaged]
     extra = {**(plan.get("extraMetadata") or {}), **(extra_metadata or {}), "schema": json.dumps(avro)}
+    if skipped:
+        extra[SKIPPED_KEY] = json.dumps(skipped)
     metadata = CommitMetadata.from_stats("COMPACT", stats, extra)
     metadata.compacted = True
     with table.lock():

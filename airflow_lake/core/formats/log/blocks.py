@@ -14,10 +14,14 @@ import fastavro
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ...errors import CorruptLogError
 from ...schema import from_avro, schema_text
 from .framing import BlockType, HeaderKey, RawBlock, encode_block, split_blocks
 
 CONTENT_VERSION = 3
+# what a damaged payload raises from pyarrow ("Couldn't deserialize thrift" is an OSError),
+# fastavro and struct
+_DECODE_ERRORS = (OSError, ValueError, EOFError, IndexError, KeyError, TypeError, struct.error, pa.ArrowException)
 NS = "org.apache.hudi.avro.model"
 
 
@@ -107,10 +111,11 @@ def wrap_ordering(value: Any, arrow_type: pa.DataType | None) -> tuple[str, dict
 
 @dataclass
 class LogBlock:
-    """A block of a log file, with its position, header and instant."""
+    """A block of a log file, with its position, header and instant (`source`: the file)."""
 
     offset: int
     header: dict[int, str] = field(default_factory=dict)
+    source: str = field(default="", kw_only=True)
 
     @property
     def instant(self) -> str | None:
@@ -142,13 +147,18 @@ class DataBlock(LogBlock):
         return out
 
     def records(self, columns: list[str] | None = None) -> pa.Table:
-        """The block's records as Arrow (only `columns` that exist, None: all)."""
-        if self.block_type == BlockType.PARQUET_DATA:
-            pf = pq.ParquetFile(pa.BufferReader(self.content))
-            cols = None if columns is None else [c for c in columns if c in pf.schema_arrow.names]
-            return pf.read(columns=cols)
-        table = pa.Table.from_pylist(self.avro_records(), schema=from_avro(self.avro_schema))
-        return table if columns is None else table.select([c for c in columns if c in table.column_names])
+        """The block's records as Arrow (only `columns` that exist, None: all). A payload that
+        cannot be decoded inside intact framing is a `CorruptLogError` naming the file."""
+        try:
+            if self.block_type == BlockType.PARQUET_DATA:
+                pf = pq.ParquetFile(pa.BufferReader(self.content))
+                cols = None if columns is None else [c for c in columns if c in pf.schema_arrow.names]
+                return pf.read(columns=cols)
+            table = pa.Table.from_pylist(self.avro_records(), schema=from_avro(self.avro_schema))
+            return table if columns is None else table.select([c for c in columns if c in table.column_names])
+        except _DECODE_ERRORS as e:
+            raise CorruptLogError(f"log file {self.source or '(unnamed)'}: the {self.block_type.name} block at "
+                                  f"byte {self.offset} of instant {self.instant} cannot be decoded ({e})") from e
 
 
 @dataclass
@@ -175,8 +185,12 @@ class CommandBlock(LogBlock):
 
 @dataclass
 class CorruptBlock(LogBlock):
+    """A damaged byte range; `payload`: intact framing (header readable) around content that
+    cannot be decoded."""
+
     reason: str = ""
     length: int = 0
+    payload: bool = False
 
 
 def decode_block(raw: RawBlock) -> LogBlock:
@@ -185,7 +199,11 @@ def decode_block(raw: RawBlock) -> LogBlock:
     if raw.block_type in (BlockType.PARQUET_DATA, BlockType.AVRO_DATA):
         return DataBlock(raw.offset, raw.header, raw.block_type, raw.content)
     if raw.block_type == BlockType.DELETE:
-        return _decode_delete(raw)
+        try:
+            return _decode_delete(raw)
+        except _DECODE_ERRORS as e:
+            return CorruptBlock(raw.offset, raw.header, f"delete block content cannot be decoded ({e})",
+                                len(raw.content), payload=True)
     if raw.block_type == BlockType.COMMAND:
         return CommandBlock(raw.offset, raw.header)
     return CorruptBlock(raw.offset, raw.header, f"unsupported block type {raw.block_type.name}", len(raw.content))
@@ -209,9 +227,13 @@ def _decode_delete(raw: RawBlock) -> LogBlock:
     return block
 
 
-def read_log_file(data: bytes) -> list[LogBlock]:
-    """Every block of a log file, corrupt ranges included as `CorruptBlock`s (never fatal)."""
-    return [decode_block(raw) for raw in split_blocks(data)]
+def read_log_file(data: bytes, source: str = "") -> list[LogBlock]:
+    """Every block of a log file, corrupt ranges included as `CorruptBlock`s (never fatal);
+    `source` names the file in errors."""
+    blocks = [decode_block(raw) for raw in split_blocks(data)]
+    for block in blocks:
+        block.source = source
+    return blocks
 
 
 # -- writing --------------------------------------------------------------------------------
