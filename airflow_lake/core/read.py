@@ -140,6 +140,7 @@ class Reader:
                 return None
             t = conform(read_base_file(self.storage, base.path, out_cols), _select(schema, out_cols))
             return t.filter(expr) if expr is not None else t
+        self.table.check_merge_support("a merge-on-read snapshot")
         spec = MergeSpec(cfg.precombine_field, cfg.payload_class == DEFAULT_PAYLOAD)
         merge_cols = [KEY] + ([spec.ordering_field] if spec.ordering_field else [])
         if not cfg.populate_meta_fields:
@@ -161,7 +162,8 @@ class Reader:
         """Drop groups whose partition cannot match the filters on partition columns."""
         cfg = self.table.config
         fields = cfg.partition_fields
-        if not filters or not fields or isinstance(filters, pc.Expression):
+        if not filters or not fields or isinstance(filters, pc.Expression) \
+                or not self.table.keygen.partition_values_are_fields:
             return groups
         disjuncts = filters if isinstance(filters[0], list) else [filters]
         parts_only = [[c for c in conj if c[0] in fields] for conj in disjuncts]
