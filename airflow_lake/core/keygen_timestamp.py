@@ -111,20 +111,54 @@ class Zone:
             return np.full(len(utc_ms), self.fixed_ms or 0, dtype=np.int64)
         ts = pa.array(utc_ms, pa.timestamp("ms", self.arrow))
         local = pc.local_timestamp(ts).cast(pa.int64()).to_numpy(zero_copy_only=False)
-        return local - utc_ms
+        offsets = local - utc_ms
+        late = utc_ms >= _ARROW_TZ_LIMIT_MS
+        if late.any():
+            offsets[late] = _python_offsets(self.arrow, utc_ms[late], local=False)
+        return offsets
 
     def from_local(self, local_ms: np.ndarray, describe) -> np.ndarray:
         """Instants of local wall times in this zone (Joda: the earlier one in an overlap;
         a time inside a daylight-saving gap is an error)."""
         if self.fixed_ms is not None or not len(local_ms):
             return local_ms - (self.fixed_ms or 0)
-        naive = pa.array(local_ms, pa.timestamp("ms"))
+        late = local_ms >= _ARROW_TZ_LIMIT_MS
+        naive = pa.array(np.where(late, 0, local_ms), pa.timestamp("ms"))
         try:
             zoned = pc.assume_timezone(naive, self.arrow, ambiguous="earliest", nonexistent="raise")
         except pa.ArrowInvalid as e:
             raise InvalidOptionError(f"{describe()}: a local time does not exist in time zone {self.name} "
                                      f"(daylight-saving gap): {e}") from e
-        return zoned.cast(pa.int64()).to_numpy(zero_copy_only=False)
+        utc = zoned.cast(pa.int64()).to_numpy(zero_copy_only=False).copy()
+        if late.any():
+            utc[late] = local_ms[late] - _python_offsets(self.arrow, local_ms[late], local=True)
+        return utc
+
+
+# Arrow's zone database stops at the last transition its tzfile lists (2037): later instants get
+# the last offset, not the recurring daylight-saving rule Joda applies. Those use zoneinfo, once
+# per distinct minute (transitions fall on whole minutes).
+_ARROW_TZ_LIMIT_MS = 2_145_916_800_000  # 2038-01-01
+
+
+def _python_offsets(zone: str, ms: np.ndarray, *, local: bool) -> np.ndarray:
+    from datetime import datetime, timedelta, timezone
+    from zoneinfo import ZoneInfo
+
+    tz = ZoneInfo(zone)
+    minutes, index = np.unique(ms // 60_000, return_inverse=True)
+    epoch = datetime(1970, 1, 1)
+    out = np.empty(len(minutes), np.int64)
+    for i, m in enumerate(minutes.tolist()):
+        try:
+            if local:  # fold=0: the earlier instant of a repeated hour, as Joda
+                offset = (epoch + timedelta(minutes=m)).replace(tzinfo=tz, fold=0).utcoffset()
+            else:
+                offset = (epoch.replace(tzinfo=timezone.utc) + timedelta(minutes=m)).astimezone(tz).utcoffset()
+        except OverflowError:
+            offset = tz.utcoffset(datetime(9999, 12, 31))
+        out[i] = int(offset.total_seconds() * 1000)
+    return out[index]
 
 
 @lru_cache(maxsize=64)
