@@ -162,6 +162,8 @@ class KeyGenerator:
     # -- record keys -----------------------------------------------------------------------
     def record_keys(self, data: pa.Table) -> pa.Array:
         """The record key of every row; a null or empty key is a `RecordKeyError`."""
+        if self.problem is not None and self.problem[0] is UnsupportedFeatureError:
+            raise UnsupportedFeatureError(self.problem[1])  # never guess another class's keys
         self.check_fields(data, partition=False)
         if not self.is_complex:
             field = self.record_key_fields[0]
@@ -195,7 +197,8 @@ class KeyGenerator:
         self.check_writable()
         self.check_fields(data)
         parts = []
-        for field, kind in zip(self.partition_fields, self.partition_types, strict=True):
+        types = self.partition_types or ("SIMPLE",) * len(self.partition_fields)
+        for field, kind in zip(self.partition_fields, types, strict=True):
             if kind == "TIMESTAMP":
                 # Java: a null becomes the epoch's first unit, never the default partition
                 values = self._timestamp.render(_combine(_column(data, field)), field)

@@ -330,6 +330,8 @@ def test_unknown_key_generator_is_refused_by_name(tmp_path, keygen):
     with pytest.raises(UnsupportedFeatureError, match=keygen.replace(".", r"\.")):
         table.write(pa.table({"id": ["a"], "name": ["y"], "ts": [1], "city": ["sf"], "seq": [2], "jp": ["p1"]}))
     assert timeline_files(path) == before
+    with pytest.raises(UnsupportedFeatureError):  # a table without meta fields needs them: never guessed
+        table.keygen.record_keys(pa.table({"id": ["a"]}))
     with pytest.raises(UnsupportedFeatureError, match="MyKeyGenerator"):
         Table.create(str(tmp_path / "n"), name="n", record_key="id",
                      options={"hoodie.table.keygenerator.class": "com.acme.MyKeyGenerator"})
