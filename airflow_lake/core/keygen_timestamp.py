@@ -302,15 +302,32 @@ def _offset_text(offset_ms: np.ndarray, colon: bool) -> pa.Array:
     return pc.binary_join_element_wise(sign, _pad(hours, 2), ":" if colon else "", _pad(mins, 2), "")
 
 
+def _finest_ms(tokens: tuple[Token, ...]) -> int:
+    """The smallest time step the pattern prints (a day when it prints no time of day)."""
+    steps = {"S": 1, "s": 1000, "m": 60_000, "H": 3_600_000, "h": 3_600_000, "k": 3_600_000,
+             "K": 3_600_000, "a": 3_600_000}
+    return min((steps.get(t[0], _DAY_MS) for t in tokens if isinstance(t, tuple)), default=_DAY_MS)
+
+
 def format_instants(utc_ms: np.ndarray, offset_ms: np.ndarray, tokens: tuple[Token, ...]) -> pa.Array:
-    """Print instants (ms) shifted by their zone offsets with a checked Joda pattern."""
+    """Print instants (ms) shifted by their zone offsets with a checked Joda pattern. Partition
+    patterns print few distinct values: each distinct local time step is printed once."""
     local = utc_ms + offset_ms
+    step = _finest_ms(tokens)
+    if len(local) > 1024 and step > 1 and not any(isinstance(t, tuple) and t[0] == "Z" for t in tokens):
+        distinct, index = np.unique(_floor_div(local, step), return_inverse=True)
+        starts = distinct * step
+        return _format_local(starts, np.zeros(len(starts), np.int64), tokens).take(pa.array(index))
+    return _format_local(local, offset_ms, tokens)
+
+
+def _format_local(local: np.ndarray, offset_ms: np.ndarray, tokens: tuple[Token, ...]) -> pa.Array:
     days = _floor_div(local, _DAY_MS)
     ms_of_day = local - days * _DAY_MS
     year, month, day = _civil_from_days(days)
     hour, minute = ms_of_day // 3_600_000, (ms_of_day // 60_000) % 60
     second, millis = (ms_of_day // 1000) % 60, ms_of_day % 1000
-    n = len(utc_ms)
+    n = len(local)
     parts: list[pa.Array] = []
     for t in tokens:
         if isinstance(t, str):
@@ -555,6 +572,8 @@ class TimestampPartitioner:
     # -- values --------------------------------------------------------------------------
     def render(self, col: pa.Array, field: str) -> pa.Array:
         """The formatted partition value of every row (before URL encoding and hive style)."""
+        if isinstance(col, pa.ChunkedArray):
+            col = col.combine_chunks()
         if pa.types.is_dictionary(col.type):
             col = col.dictionary_decode()
         t = col.type
@@ -628,6 +647,11 @@ class TimestampPartitioner:
                                      f"input formatter; use DATE_STRING with {INPUT_FORMAT})")
         if strings.null_count:
             strings = pc.fill_null(strings, self._default_string())
+        if len(strings) > 1024:  # repeated values are parsed and printed once
+            encoded = strings.dictionary_encode()
+            encoded = encoded.combine_chunks() if isinstance(encoded, pa.ChunkedArray) else encoded
+            if len(encoded.dictionary) * 2 <= len(strings):
+                return self._render_strings(encoded.dictionary, field).take(encoded.indices)
         n = len(strings)
         done = np.zeros(n, dtype=bool)
         local = np.zeros(n, np.int64)

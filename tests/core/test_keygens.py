@@ -406,3 +406,17 @@ def test_unsupported_merge_options_are_refused_by_name(tmp_path, option, value):
                                    "hoodie.datasource.write.record.merger.impls":
                                        "org.apache.hudi.common.model.HoodieAvroRecordMerger"})
     ok.write(pa.table({"id": ["a"], "seq": [1], "v": [1]}))
+
+
+def test_many_rows_render_like_few():
+    """Large batches print each distinct time step (and parse each distinct string) once; the
+    result equals printing in small batches."""
+    rng = random.Random(3)
+    millis = [rng.randrange(0, 4_000_000_000_000) for _ in range(5000)]
+    props = settings("EPOCHMILLISECONDS", "yyyy/MM/dd/HH/mm a", outtz="America/New_York")
+    small = [v for k in range(0, 5000, 500) for v in render(props, pa.array(millis[k:k + 500]))]
+    assert render(props, pa.array(millis)) == small
+    text = [f"2023-04-{rng.randrange(1, 31):02d} {rng.randrange(0, 24):02d}:00:00" for _ in range(3000)]
+    props = settings("DATE_STRING", "yyyyMMddHH", inp="yyyy-MM-dd HH:mm:ss", intz="Asia/Kolkata", outtz="UTC")
+    small = [v for k in range(0, 3000, 300) for v in render(props, pa.array(text[k:k + 300]))]
+    assert render(props, pa.array(text)) == small
