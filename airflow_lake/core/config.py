@@ -18,9 +18,13 @@ TIMELINE_LAYOUT_VERSION = 1
 SIMPLE_KEYGEN = "org.apache.hudi.keygen.SimpleKeyGenerator"
 COMPLEX_KEYGEN = "org.apache.hudi.keygen.ComplexKeyGenerator"
 NONPARTITIONED_KEYGEN = "org.apache.hudi.keygen.NonpartitionedKeyGenerator"
+TIMESTAMP_KEYGEN = "org.apache.hudi.keygen.TimestampBasedKeyGenerator"
+CUSTOM_KEYGEN = "org.apache.hudi.keygen.CustomKeyGenerator"
 DEFAULT_PAYLOAD = "org.apache.hudi.common.model.DefaultHoodieRecordPayload"
 OVERWRITE_PAYLOAD = "org.apache.hudi.common.model.OverwriteWithLatestAvroPayload"
+SUPPORTED_PAYLOADS = (DEFAULT_PAYLOAD, OVERWRITE_PAYLOAD)
 MERGER_STRATEGY = "eeb8d96f-b1e4-49fd-bbf8-28ac514178e5"
+AVRO_RECORD_MERGER = "org.apache.hudi.common.model.HoodieAvroRecordMerger"
 
 
 # -- Java .properties ---------------------------------------------------------------------
@@ -240,7 +244,12 @@ class TableConfig:
 
     @property
     def partition_fields(self) -> list[str]:
-        return _split(self.get(TableOptions.PARTITION_FIELDS))
+        """Partition field names (a `:SIMPLE` / `:TIMESTAMP` suffix, as Hudi 1.0 writes for the
+        CustomKeyGenerator, is not part of the name)."""
+        return [f.split(":", 1)[0].strip() for f in _split(self.get(TableOptions.PARTITION_FIELDS))]
+
+    def get_raw_partition_fields(self) -> str:
+        return self.get(TableOptions.PARTITION_FIELDS)
 
     @property
     def precombine_field(self) -> str | None:
@@ -305,6 +314,51 @@ class TableConfig:
         storage.write(PROPERTIES, text)
         TableConfig.load(storage)
         storage.delete(PROPERTIES_BACKUP)
+
+
+# -- payloads and merge options --------------------------------------------------------
+
+_WRITE_PAYLOAD_KEYS = ("hoodie.datasource.write.payload.class", "hoodie.compaction.payload.class")
+_MERGER_STRATEGY_KEYS = ("hoodie.compaction.record.merger.strategy", "hoodie.datasource.write.record.merger.strategy")
+_MERGER_IMPL_KEYS = ("hoodie.datasource.write.record.merger.impls", "hoodie.write.record.merger.impls")
+_PRECOMBINE_KEYS = ("hoodie.datasource.write.precombine.field", "hoodie.payload.ordering.field")
+
+
+def _payload_name(name: str) -> str:
+    return name.strip().replace("com.uber.hoodie", "org.apache.hudi")  # as HoodieTableConfig reads it
+
+
+def unsupported_merge(props: dict[str, str], options: dict[str, Any] | None, *, write: bool) -> str | None:
+    """What makes this table's (or this write's) record merging differ from what we implement
+    (DefaultHoodieRecordPayload, OverwriteWithLatestAvroPayload, the default merger), or None."""
+    payload = _payload_name(props.get(TableOptions.PAYLOAD_CLASS.key) or OVERWRITE_PAYLOAD)
+    if payload not in SUPPORTED_PAYLOADS:
+        return f"payload class {payload} ({TableOptions.PAYLOAD_CLASS.key} in hoodie.properties)"
+    strategy = (props.get(_MERGER_STRATEGY_KEYS[0]) or MERGER_STRATEGY).strip()
+    if strategy != MERGER_STRATEGY:
+        return f"record merger strategy {strategy} ({_MERGER_STRATEGY_KEYS[0]} in hoodie.properties)"
+    if not write:
+        return None
+    opts = {k: str(v) for k, v in (options or {}).items() if v is not None and str(v).strip()}
+    for key in _WRITE_PAYLOAD_KEYS:
+        if key in opts and _payload_name(opts[key]) != payload:
+            kind = "is not implemented" if _payload_name(opts[key]) not in SUPPORTED_PAYLOADS else \
+                f"differs from the table's {payload}"
+            return f"payload class {opts[key].strip()} (write option {key}; it {kind})"
+    for key in _MERGER_STRATEGY_KEYS:
+        if key in opts and opts[key].strip() != MERGER_STRATEGY:
+            return f"record merger strategy {opts[key].strip()} (write option {key})"
+    for key in _MERGER_IMPL_KEYS:
+        impls = [i.strip() for i in opts.get(key, "").split(",") if i.strip()]
+        other = [i for i in impls if i != AVRO_RECORD_MERGER]
+        if other:
+            return f"record merger {other[0]} (write option {key})"
+    precombine = props.get(TableOptions.PRECOMBINE_FIELD.key, "").strip()
+    for key in _PRECOMBINE_KEYS:
+        if key in opts and opts[key].strip() != precombine:
+            return (f"ordering field {opts[key].strip()!r} (write option {key}) differing from the table's "
+                    f"precombine field {precombine or None!r}")
+    return None
 
 
 def _validate(props: dict[str, str]) -> str | None:

@@ -19,6 +19,11 @@ class UnsupportedTableVersionError(LakeError):
     """The table version (or timeline layout) is one we cannot write."""
 
 
+class UnsupportedFeatureError(LakeError):
+    """The table (or the write's options) uses a key generator, payload class or merge option
+    airflow-lake does not implement; refused rather than guessed."""
+
+
 class TableExistsError(LakeError):
     """`Table.create` found a table already there."""
 

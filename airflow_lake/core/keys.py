@@ -1,20 +1,78 @@
-"""Key generators and partition paths (spec §5.5), vectorised over Arrow columns."""
+"""Key generators and partition paths (spec §5.5), vectorised over Arrow columns.
+
+Implemented (Java's behaviour, with their `...Avro...` twins): Simple, Complex,
+Nonpartitioned, TimestampBased (see `keygen_timestamp`) and Custom (`field:SIMPLE` /
+`field:TIMESTAMP` parts). Any other class is refused by name when a write needs it.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from dataclasses import field as dataclass_field
+from functools import cached_property
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .config import COMPLEX_KEYGEN, NONPARTITIONED_KEYGEN, SIMPLE_KEYGEN, TableConfig
-from .errors import MissingFieldError, PartitionPathError, RecordKeyError
+from .config import (
+    COMPLEX_KEYGEN,
+    CUSTOM_KEYGEN,
+    NONPARTITIONED_KEYGEN,
+    SIMPLE_KEYGEN,
+    TIMESTAMP_KEYGEN,
+    TableConfig,
+)
+from .errors import InvalidOptionError, MissingFieldError, PartitionPathError, RecordKeyError, UnsupportedFeatureError
+from .keygen_timestamp import PERSISTED_KEYS, TimestampPartitioner
 
 DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 NULL_KEY = "__null__"
 EMPTY_KEY = "__empty__"
 # '%' first, so that the escapes themselves are not escaped again
 _URL_ESCAPE = ["%"] + [chr(c) for c in range(0x20)] + list("\"#'*/:=?\\\x7f{[]^")
+
+_KEYGEN_PACKAGE = "org.apache.hudi.keygen."
+# every class name Java 0.14/0.15 may record, mapped to the generator we run for it
+KEYGEN_CLASSES = {
+    SIMPLE_KEYGEN: SIMPLE_KEYGEN, _KEYGEN_PACKAGE + "SimpleAvroKeyGenerator": SIMPLE_KEYGEN,
+    COMPLEX_KEYGEN: COMPLEX_KEYGEN, _KEYGEN_PACKAGE + "ComplexAvroKeyGenerator": COMPLEX_KEYGEN,
+    NONPARTITIONED_KEYGEN: NONPARTITIONED_KEYGEN,
+    _KEYGEN_PACKAGE + "NonpartitionedAvroKeyGenerator": NONPARTITIONED_KEYGEN,
+    TIMESTAMP_KEYGEN: TIMESTAMP_KEYGEN, _KEYGEN_PACKAGE + "TimestampBasedAvroKeyGenerator": TIMESTAMP_KEYGEN,
+    CUSTOM_KEYGEN: CUSTOM_KEYGEN, _KEYGEN_PACKAGE + "CustomAvroKeyGenerator": CUSTOM_KEYGEN,
+}
+# `hoodie.table.keygenerator.type` (Hudi 1.0's KeyGeneratorType) names of the same classes
+KEYGEN_TYPES = {
+    "SIMPLE": SIMPLE_KEYGEN, "SIMPLE_AVRO": _KEYGEN_PACKAGE + "SimpleAvroKeyGenerator",
+    "COMPLEX": COMPLEX_KEYGEN, "COMPLEX_AVRO": _KEYGEN_PACKAGE + "ComplexAvroKeyGenerator",
+    "NON_PARTITION": NONPARTITIONED_KEYGEN, "NON_PARTITION_AVRO": _KEYGEN_PACKAGE + "NonpartitionedAvroKeyGenerator",
+    "TIMESTAMP": TIMESTAMP_KEYGEN, "TIMESTAMP_AVRO": _KEYGEN_PACKAGE + "TimestampBasedAvroKeyGenerator",
+    "CUSTOM": CUSTOM_KEYGEN, "CUSTOM_AVRO": _KEYGEN_PACKAGE + "CustomAvroKeyGenerator",
+}
+WRITE_KEYGEN_CLASS = "hoodie.datasource.write.keygenerator.class"
+WRITE_KEYGEN_TYPE = "hoodie.datasource.write.keygenerator.type"
+WRITE_PARTITION_FIELD = "hoodie.datasource.write.partitionpath.field"
+PARTITION_TYPES = ("SIMPLE", "TIMESTAMP")
+
+
+def declared_keygen(props: dict[str, str]) -> str:
+    """The key generator class a table declares (class, else Hudi 1.0's type), or ""."""
+    cls = (props.get("hoodie.table.keygenerator.class") or "").strip()
+    if cls:
+        return cls
+    kind = (props.get("hoodie.table.keygenerator.type") or "").strip().upper()
+    return KEYGEN_TYPES.get(kind, f"hoodie.table.keygenerator.type={kind}" if kind else "")
+
+
+def split_typed_fields(value: str) -> list[tuple[str, str | None]]:
+    """`ts:TIMESTAMP,city:SIMPLE` (or plain names) as (field, type or None) pairs."""
+    out = []
+    for part in value.split(","):
+        name, _, kind = part.strip().partition(":")
+        if name.strip():
+            out.append((name.strip(), kind.strip().upper() or None))
+    return out
 
 
 @dataclass(frozen=True)
@@ -27,19 +85,71 @@ class KeyGenerator:
     keygen_class: str
     hive_style: bool = False
     url_encode: bool = False
+    partition_types: tuple[str, ...] = ()  # SIMPLE or TIMESTAMP per partition field
+    settings: dict[str, str] = dataclass_field(default_factory=dict, compare=False, repr=False)
+    problem: tuple[type, str] | None = dataclass_field(default=None, compare=False)  # why writes are refused
 
     @staticmethod
-    def for_table(cfg: TableConfig, uri: str) -> KeyGenerator:
-        keygen = cfg.keygen_class or (
-            NONPARTITIONED_KEYGEN if not cfg.partition_fields
-            else COMPLEX_KEYGEN if len(cfg.record_key_fields) > 1 else SIMPLE_KEYGEN
-        )
-        return KeyGenerator(uri, tuple(cfg.record_key_fields), tuple(cfg.partition_fields),
-                            keygen, cfg.hive_style, cfg.url_encode)
+    def for_table(cfg: TableConfig, uri: str, options: dict[str, Any] | None = None) -> KeyGenerator:
+        """The table's key generator; write options fill settings hoodie.properties lacks."""
+        opts = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in (options or {}).items()}
+        settings = {**cfg.props, **opts}
+        keys, parts = tuple(cfg.record_key_fields), tuple(cfg.partition_fields)
+        declared = declared_keygen(cfg.props)
+        problem: tuple[type, str] | None = None
+        written = (opts.get(WRITE_KEYGEN_CLASS) or KEYGEN_TYPES.get((opts.get(WRITE_KEYGEN_TYPE) or "").upper(), "")
+                   or opts.get(WRITE_KEYGEN_TYPE, "")).strip()
+        if not declared:
+            declared = written or (NONPARTITIONED_KEYGEN if not parts
+                                   else COMPLEX_KEYGEN if len(keys) > 1 else SIMPLE_KEYGEN)
+        keygen = KEYGEN_CLASSES.get(declared)
+        if keygen is None:
+            problem = (UnsupportedFeatureError,
+                       f"table {uri}: key generator {declared} is not implemented by airflow-lake (implemented: "
+                       "Simple, Complex, Nonpartitioned, TimestampBased, Custom and their Avro variants); "
+                       "refusing to write rather than guess its record keys and partition paths")
+            keygen = declared
+        elif written and KEYGEN_CLASSES.get(written) != keygen:
+            problem = (InvalidOptionError, f"table {uri}: the write option {WRITE_KEYGEN_CLASS}={written} differs "
+                                           f"from the table's key generator {declared}")
+        for key in PERSISTED_KEYS:
+            if key in opts and key in cfg.props and opts[key] != cfg.props[key] and problem is None:
+                problem = (InvalidOptionError, f"table {uri}: the write option {key}={opts[key]!r} differs from "
+                                               f"the table's {key}={cfg.props[key]!r}; partitions would be named "
+                                               "differently from the existing ones")
+        types: tuple[str, ...] = ("SIMPLE",) * len(parts)
+        if keygen == TIMESTAMP_KEYGEN:
+            types = ("TIMESTAMP",) * len(parts)
+            if problem is None and (len(parts) != 1 or len(keys) != 1):
+                problem = (InvalidOptionError,
+                           f"table {uri}: TimestampBasedKeyGenerator takes one record key field and one "
+                           f"partition field (Java refuses others); the table has record key fields {list(keys)} "
+                           f"and partition fields {list(parts)}")
+        elif keygen == CUSTOM_KEYGEN:
+            types, custom_problem = _custom_types(uri, cfg, settings)
+            problem = problem or custom_problem
+        return KeyGenerator(uri, keys, parts, keygen, cfg.hive_style, cfg.url_encode, types, settings, problem)
 
     @property
     def is_complex(self) -> bool:
         return self.keygen_class.endswith("ComplexKeyGenerator") or len(self.record_key_fields) > 1
+
+    @property
+    def partition_values_are_fields(self) -> bool:
+        """Whether partition path values are the partition columns' own values (so filters on
+        those columns can prune partitions); not so for TIMESTAMP parts."""
+        return all(t == "SIMPLE" for t in self.partition_types)
+
+    @cached_property
+    def _timestamp(self) -> TimestampPartitioner:
+        return TimestampPartitioner.from_settings(self.settings, f"table {self.table}")
+
+    def check_writable(self) -> None:
+        """Raise the reason this key generator cannot render keys for a write, if any."""
+        if self.problem is not None:
+            raise self.problem[0](self.problem[1])
+        if "TIMESTAMP" in self.partition_types:
+            _ = self._timestamp
 
     def check_fields(self, data: pa.Table, *, partition: bool = True) -> None:
         needed = list(self.record_key_fields) + (list(self.partition_fields) if partition else [])
@@ -52,6 +162,8 @@ class KeyGenerator:
     # -- record keys -----------------------------------------------------------------------
     def record_keys(self, data: pa.Table) -> pa.Array:
         """The record key of every row; a null or empty key is a `RecordKeyError`."""
+        if self.problem is not None and self.problem[0] is UnsupportedFeatureError:
+            raise UnsupportedFeatureError(self.problem[1])  # never guess another class's keys
         self.check_fields(data, partition=False)
         if not self.is_complex:
             field = self.record_key_fields[0]
@@ -82,9 +194,20 @@ class KeyGenerator:
         """The relative partition path of every row ("" when non-partitioned)."""
         if not self.partition_fields or self.keygen_class.endswith("NonpartitionedKeyGenerator"):
             return pa.repeat(pa.scalar("", pa.string()), len(data))
+        self.check_writable()
         self.check_fields(data)
         parts = []
-        for field in self.partition_fields:
+        types = self.partition_types or ("SIMPLE",) * len(self.partition_fields)
+        for field, kind in zip(self.partition_fields, types, strict=True):
+            if kind == "TIMESTAMP":
+                # Java: a null becomes the epoch's first unit, never the default partition
+                values = self._timestamp.render(_combine(_column(data, field)), field)
+                if self.url_encode:
+                    values = _url_encode(values)
+                if self.hive_style:
+                    values = pc.binary_join_element_wise(f"{field}=", values, "")
+                parts.append(values)
+                continue
             # each distinct value is rendered once (partition columns have few), then spread out
             col = _combine(_column(data, field))
             encoded = col if pa.types.is_dictionary(col.type) else col.dictionary_encode()
@@ -100,6 +223,33 @@ class KeyGenerator:
         paths = _combine(parts[0] if len(parts) == 1 else pc.binary_join_element_wise(*parts, "/"))
         check_partition_paths(self.table, pc.unique(paths).to_pylist())
         return paths
+
+
+def _custom_types(uri: str, cfg: TableConfig, settings: dict[str, str]) -> tuple[tuple[str, ...], tuple | None]:
+    """The `field:TYPE` list of a CustomKeyGenerator: from `hoodie.table.partition.fields` when it
+    carries the types (Hudi 1.0 writes them), else from `hoodie.datasource.write.partitionpath.field`
+    (Java 0.14/0.15 keeps them only in the writer's config)."""
+    fields = list(cfg.partition_fields)
+    typed = split_typed_fields(cfg.get_raw_partition_fields())
+    if not any(kind for _, kind in typed):
+        typed = split_typed_fields(settings.get(WRITE_PARTITION_FIELD, ""))
+    simple = ("SIMPLE",) * len(fields)
+    if not fields:
+        return (), None
+    example = ",".join(f"{f}:SIMPLE|TIMESTAMP" for f in fields)
+    if not typed or any(kind is None for _, kind in typed):
+        return simple, (InvalidOptionError,
+                        f"table {uri}: CustomKeyGenerator needs each partition field's type, which the table's "
+                        f"hoodie.properties does not hold; pass {WRITE_PARTITION_FIELD}={example} as an option")
+    if [name for name, _ in typed] != fields:
+        return simple, (InvalidOptionError,
+                        f"table {uri}: {WRITE_PARTITION_FIELD}={settings.get(WRITE_PARTITION_FIELD)!r} names "
+                        f"other fields than the table's partition fields {fields}")
+    bad = [kind for _, kind in typed if kind not in PARTITION_TYPES]
+    if bad:
+        return simple, (InvalidOptionError,
+                        f"table {uri}: CustomKeyGenerator partition type {bad[0]!r} is not SIMPLE or TIMESTAMP")
+    return tuple(kind for _, kind in typed), None
 
 
 def check_partition_paths(table: str, paths: list[str]) -> None:

@@ -173,6 +173,7 @@ class Reader:
                 return None
             t = conform(read_base_file(self.storage, base.path, out_cols), _select(schema, out_cols))
             return t.filter(expr) if expr is not None else t
+        self.table.check_merge_support("a merge-on-read snapshot")
         spec = MergeSpec(cfg.precombine_field, cfg.payload_class == DEFAULT_PAYLOAD)
         merge_cols = [KEY] + ([spec.ordering_field] if spec.ordering_field else [])
         derive = None
@@ -204,7 +205,8 @@ class Reader:
         the rest."""
         cfg = self.table.config
         fields = list(cfg.partition_fields)
-        if not filters or not fields or isinstance(filters, pc.Expression) or not _renders_values(cfg):
+        if not filters or not fields or isinstance(filters, pc.Expression) \
+                or not self.table.keygen.partition_values_are_fields:
             return groups
         disjuncts = filters if isinstance(filters[0], list) else [filters]
         parts_only = [[c for c in conj if c[0] in fields] for conj in disjuncts]
@@ -240,15 +242,6 @@ class Reader:
                 return groups
             kept |= {partitions[i] for i in hits}
         return [g for g in groups if g.partition in kept]
-
-
-def _renders_values(cfg) -> bool:
-    """True when partition paths render the partition columns' values (simple, complex and
-    non-partitioned key generators), not e.g. formatted timestamps."""
-    keygen = cfg.keygen_class or ""
-    return not keygen or keygen.rsplit(".", 1)[-1] in (
-        "SimpleKeyGenerator", "ComplexKeyGenerator", "NonpartitionedKeyGenerator",
-        "SimpleAvroKeyGenerator", "ComplexAvroKeyGenerator")
 
 
 def _typed_candidates(values: list[str | None] | None, arrow_type: pa.DataType) -> list | None:

@@ -10,15 +10,18 @@ import pyarrow as pa
 
 from .config import (
     COMPLEX_KEYGEN,
+    CUSTOM_KEYGEN,
     DEFAULT_PAYLOAD,
     MERGER_STRATEGY,
     NONPARTITIONED_KEYGEN,
     OVERWRITE_PAYLOAD,
     SIMPLE_KEYGEN,
+    TIMESTAMP_KEYGEN,
     TableConfig,
     TableOptions,
     WriteOptions,
     options_value,
+    unsupported_merge,
 )
 from .engine import Engine, LocalEngine
 from .errors import (
@@ -27,10 +30,12 @@ from .errors import (
     TableExistsError,
     TableNotFoundError,
     TimelineError,
+    UnsupportedFeatureError,
     UnsupportedTableVersionError,
     WriteConflictError,
 )
-from .keys import KeyGenerator
+from .keygen_timestamp import INPUT_TIMEZONE, OUTPUT_TIMEZONE, TIMEZONE, setting
+from .keys import KEYGEN_CLASSES, WRITE_PARTITION_FIELD, KeyGenerator, declared_keygen, split_typed_fields
 from .lock import FileSystemLock
 from .read import Reader
 from .schema import from_avro
@@ -62,7 +67,7 @@ class Table:
         self.config = config
         self.options = dict(options or {})
         self.engine = engine or LocalEngine(self.option(WriteOptions.PARALLELISM))
-        self.keygen = KeyGenerator.for_table(config, storage.uri)
+        self.keygen = KeyGenerator.for_table(config, storage.uri, self.options)
 
     def __repr__(self) -> str:
         return f"Table({self.storage.uri!r}, {self.config.table_type})"
@@ -72,7 +77,12 @@ class Table:
     def create(path: str, *, name: str, table_type: str = "COPY_ON_WRITE", record_key: str | list[str],
                precombine_field: str | None = None, partition_fields: str | list[str] | tuple = (),
                hive_style_partitioning: bool = False, options: dict[str, Any] | None = None) -> Table:
-        """Create an empty table (hoodie.properties and the meta folders)."""
+        """Create an empty table (hoodie.properties and the meta folders).
+
+        `options` may name the key generator (`hoodie.table.keygenerator.class`) and its
+        `hoodie.keygen.timebased.*` settings; they are kept in hoodie.properties, where Java
+        writers find them too. CustomKeyGenerator fields are given typed
+        (`partition_fields=["ts:TIMESTAMP", "city:SIMPLE"]`)."""
         storage = Storage(path)
         if storage.exists(".hoodie/hoodie.properties"):
             raise TableExistsError(f"{storage.uri} already holds a Hudi table")
@@ -80,7 +90,8 @@ class Table:
         if table_type not in TABLE_TYPES:
             raise InvalidOptionError(f"table {storage.uri}: table_type {table_type!r} is not one of {TABLE_TYPES}")
         keys = _as_list(record_key)
-        parts = _as_list(partition_fields)
+        typed = split_typed_fields(",".join(_as_list(partition_fields)))
+        parts = [name for name, _ in typed]
         if not keys:
             raise InvalidOptionError(f"table {storage.uri}: record_key is required")
         if not name or any(c in name for c in "/\\ "):
@@ -110,6 +121,9 @@ class Table:
             props["hoodie.table.partition.fields"] = ",".join(parts)
         if table_type == "MERGE_ON_READ":
             props["hoodie.compaction.record.merger.strategy"] = MERGER_STRATEGY
+        if any(kind for _, kind in typed):
+            props["hoodie.table.keygenerator.class"] = CUSTOM_KEYGEN
+            props[WRITE_PARTITION_FIELD] = ",".join(f"{n}:{k}" if k else n for n, k in typed)
         write_options = {}
         for key, value in (options or {}).items():
             text = str(value).lower() if isinstance(value, bool) else str(value)
@@ -117,6 +131,12 @@ class Table:
                 props[key] = text
             else:
                 write_options[key] = value
+        _complete_keygen_props(storage.uri, props)
+        problem = unsupported_merge(props, write_options, write=True)
+        if problem:
+            raise UnsupportedFeatureError(f"table {storage.uri}: {problem} is not implemented by airflow-lake "
+                                          "(DefaultHoodieRecordPayload and OverwriteWithLatestAvroPayload are)")
+        KeyGenerator.for_table(TableConfig(props), storage.uri, write_options).check_writable()
         for folder in _INIT_FOLDERS:
             storage.mkdirs(folder)
         config = TableConfig(props)
@@ -165,6 +185,21 @@ class Table:
         return from_avro(avro) if avro else pa.schema([])
 
     # -- writes ----------------------------------------------------------------------------
+    def check_merge_support(self, what: str, *, write: bool = False) -> None:
+        """Refuse `what` when records would merge by a payload or merger we do not implement."""
+        problem = unsupported_merge(self.config.props, self.options, write=write)
+        if problem:
+            raise UnsupportedFeatureError(
+                f"table {self.storage.uri}: {what} needs record merging with {problem}, which airflow-lake does not "
+                "implement (DefaultHoodieRecordPayload and OverwriteWithLatestAvroPayload with the default merger); "
+                "refusing rather than merging differently from Apache Hudi"
+                + ("" if write else "; read-optimized reads work"))
+
+    def check_write_support(self) -> None:
+        """Before a write touches the timeline: key generator and merge settings we implement."""
+        self.check_merge_support("a write", write=True)
+        self.keygen.check_writable()
+
     def write(self, data, *, operation: str = "upsert", extra_metadata: dict[str, str] | None = None) -> WriteResult:
         """Write one batch as one commit. Operations: insert, upsert, bulk_insert, delete,
         insert_overwrite, insert_overwrite_table."""
@@ -188,6 +223,7 @@ class Table:
                         target_io_mb: int | None = None,
                         extra_metadata: dict[str, str] | None = None) -> compaction.CompactionDecision:
         """Schedule a compaction plan if due; the decision says which instant, or why not."""
+        self.check_merge_support("compaction")
         return compaction.schedule(self, instant=instant, strategy=strategy, max_delta_commits=max_delta_commits,
                                    max_delta_seconds=max_delta_seconds, target_io_mb=target_io_mb,
                                    extra_metadata=extra_metadata)
@@ -202,6 +238,7 @@ class Table:
     def run_compaction(self, instant: str | None = None, *, order: str = "FIFO",
                        extra_metadata: dict[str, str] | None = None) -> compaction.CompactionResult:
         """Execute the given pending compaction plan, or the oldest (FIFO) / newest (LIFO)."""
+        self.check_merge_support("compaction")
         return compaction.run(self, instant, order=order, extra_metadata=extra_metadata)
 
     def clean(self, *, policy: str = "KEEP_LATEST_COMMITS", retained: int | None = None, dry_run: bool = False,
@@ -307,6 +344,21 @@ def _as_list(value) -> list[str]:
 # ignore unknown keys in hoodie.properties).
 _SHARED_WRITE_KEYS = {"hoodie.index.type", "hoodie.bucket.index.num.buckets", "hoodie.bucket.index.hash.field",
                       "hoodie.index.bucket.engine"}
+
+
+def _complete_keygen_props(uri: str, props: dict[str, str]) -> None:
+    """Key generator properties of a table we create: a known class, and for timestamp
+    partitions a recorded time zone (UTC unless given), so that every writer, Java's too,
+    names partitions alike instead of using its JVM's zone."""
+    declared = declared_keygen(props)
+    keygen = KEYGEN_CLASSES.get(declared)
+    if keygen is None:
+        raise UnsupportedFeatureError(f"table {uri}: key generator {declared} is not implemented by airflow-lake")
+    typed = split_typed_fields(props.get(WRITE_PARTITION_FIELD, ""))
+    timestamp = keygen == TIMESTAMP_KEYGEN or (keygen == CUSTOM_KEYGEN and any(k == "TIMESTAMP" for _, k in typed))
+    if timestamp and all(setting(props, k) is None for k in (TIMEZONE, INPUT_TIMEZONE, OUTPUT_TIMEZONE)):
+        props[INPUT_TIMEZONE] = "UTC"
+        props[OUTPUT_TIMEZONE] = "UTC"
 
 
 def _is_table_property(key: str) -> bool:

@@ -92,6 +92,7 @@ class WriteClient:
             raise UnsupportedTableVersionError(
                 f"{where}: table version {cfg.version} (timeline layout {cfg.get(TableOptions.TIMELINE_LAYOUT)}) "
                 "cannot be written; airflow-lake writes table version 6, layout 1")
+        table.check_write_support()  # key generator, payload and merge options we implement
         arrow = to_arrow(data, where)
         is_global = self.index_type().startswith("GLOBAL")
         combine = operation in ("upsert", "delete") or self.opt(WriteOptions.COMBINE_BEFORE_INSERT)
