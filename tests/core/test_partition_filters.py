@@ -130,6 +130,7 @@ def test_timestamp_keygen_paths_are_not_values(table_path):
     table = _table(table_path, hive=False, encode=False, fields=["p"])
     table.write(pa.table({"id": ["a", "b"], "p": ["x", "y"]}), operation="insert")
     table.config.props["hoodie.table.keygenerator.class"] = "org.apache.hudi.keygen.TimestampBasedKeyGenerator"
+    table = Table(table.storage, table.config)  # the key generator is the table's
     view = FileSystemView(table.storage, table.timeline)
     groups = view.file_groups()
     assert len(Reader(table, table.engine)._prune(view, groups, [("p", "=", "zz")])) == len(groups)
