@@ -221,6 +221,13 @@ def test_url_encoding_writes_such_values_and_hudi_rs_reads_them(table_path, hive
     assert len(got) == len(values) + 1
     assert {(r[1], r[3]) for r in got} >= {(v, ("part=" if hive else "") + e) for v, e in ENCODED.items()}
     assert [r[2] for r in got if r[0] in ids[:3]] == [9.0, 9.0, 9.0]
+    # hudi-rs prunes partitions by the decoded values
+    from hudi import HudiReadOptions, HudiTableBuilder
+
+    ht = HudiTableBuilder.from_base_uri(table_path).build()
+    for key, value in zip(ids, values, strict=True):
+        batches = ht.read(HudiReadOptions().with_filters([("part", "=", value)]))
+        assert [k for b in batches for k in b.column("id").to_pylist()] == [key], value
 
 
 @pytest.mark.parametrize(("hive", "encode", "value"), [
