@@ -208,6 +208,9 @@ class WriteOptions:
     LOCK_WAIT_MS = Option("hoodie.write.lock.wait_time_ms", 60000, int)
     PARALLELISM = Option("airflow_lake.parallelism", 0, int)
     DROP_METADATA_TABLE = Option("airflow_lake.metadata.table.drop", True, bool)
+    # new naive timestamp columns: false = Avro timestamp-* (UTC instants, Spark's TimestampType,
+    # read by every engine), true = local-timestamp-* (hudi-rs 0.5 cannot read those)
+    TIMESTAMP_WITHOUT_TIMEZONE = Option("airflow_lake.timestamp.without.timezone", False, bool)
 
 
 # -- hoodie.properties --------------------------------------------------------------------

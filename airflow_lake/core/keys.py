@@ -221,7 +221,7 @@ class KeyGenerator:
                 values = pc.binary_join_element_wise(f"{field}=", values, "")
             parts.append(values.take(encoded.indices.fill_null(len(distinct) - 1)))
         paths = _combine(parts[0] if len(parts) == 1 else pc.binary_join_element_wise(*parts, "/"))
-        check_partition_paths(self.table, pc.unique(paths).to_pylist())
+        check_partition_paths(self.table, pc.unique(paths), self.partition_fields, self.hive_style)
         return paths
 
 
@@ -252,16 +252,61 @@ def _custom_types(uri: str, cfg: TableConfig, settings: dict[str, str]) -> tuple
     return tuple(kind for _, kind in typed), None
 
 
-def check_partition_paths(table: str, paths: list[str]) -> None:
-    """Reject partition paths that would leave the base path or hide in `.hoodie`."""
-    for path in paths:
-        segments = path.split("/")
-        if path.startswith("/") or any(s in ("", ".", "..") for s in segments) or segments[0] == ".hoodie" \
-                or "\\" in path or "\x00" in path:
-            raise PartitionPathError(f"table {table}: partition path {path!r} is not allowed "
-                                     "(empty, '.' or '..' segments, absolute paths, '\\' and '.hoodie' "
-                                     "would escape the table); enable "
-                                     "hoodie.datasource.write.partitionpath.urlencode to encode such values")
+NAME_MAX = 255  # bytes in one file or folder name (Linux, most object-store gateways)
+_URL_ENCODE_KEY = "hoodie.datasource.write.partitionpath.urlencode"
+# (regex over a whole partition path, why it is refused); only distinct paths are tested
+_PATH_RULES = (
+    (r"^/|//|/$", "an empty path segment or a leading '/' (a value is empty or starts or ends with '/')"),
+    (r"(^|/)\.\.?(/|$)", "a '.' or '..' segment, which would leave its folder"),
+    (r"^\.hoodie(/|$)", "'.hoodie', the table's metadata folder"),
+    (r"\\", "a '\\', which some file systems read as a separator"),
+    (r"[\x00-\x1f\x7f]", "a control character (0x00-0x1F, 0x7F), which hudi-rs refuses in paths"),
+)
+
+
+def check_partition_paths(table: str, paths: pa.Array | list[str], fields: tuple[str, ...] | list[str] = (),
+                          hive_style: bool = False) -> None:
+    """Refuse partition paths that would leave the base path, hide in `.hoodie`, carry
+    characters readers refuse, or have a folder name longer than `NAME_MAX` UTF-8 bytes.
+    `paths` are the distinct rendered (encoded) paths; the tests are vectorised."""
+    paths = pa.array(paths, pa.string()) if isinstance(paths, list) else _combine(paths)
+    if not len(paths):
+        return
+    for pattern, why in _PATH_RULES:
+        bad = pc.match_substring_regex(paths, pattern).fill_null(False)
+        if pc.any(bad).as_py():
+            path = paths.filter(bad)[0].as_py()
+            raise PartitionPathError(f"table {table}: {_which(path, fields, hive_style)} gives partition path "
+                                     f"{_short(path)}, which has {why}; create the table with {_URL_ENCODE_KEY}=true "
+                                     "to write such values encoded")
+    segments = pc.list_flatten(pc.split_pattern(paths, "/"))
+    sizes = pc.binary_length(segments)
+    if pc.max(sizes).as_py() > NAME_MAX:
+        segment = segments.filter(pc.greater(sizes, NAME_MAX))[0].as_py()
+        path = next(p for p in paths.to_pylist() if segment in p.split("/"))
+        raise PartitionPathError(f"table {table}: {_which(path, fields, hive_style)} gives a folder name "
+                                 f"of {len(segment.encode())} bytes (UTF-8, after encoding); "
+                                 f"file systems allow {NAME_MAX}: shorten or hash the partition value")
+
+
+def _which(path: str, fields, hive_style: bool) -> str:
+    """'partition field F value V' for an offending path, as far as the path tells."""
+    segments = path.split("/")
+    if len(fields) == 1:
+        field = fields[0]
+        value = path[len(field) + 1:] if hive_style and path.startswith(f"{field}=") else path
+        return f"partition field {field!r} value {_short(value)}"
+    if fields and len(segments) == len(fields):
+        for field, seg in zip(fields, segments, strict=True):
+            value = seg[len(field) + 1:] if hive_style and seg.startswith(f"{field}=") else seg
+            if seg in ("", ".", "..") or seg == ".hoodie" or len(seg.encode()) > NAME_MAX \
+                    or any(c == "\\" or ord(c) < 0x20 or c == "\x7f" for c in seg):
+                return f"partition field {field!r} value {_short(value)}"
+    return f"a value of partition fields {list(fields)}" if fields else "a partition value"
+
+
+def _short(text: str, limit: int = 80) -> str:
+    return repr(text) if len(text) <= limit else f"{text[:limit]!r}... ({len(text)} characters)"
 
 
 def _column(data: pa.Table, field: str) -> pa.ChunkedArray | None:
@@ -302,7 +347,11 @@ def _combine(arr) -> pa.Array:
 def _url_encode(values: pa.Array) -> pa.Array:
     for ch in _URL_ESCAPE:
         values = pc.replace_substring(values, ch, f"%{ord(ch):02X}")
-    return values
+    # Java leaves '.', '..' and '.hoodie' as they are (folders that leave their parent or hide
+    # in the metadata folder); their first dot is encoded here, which decoding undoes
+    dots = pc.match_substring_regex(values, r"^\.(\.?|hoodie)$").fill_null(False)
+    escaped = pc.binary_join_element_wise("%2E", pc.utf8_slice_codeunits(values, 1), "")
+    return pc.if_else(dots, escaped, values)
 
 
 def parse_partition_path(path: str, fields: list[str], hive_style: bool,

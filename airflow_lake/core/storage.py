@@ -88,6 +88,23 @@ class Storage:
     def walk_files(self, path: str = "") -> Iterator[FileStatus]:
         yield from self.list(path, recursive=True)
 
+    def file_in_the_way(self) -> str | None:
+        """Local file systems: the root, or its nearest existing ancestor, when that is a
+        regular file (no folder can be made there). Object stores have no such conflict."""
+        if not self.is_local:
+            return None
+        path = self.root
+        while True:
+            kind = self.fs.get_file_info(path).type
+            if kind == pafs.FileType.File:
+                return path
+            if kind != pafs.FileType.NotFound:
+                return None
+            parent = posixpath.dirname(path)
+            if parent == path:
+                return None
+            path = parent
+
     def open_input(self, path: str) -> pa.NativeFile:
         return self.fs.open_input_file(self.full(path))
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from typing import Any
 
 import pyarrow as pa
@@ -38,7 +39,7 @@ from .keygen_timestamp import INPUT_TIMEZONE, OUTPUT_TIMEZONE, TIMEZONE, setting
 from .keys import KEYGEN_CLASSES, WRITE_PARTITION_FIELD, KeyGenerator, declared_keygen, split_typed_fields
 from .lock import FileSystemLock
 from .read import Reader
-from .schema import from_avro
+from .schema import NAME_RULE, from_avro, is_avro_name
 from .services import archive, clean, compaction, rollback, savepoint
 from .storage import Storage
 from .timeline.active import ActiveTimeline
@@ -84,6 +85,10 @@ class Table:
         writers find them too. CustomKeyGenerator fields are given typed
         (`partition_fields=["ts:TIMESTAMP", "city:SIMPLE"]`)."""
         storage = Storage(path)
+        blocker = storage.file_in_the_way()
+        if blocker is not None:
+            raise InvalidOptionError(f"table {storage.uri}: cannot create a table there, {blocker} is a "
+                                     "regular file, not a folder")
         if storage.exists(".hoodie/hoodie.properties"):
             raise TableExistsError(f"{storage.uri} already holds a Hudi table")
         table_type = table_type.upper()
@@ -94,8 +99,7 @@ class Table:
         parts = [name for name, _ in typed]
         if not keys:
             raise InvalidOptionError(f"table {storage.uri}: record_key is required")
-        if not name or any(c in name for c in "/\\ "):
-            raise InvalidOptionError(f"table {storage.uri}: invalid table name {name!r}")
+        _check_names(storage.uri, name, keys + parts + ([precombine_field] if precombine_field else []))
         keygen = NONPARTITIONED_KEYGEN if not parts else (
             COMPLEX_KEYGEN if len(keys) > 1 or len(parts) > 1 else SIMPLE_KEYGEN)
         props = {
@@ -332,6 +336,20 @@ class Table:
         self.storage.delete_dir(".hoodie/metadata")
 
 
+def _check_names(uri: str, name: str, fields: list[str]) -> None:
+    """The table name must be non-empty without '/', '\\' or control characters (other
+    characters become '__' in the Avro record name, as Apache Hudi's Spark writer does);
+    key, partition and precombine fields (dotted paths) must be valid Avro names."""
+    if not name or re.search(r"[/\\\x00-\x1f\x7f]", name):
+        raise InvalidOptionError(f"table {uri}: invalid table name {name!r} (it must be non-empty, "
+                                 "without '/', '\\' or control characters)")
+    for field in fields:
+        bad = next((part for part in field.split(".") if not is_avro_name(part)), None)
+        if bad is not None:
+            raise InvalidOptionError(f"table {uri}: field {field!r} is not a valid column name ({NAME_RULE}; "
+                                     f"{bad!r} is not)")
+
+
 def _as_list(value) -> list[str]:
     if value is None:
         return []
@@ -343,7 +361,7 @@ def _as_list(value) -> list[str]:
 # Write settings every writer of the table must share are kept with the table (Java readers
 # ignore unknown keys in hoodie.properties).
 _SHARED_WRITE_KEYS = {"hoodie.index.type", "hoodie.bucket.index.num.buckets", "hoodie.bucket.index.hash.field",
-                      "hoodie.index.bucket.engine"}
+                      "hoodie.index.bucket.engine", WriteOptions.TIMESTAMP_WITHOUT_TIMEZONE.key}
 
 
 def _complete_keygen_props(uri: str, props: dict[str, str]) -> None:

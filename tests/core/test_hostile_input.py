@@ -17,10 +17,31 @@ from airflow_lake.core.errors import InvalidTableError, UnsupportedTableVersionE
 from tests.conftest import hudi_read, rows
 from tests.core.test_errors import tree
 
-KEYS = st.one_of(st.none(), st.text(alphabet=st.sampled_from(list("ab,:=/% é😀") + ["\\", "\x00"]), max_size=6))
-ROW = st.fixed_dictionaries({"id": KEYS, "ts": st.integers(0, 3), "part": st.sampled_from(["x", "y", None])})
-BATCH = st.tuples(st.sampled_from(["upsert", "delete", "insert"]), st.lists(ROW, max_size=6),
-                  st.sampled_from(["plain", "extra_column", "type_clash"]))
+KEY_TEXT = st.text(alphabet=st.sampled_from(list("ab,:=/% é😀") + ["\\", "\x00"]), max_size=6)
+KEYS = st.one_of(st.none(), KEY_TEXT)
+# hive style: 'part=..' is an ordinary folder name; a control character or a folder name over
+# 255 bytes is refused (no URL encoding)
+BAD_PARTS = ["a\tb", "é" * 130]
+GOOD_PARTS = ["x", "y", None, ".."]
+
+
+def rows_of(valid_keys: bool, valid_parts: bool) -> st.SearchStrategy:
+    """Rows whose keys (partition values) are all valid, or may be null, empty (refused)."""
+    row = st.fixed_dictionaries({
+        "id": KEY_TEXT.filter(bool) if valid_keys else KEYS, "ts": st.integers(0, 3),
+        "part": st.sampled_from(GOOD_PARTS if valid_parts else GOOD_PARTS + BAD_PARTS)})
+    return st.lists(row, max_size=6)
+
+
+# shapes refused whatever the rows (an Avro-invalid name), and refused when a row carries a
+# value the table cannot store (uint64 above the int64 maximum, sub-microsecond nanoseconds)
+NAME_SHAPES = ("bad_name",)
+VALUE_SHAPES = ("u64_big", "lossy_ns")
+# a batch either has only valid keys and partition values or may have bad ones: otherwise
+# nearly every batch stops at its first null key and the later checks are never reached
+ROWS = st.sampled_from([(True, True), (True, False), (False, True), (True, True)]).flatmap(lambda ok: rows_of(*ok))
+BATCH = st.tuples(st.sampled_from(["upsert", "delete", "insert"]), ROWS,
+                  st.sampled_from(["plain", "naive_ts", "extra_column", "type_clash", *NAME_SHAPES, *VALUE_SHAPES]))
 
 
 def arrow(batch: list[dict], shape: str) -> pa.Table:
@@ -32,11 +53,19 @@ def arrow(batch: list[dict], shape: str) -> pa.Table:
         data["extra"] = pa.array([len(r["id"] or "") for r in batch], pa.int32())
     if shape == "type_clash":
         data["v"] = pa.array([str(r["ts"]) for r in batch], pa.string())
+    if shape == "naive_ts":  # written as timestamp-micros, which hudi-rs reads
+        data["when"] = pa.array([r["ts"] * 1_000_001 for r in batch], pa.int64()).cast(pa.timestamp("us"))
+    if shape == "lossy_ns":
+        data["when"] = pa.array([r["ts"] * 1000 + 1 for r in batch], pa.int64()).cast(pa.timestamp("ns"))
+    if shape == "u64_big":
+        data["big"] = pa.array([2**63 + r["ts"] for r in batch], pa.uint64())
+    if shape == "bad_name":
+        data["tip amount"] = pa.array([1.0] * len(batch))
     return pa.table(data)
 
 
 @pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
-@settings(max_examples=25, deadline=None, derandomize=True,
+@settings(max_examples=40, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops=st.lists(BATCH, min_size=1, max_size=5))
 def test_random_operations_succeed_as_modelled_or_change_nothing(table_type, ops):
@@ -59,6 +88,9 @@ def test_random_operations_succeed_as_modelled_or_change_nothing(table_type, ops
             continue
         assert all(r["id"] for r in batch), "a null or empty key was accepted"
         assert shape != "type_clash" or not batch or op == "delete"
+        assert shape not in NAME_SHAPES or op == "delete", "an Avro-invalid column name was accepted"
+        assert shape not in VALUE_SHAPES or not batch or op == "delete", "a value that does not fit was accepted"
+        assert not any(r["part"] in BAD_PARTS for r in batch), "an unreadable partition path was accepted"
         latest: dict[tuple, dict] = {}
         for r in batch:
             k = (r["part"], r["id"])

@@ -98,7 +98,8 @@ class WriteClient:
         combine = operation in ("upsert", "delete") or self.opt(WriteOptions.COMBINE_BEFORE_INSERT)
         batch = prepare(arrow, operation, keygen=table.keygen, precombine=cfg.precombine_field,
                         table_avro=table.schema_avro(), table_name=cfg.name, where=where,
-                        combine=combine, is_global=is_global)
+                        combine=combine, is_global=is_global,
+                        local_timestamps=self.opt(WriteOptions.TIMESTAMP_WITHOUT_TIMEZONE))
         extra = dict(extra_metadata or {})
         token = extra.get(TOKEN_KEY)
         if token:

@@ -90,8 +90,10 @@ class Batch:
 
 
 def prepare(data: pa.Table, operation: str, *, keygen: KeyGenerator, precombine: str | None,
-            table_avro: dict | None, table_name: str, where: str, combine: bool, is_global: bool) -> Batch:
-    """Check, key, dedupe and conform one batch for `operation`."""
+            table_avro: dict | None, table_name: str, where: str, combine: bool, is_global: bool,
+            local_timestamps: bool = False) -> Batch:
+    """Check, key, dedupe and conform one batch for `operation` (`local_timestamps`: new naive
+    timestamp columns are timestamp-without-time-zone)."""
     if operation not in OPERATIONS:
         raise InvalidOptionError(f"{where}: unknown operation {operation!r}; one of {', '.join(OPERATIONS)}")
     data = data.drop_columns([c for c in data.column_names if c in META_FIELDS])
@@ -111,10 +113,10 @@ def prepare(data: pa.Table, operation: str, *, keygen: KeyGenerator, precombine:
     if is_delete_op:
         avro = table_avro
         if avro is None:
-            avro = evolve(None, data.schema, table_name, where)
+            avro = evolve(None, data.schema, table_name, where, local_timestamps=local_timestamps)
         is_delete = np.ones(len(data), dtype=bool)
     else:
-        avro = evolve(table_avro, data.schema, table_name, where)
+        avro = evolve(table_avro, data.schema, table_name, where, local_timestamps=local_timestamps)
         is_delete = np.zeros(len(data), dtype=bool)
         if IS_DELETED in data.column_names:
             flag = data.column(IS_DELETED)
@@ -124,7 +126,7 @@ def prepare(data: pa.Table, operation: str, *, keygen: KeyGenerator, precombine:
 
     schema = from_avro(avro)
     if not is_delete_op:
-        data = conform(data, schema)
+        data = conform(data, schema, where)
     ordering = None  # a delete by key carries no ordering value: it always wins
     if precombine and not is_delete_op:
         ordering = data.column(precombine).combine_chunks()
