@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
 
 import pyarrow as pa
 import pytest
@@ -35,7 +36,15 @@ class Layout:
     def is_global(self) -> bool:
         return self.options.get("hoodie.index.type", "").startswith("GLOBAL")
 
+    @property
+    def hudi_rs_filters(self) -> bool:
+        """hudi-rs 0.5.0 filters by partition path: it finds nothing for '' (the default
+        partition) nor for a '/' inside an unencoded value (a known gap on its side)."""
+        encoded = str(self.options.get("hoodie.datasource.write.partitionpath.urlencode", "")).lower() == "true"
+        return encoded or not any("/" in p for p in self.parts)
+
     def partition_of(self, row: dict) -> str:
+        """A path per distinct partition (the model needs identity, not Hudi's rendering)."""
         if not self.partition_fields:
             return ""
         segs = [f"{f}={row[f]}" if self.hive else str(row[f]) for f in self.partition_fields]
@@ -59,7 +68,23 @@ LAYOUTS = [
     Layout("mor_bucket", ["id"], ["part"], table_type=MOR,
            options={"hoodie.index.type": "BUCKET", "hoodie.bucket.index.num.buckets": 4}),
     Layout("mor_global_bloom", ["id"], ["part"], table_type=MOR, options={"hoodie.index.type": "GLOBAL_BLOOM"}),
+    # tables without meta fields: keys come from the key fields, incremental reads by file
+    Layout("cow_no_meta", ["id"], ["part"], hive=True, options={"hoodie.populate.meta.fields": "false"}),
+    Layout("mor_no_meta", ["id"], ["part"], table_type=MOR,
+           options={"hoodie.populate.meta.fields": "false", "hoodie.index.type": "SIMPLE"}),
+    # partition values whose paths differ from the values
+    Layout("mor_url_encoded", ["id"], ["part"], hive=True, table_type=MOR,
+           parts=("50%off", "k=v", "a/b", "", "tab\tx", "..", "é ü", "#?*"),
+           options={"hoodie.datasource.write.partitionpath.urlencode": "true"}),
+    Layout("cow_slashes", ["id"], ["part"], parts=("x/y", "z", "w/v/u")),
+    # partition paths rendered by Java's TimestampBasedKeyGenerator from `event_ms`
+    Layout("mor_timestamp_keygen", ["id"], ["event_ms"], table_type=MOR, options={
+        "hoodie.table.keygenerator.class": "org.apache.hudi.keygen.TimestampBasedKeyGenerator",
+        "hoodie.keygen.timebased.timestamp.type": "EPOCHMILLISECONDS",
+        "hoodie.keygen.timebased.output.dateformat": "yyyy/MM/dd/HH",
+        "hoodie.keygen.timebased.timezone": "GMT+8:00"}),
 ]
+EPOCH_MS = 1_680_350_400_000  # 2023-04-01T12:00:00Z
 COLUMNS_ORDER = ["id", "k2", "ts", "part", "sub", "val", "name"]
 
 
@@ -72,6 +97,8 @@ def make_row(rng: random.Random, key: int, ts: int | None = None, parts=PARTS) -
         "sub": rng.choice(SUBS),
         "val": round(rng.random() * 100, 3),
         "name": rng.choice(["ann", "bo", "ça", "δ", None]),
+        "event_ms": EPOCH_MS + (key % 5) * 1_800_000,  # one hour folder per key, fixed
+        "at": datetime(2024, 1, 1) + timedelta(seconds=key * 37, microseconds=key),  # naive: written as UTC
         "_hoodie_is_deleted": False,
     }
 
@@ -79,7 +106,7 @@ def make_row(rng: random.Random, key: int, ts: int | None = None, parts=PARTS) -
 def to_arrow(batch: list[dict]) -> pa.Table:
     schema = pa.schema([("id", pa.string()), ("k2", pa.int64()), ("ts", pa.int64()), ("part", pa.string()),
                         ("sub", pa.string()), ("val", pa.float64()), ("name", pa.string()),
-                        ("_hoodie_is_deleted", pa.bool_())])
+                        ("event_ms", pa.int64()), ("at", pa.timestamp("us")), ("_hoodie_is_deleted", pa.bool_())])
     return pa.Table.from_pylist(batch, schema=schema)
 
 
@@ -160,14 +187,18 @@ def run_scenario(layout: Layout, path: str, seed: int, steps: int = 10):
 
 
 def model_rows(model_rows_: list[dict], columns: list[str]) -> list[tuple]:
-    return rows(pa.Table.from_pylist(model_rows_), columns) if model_rows_ else []
+    """The model's rows as the readers return them (naive timestamps come back as UTC)."""
+    utc = [{**r, "at": r["at"].replace(tzinfo=timezone.utc)} if "at" in r else r for r in model_rows_]
+    return rows(pa.Table.from_pylist(utc), columns) if utc else []
 
 
 @pytest.mark.parametrize("layout", LAYOUTS, ids=lambda layout: layout.name)
 @pytest.mark.parametrize("seed", [1, 2])
 def test_three_judges_agree(layout, seed, table_path):
     table, model = run_scenario(layout, table_path, seed)
-    cols = ["id", "k2", "ts", "part", "sub", "val", "name", "_hoodie_commit_time"]
+    cols = ["id", "k2", "ts", "part", "sub", "val", "name", "event_ms", "at"]
+    if layout.meta_fields:
+        cols.append("_hoodie_commit_time")
     instants = [t for t, _ in model.history]
     assert instants == table.timeline.commits().completed().times
 
@@ -187,7 +218,8 @@ def test_three_judges_agree(layout, seed, table_path):
         if start == end:
             continue
         ours = rows(table.read_incremental(start, end), cols)
-        assert ours == model_rows(model.incremental(start, end), cols), f"({start}, {end}]"
+        if layout.meta_fields:  # without them a row's instant is its file's or block's, as hudi-rs
+            assert ours == model_rows(model.incremental(start, end), cols), f"({start}, {end}]"
         theirs = hudi_read(table_path, **{"hoodie.read.query.type": "incremental",
                                           "hoodie.read.start.timestamp": start,
                                           "hoodie.read.end.timestamp": end})
@@ -208,7 +240,8 @@ def test_three_judges_agree(layout, seed, table_path):
                 expected = model_rows([r for r in model.rows.values()
                                        if _matches(r["part"], flt[0][1], flt[0][2])], cols)
                 assert rows(table.read(filters=flt), cols) == expected, flt
-                assert rows(hudi_read_filtered(table_path, flt), cols) == expected, f"hudi-rs {flt}"
+                if layout.hudi_rs_filters and value != "" and layout.parts[0] != "":
+                    assert rows(hudi_read_filtered(table_path, flt), cols) == expected, f"hudi-rs {flt}"
 
 
 def _matches(value, op: str, operand) -> bool:
