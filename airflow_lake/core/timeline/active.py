@@ -8,11 +8,11 @@ never rewritten, so their contents are cached and carried over to the reloaded t
 
 from __future__ import annotations
 
-import time as _time
+import functools
 from collections.abc import Collection, Iterable, Iterator
 
 from ..errors import InstantNotFoundError, TimelineError
-from ..storage import FileStatus, Storage
+from ..storage import Storage
 from . import tokens
 from .instant import COMMIT_ACTIONS, WRITE_ACTIONS, Instant, State
 from .metadata import CommitMetadata
@@ -108,7 +108,13 @@ class Timeline:
         return first is not None and time < first.time
 
     def transition_time_ms(self, instant: Instant) -> int:
-        return self._mtimes.get(instant.file_name, 0)
+        """The modification time of the instant's state file (read on first use), 0 if gone."""
+        name = instant.file_name
+        mtime = self._mtimes.get(name)
+        if mtime is None:
+            status = self.storage.status(f"{META}/{name}")
+            mtime = self._mtimes[name] = status.mtime_ms if status is not None else 0
+        return mtime
 
     # -- payloads --------------------------------------------------------------------------
     def read_details(self, instant: Instant) -> bytes:
@@ -192,21 +198,22 @@ class Timeline:
 class ActiveTimeline(Timeline):
     """The instants in `.hoodie/`, with the layout-1 rules of spec §2.5."""
 
-    def __init__(self, storage: Storage, files: list[FileStatus] | None = None,
+    def __init__(self, storage: Storage, files: list[tuple[str, int | None]] | None = None,
                  details: dict[str, bytes] | None = None):
-        files = storage.list(META) if files is None else files
+        files = storage.list_names(META) if files is None else files
         self._by_time: dict[str, dict[str, Instant]] = {}  # time -> state file name -> instant
-        mtimes: dict[str, int] = {}
-        for f in files:
-            instant = Instant.parse(f.name)
+        mtimes: dict[str, int] = {}  # where the listing gave them; others are read on demand
+        for name, mtime in files:
+            instant = _parse(name)
             if instant is not None:
-                mtimes[f.name] = f.mtime_ms
-                self._by_time.setdefault(instant.time, {})[f.name] = instant
+                if mtime is not None:
+                    mtimes[name] = mtime
+                self._by_time.setdefault(instant.time, {})[name] = instant
         self._raw: dict[tuple[str, str], Instant] = {}
         for names in self._by_time.values():
             for instant in names.values():
                 self._keep_highest(instant)
-        kept = {n for n in mtimes if n in (details or {})}
+        kept = {n for names in self._by_time.values() for n in names if n in (details or {})}
         super().__init__(storage, self._raw.values(), mtimes, {n: details[n] for n in kept} if details else None)
 
     def _keep_highest(self, instant: Instant) -> None:
@@ -249,7 +256,6 @@ class ActiveTimeline(Timeline):
         if not self.storage.create(f"{META}/{name}", content):
             raise TimelineError(f"table {self.storage.uri}: {name} already exists")
         self._by_time.setdefault(instant.time, {})[name] = Instant.parse(name)
-        self._mtimes[name] = int(_time.time() * 1000)
         self._details[name] = content
         self._changed(instant.time)
         return instant
@@ -279,6 +285,9 @@ class ActiveTimeline(Timeline):
                 self.delete_file(n)
         for n in reversed(pending):
             self.delete_file(n)
+
+
+_parse = functools.lru_cache(maxsize=1 << 16)(Instant.parse)  # names recur in every listing
 
 
 def _order(instant: Instant) -> tuple:

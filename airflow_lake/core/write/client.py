@@ -32,7 +32,7 @@ from ..timeline import tokens
 from ..timeline.active import ActiveTimeline
 from ..timeline.instant import COMMIT, COMMIT_ACTIONS, COMPACTION, DELTA_COMMIT, REPLACE_COMMIT, Instant, State
 from ..timeline.metadata import CommitMetadata, read_compaction_plan, requested_replace_bytes, workload_metadata
-from ..view import PARTITION_METAFILE, FileSystemView
+from ..view import PARTITION_METAFILE, FileSystemView, list_partition_files
 from .files import WriteContext, insert_file, merge_file
 from .heartbeat import Heartbeat
 from .logs import append_log
@@ -147,7 +147,11 @@ class WriteClient:
         table, storage, cfg = self.table, self.storage, self.table.config
         instant = requested.time
         seen = set(timeline.completed().times) | {i.time for i in timeline.actions(COMPACTION)}
-        view = FileSystemView(storage, timeline)
+        # a non-global write only looks at the partitions it writes to
+        parts = None if is_global or operation == "insert_overwrite_table" else \
+            pc.unique(batch.partitions).to_pylist()
+        view = FileSystemView(storage, timeline, partition_files=None if parts is None
+                              else list_partition_files(storage, parts))
         ctx = WriteContext(
             storage, instant, batch.avro_schema, from_avro(batch.avro_schema),
             BloomSettings(self.opt(WriteOptions.BLOOM_NUM_ENTRIES), self.opt(WriteOptions.BLOOM_FPP),
