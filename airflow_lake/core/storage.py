@@ -27,7 +27,7 @@ class FileStatus:
 
     @property
     def name(self) -> str:
-        return posixpath.basename(self.path)
+        return self.path.rpartition("/")[2]
 
 
 class Storage:
@@ -76,7 +76,18 @@ class Storage:
     def list(self, path: str, *, recursive: bool = False) -> list[FileStatus]:
         """Files (not folders) under `path`; an absent folder lists as empty."""
         selector = pafs.FileSelector(self.full(path), allow_not_found=True, recursive=recursive)
-        return [self._status(i) for i in self.fs.get_file_info(selector) if i.type == pafs.FileType.File]
+        return [self._status(i) for i in self.fs.get_file_info(selector) if i.is_file]
+
+    def list_names(self, path: str) -> list[tuple[str, int | None]]:
+        """(name, mtime in ms) of the files directly in `path`, the mtime None where it would
+        cost a stat per file (a local folder: names only); an absent folder lists as empty."""
+        if not self.is_local:
+            return [(f.name, f.mtime_ms) for f in self.list(path)]
+        try:
+            with os.scandir(self.full(path)) as entries:
+                return [(e.name, None) for e in entries if e.is_file()]
+        except (FileNotFoundError, NotADirectoryError):
+            return []
 
     def list_dirs(self, path: str) -> list[str]:
         selector = pafs.FileSelector(self.full(path), allow_not_found=True)

@@ -42,10 +42,11 @@ from .read import Reader
 from .schema import NAME_RULE, from_avro, is_avro_name
 from .services import archive, clean, compaction, rollback, savepoint
 from .storage import Storage
+from .timeline import tokens
 from .timeline.active import ActiveTimeline
 from .timeline.archived import ArchivedTimeline
 from .timeline.clock import next_instant
-from .timeline.instant import Instant
+from .timeline.instant import ROLLBACK, Instant
 from .write.client import WriteClient, WriteResult
 from .write.heartbeat import is_expired
 
@@ -170,12 +171,15 @@ class Table:
 
     @property
     def timeline(self) -> ActiveTimeline:
-        """The active timeline, scanned now."""
-        return ActiveTimeline(self.storage)
+        """The active timeline, scanned now (each access lists `.hoodie/`: an operation takes
+        one and passes it along)."""
+        timeline = ActiveTimeline(self.storage)
+        timeline.archive_folder = self.config.archive_folder
+        return timeline
 
     def schema_avro(self, timeline: ActiveTimeline | None = None) -> dict | None:
         """The table's Avro schema (no meta fields): latest commit's, else the create schema."""
-        timeline = timeline or self.timeline
+        timeline = self.timeline if timeline is None else timeline
         for instant in reversed(timeline.commits().completed().instants):
             schema = timeline.commit_metadata(instant).schema
             if schema:
@@ -260,10 +264,15 @@ class Table:
     def archived_timeline(self) -> ArchivedTimeline:
         return ArchivedTimeline(self.storage, self.config.archive_folder)
 
-    def rollback(self, instant: str) -> rollback.RollbackResult:
-        """Roll back a pending write or compaction, or the latest completed write."""
+    def rollback(self, instant: str, *, extra_metadata: dict[str, str] | None = None) -> rollback.RollbackResult:
+        """Roll back a pending write or compaction, or the latest completed write. A run token
+        in `extra_metadata` is recorded in the token index (rollback metadata has no field for it)."""
+        token = tokens.token_of(extra_metadata)
         with self.lock():
             timeline = self.repair_timeline()
+            done = timeline.find_token(token, actions=(ROLLBACK,)) if token else None
+            if done is not None:
+                return rollback.RollbackResult(done.time, instant, "", [])
             if not timeline.contains(instant):
                 done = rollback.rolled_back_by(timeline, instant)
                 if done is not None:  # an earlier call already did it (a retried task)
@@ -273,7 +282,9 @@ class Table:
                                                     self.option(WriteOptions.HEARTBEAT_INTERVAL_MS),
                                                     self.option(WriteOptions.HEARTBEAT_TOLERABLE_MISSES)):
                 raise WriteConflictError(f"table {self.storage.uri}: {target} is still running (live heartbeat)")
-            return rollback.rollback_instant(self.storage, timeline, target, self.new_instant_time(timeline))
+            time_ = self.new_instant_time(timeline)
+            tokens.record(self.storage, token, time_, ROLLBACK)
+            return rollback.rollback_instant(self.storage, timeline, target, time_)
 
     def savepoint(self, instant: str, *, user: str | None = None, comments: str = "",
                   extra_metadata: dict[str, str] | None = None) -> str:
@@ -291,32 +302,34 @@ class Table:
 
     def new_instant_time(self, timeline: ActiveTimeline | None = None) -> str:
         """A new instant, greater than every instant on the timeline (call under the lock)."""
-        timeline = timeline or self.timeline
+        timeline = self.timeline if timeline is None else timeline
         last = max((i.time for i in timeline), default=None)
         return next_instant(last, "UTC" if self.config.timezone == "UTC" else "LOCAL")
 
     def repair_timeline(self) -> ActiveTimeline:
-        """Under the lock: finish interrupted rollbacks, roll back failed writes (expired
-        heartbeats), drop marker folders of finished instants; returns the fresh timeline."""
+        """Under the lock: finish interrupted rollbacks and restores, roll back failed writes
+        (expired heartbeats), drop marker folders of instants no longer pending; returns the
+        timeline. One listing of `.hoodie/`: the repairs update it in memory."""
         timeline = self.timeline
         rollback.finish_pending_rollbacks(self.storage, timeline)
-        savepoint.finish_pending_restores(self, self.timeline)
-        rollback.forget_rolled_back(self.storage, self.timeline)
-        timeline = self.timeline
+        savepoint.finish_pending_restores(self, timeline)
+        rollback.forget_rolled_back(self.storage, timeline)
         failed = rollback.failed_writes(self.storage, timeline, self.option(WriteOptions.HEARTBEAT_INTERVAL_MS),
                                         self.option(WriteOptions.HEARTBEAT_TOLERABLE_MISSES))
         for target in failed:
-            rollback.rollback_instant(self.storage, timeline, target, self.new_instant_time())
-            timeline = self.timeline
+            rollback.rollback_instant(self.storage, timeline, target, self.new_instant_time(timeline))
         pending = {i.time for i in timeline.pending()}
         for folder in self.storage.list_dirs(".hoodie/.temp"):
             if folder.rsplit("/", 1)[-1] not in pending:
                 self.storage.delete_dir(folder)
         return timeline
 
-    def check_still_owner(self, inflight: Instant) -> None:
-        """Before completing: our inflight file must still be there (not rolled back)."""
-        if not self.storage.exists(f".hoodie/{inflight.file_name}"):
+    def check_still_owner(self, inflight: Instant, timeline: ActiveTimeline | None = None) -> None:
+        """Before completing: our inflight file must still be there (not rolled back), in
+        `timeline` (a listing taken under the lock) or on storage."""
+        there = timeline.has_file(inflight.file_name) if timeline is not None \
+            else self.storage.exists(f".hoodie/{inflight.file_name}")
+        if not there:
             raise TimelineError(f"table {self.storage.uri}: {inflight} was rolled back by another "
                                 "writer while this write ran; nothing was committed")
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 import posixpath
 from collections import defaultdict
+from collections.abc import Iterable
 
 from .model import BaseFile, FileGroup, FileSlice, LogFile
 from .storage import Storage
@@ -14,13 +16,18 @@ from .timeline.metadata import read_avro
 PARTITION_METAFILE = ".hoodie_partition_metadata"
 
 
-def list_partition_files(storage: Storage) -> dict[str, list]:
-    """Partition path -> file statuses, for folders holding a partition marker file."""
+def list_partition_files(storage: Storage, partitions: Iterable[str] | None = None) -> dict[str, list]:
+    """Partition path -> file statuses, for folders holding a partition marker file: every
+    folder of the table outside `.hoodie/`, or only the given partition paths (one listing
+    each, not recursive)."""
+    if partitions is not None:
+        found = (f for p in sorted(set(partitions)) for f in storage.list(p))
+    else:
+        found = itertools.chain(storage.list(""), *(storage.list(d, recursive=True)
+                                                    for d in storage.list_dirs("") if d != ".hoodie"))
     files_by_dir: dict[str, list] = defaultdict(list)
     marked: set[str] = set()
-    for f in storage.walk_files(""):
-        if f.path.startswith(".hoodie/") or f.path == ".hoodie":
-            continue
+    for f in found:
         folder = posixpath.dirname(f.path)
         if f.name.startswith(PARTITION_METAFILE):
             marked.add(folder)

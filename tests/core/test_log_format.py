@@ -127,8 +127,8 @@ def test_delete_block_ordering_rules(table_path, wrapper, value, deleted):
     with open(os.path.join(table_path, path), "wb") as f:
         f.write(delete_block_bytes(instant, schema, ["a"], ["x"], [(f"{NS}.{wrapper}", {"value": value})]))
     timeline = t.timeline
-    timeline.create(Instant(instant, DELTA_COMMIT, State.REQUESTED))
     meta = CommitMetadata("DELETE", {}, {"schema": timeline.commit_metadata(timeline.commits().last).schema})
+    timeline.create(Instant(instant, DELTA_COMMIT, State.REQUESTED))
     timeline.create(Instant(instant, DELTA_COMMIT, State.COMPLETED), meta.to_bytes())
     blocks = read_log_file(open(os.path.join(table_path, path), "rb").read())
     assert isinstance(blocks[0], DeleteBlock) and blocks[0].ordering == [(wrapper, value)]

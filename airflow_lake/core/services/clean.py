@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from ..config import Option
-from ..errors import InvalidOptionError
+from ..errors import InstantNotFoundError, InvalidOptionError
 from ..model import FileGroup
+from ..timeline import tokens
 from ..timeline.clock import format_instant, parse_instant
 from ..timeline.instant import CLEAN, SAVEPOINT, Instant, State
 from ..timeline.metadata import clean_metadata_bytes, cleaner_plan_bytes, read_avro
@@ -138,12 +139,15 @@ def clean(table, *, policy: str = "KEEP_LATEST_COMMITS", retained: int | None = 
     retained = retained if retained is not None else table.option(RETAINED[policy])
     if retained < 1 and policy != "KEEP_LATEST_BY_HOURS":
         raise InvalidOptionError(f"table {uri}: {policy} needs retained >= 1, not {retained}")
-    timeline = table.timeline
     if dry_run:
-        files, earliest = plan(table, timeline, policy, retained)
+        files, earliest = plan(table, table.timeline, policy, retained)
         return CleanResult(None, policy, earliest.time if earliest else None, _names(files), dry_run=True)
     with table.lock():
         timeline = table.repair_timeline()
+        token = tokens.token_of(extra_metadata)
+        done = timeline.find_token(token, actions=(CLEAN,)) if token else None
+        if done is not None:  # a retry: this run's clean is already done
+            return _stored_result(timeline, done, policy)
         pending = timeline.actions(CLEAN).pending().instants
         if pending:  # finish a half-done clean from its plan
             instant = pending[0]
@@ -167,7 +171,8 @@ def clean(table, *, policy: str = "KEEP_LATEST_COMMITS", retained: int | None = 
                 "partitionsToBeDeleted": [],
                 "extraMetadata": dict(extra_metadata) if extra_metadata else None,
             }
-            instant = timeline.create(Instant(t, CLEAN, State.REQUESTED), cleaner_plan_bytes(plan_record))
+            instant = timeline.create(Instant(t, CLEAN, State.REQUESTED), cleaner_plan_bytes(plan_record),
+                                      token=token)
     return _execute(table, timeline, instant, plan_record)
 
 
@@ -203,6 +208,16 @@ def _execute(table, timeline, instant: Instant, plan_record: dict) -> CleanResul
         timeline.transition(instant, State.COMPLETED, clean_metadata_bytes(metadata))
     log.info("table %s: clean %s deleted %d files", table.storage.uri, instant.time, metadata["totalFilesDeleted"])
     return CleanResult(instant.time, policy, earliest or None, deleted)
+
+
+def _stored_result(timeline, instant: Instant, policy: str) -> CleanResult:
+    """What the completed clean `instant` did (its metadata, or nothing if archived)."""
+    try:
+        meta = read_avro(timeline.read_details(instant)) or {}
+    except InstantNotFoundError:
+        return CleanResult(instant.time, policy, None)
+    files = {p: list(m.get("successDeleteFiles") or []) for p, m in (meta.get("partitionMetadata") or {}).items()}
+    return CleanResult(instant.time, meta.get("policy") or policy, meta.get("earliestCommitToRetain") or None, files)
 
 
 def _names(files: dict[str, list[str]]) -> dict[str, list[str]]:

@@ -25,7 +25,8 @@ from ..formats.parquet import BloomSettings, prior_keys, read_base_file, write_b
 from ..merge import MergeSpec, merge_slice
 from ..model import BaseFile, WriteStat
 from ..read import BlockFilter, Damage
-from ..schema import META_FIELDS, conform, with_meta_fields
+from ..schema import META_FIELDS, conform, from_avro, with_meta_fields
+from ..timeline import tokens
 from ..timeline.clock import parse_instant
 from ..timeline.instant import COMMIT, COMPACTION, DELTA_COMMIT, Instant, State, check_instant_time
 from ..timeline.metadata import CommitMetadata, compaction_plan_bytes, read_compaction_plan
@@ -145,12 +146,10 @@ def schedule(table, *, instant: str | None = None, strategy: str | None = None, 
         check_instant_time(instant)
     with table.lock():
         timeline = table.repair_timeline()
-        token = (extra_metadata or {}).get("airflow_lake.token")
-        if token:
-            plans = [i.time for i in timeline.actions(COMPACTION).pending()] + _completed_compactions(table, timeline)
-            for time_ in plans:
-                if (_plan_of(timeline, time_).get("extraMetadata") or {}).get("airflow_lake.token") == token:
-                    return CompactionDecision(time_, "already scheduled by this run")
+        token = tokens.token_of(extra_metadata)
+        done = timeline.find_token(token, pending=True, actions=(COMMIT,)) if token else None
+        if done is not None:
+            return CompactionDecision(done.time, "already scheduled by this run")
         pending = [i for i in timeline.commits().pending()]
         if pending:
             return CompactionDecision(None, f"write {pending[0].time} ({pending[0].action}) is still in flight")
@@ -166,7 +165,7 @@ def schedule(table, *, instant: str | None = None, strategy: str | None = None, 
         if not ops:
             return CompactionDecision(None, "no file slice has log files to compact")
         timeline.create(Instant(t, COMPACTION, State.REQUESTED),
-                        compaction_plan_bytes(ops, extra_metadata, STRATEGY_CLASS))
+                        compaction_plan_bytes(ops, extra_metadata, STRATEGY_CLASS), token=token)
     log.info("table %s: scheduled compaction %s of %d file groups", uri, t, len(ops))
     return CompactionDecision(t, f"scheduled ({why})", len(ops))
 
@@ -184,6 +183,10 @@ def run(table, instant: str | None = None, *, order: str = "FIFO",
     with table.lock():
         timeline = table.repair_timeline()
         pending = timeline.actions(COMPACTION).pending().instants
+        token = tokens.token_of(extra_metadata)
+        done = timeline.find_token(token, actions=(COMMIT,)) if token else None
+        if done is not None and instant is None:  # a retry: this run's compaction is done
+            instant = done.time
         if instant is not None:
             check_instant_time(instant)
             if instant in _completed_compactions(table, timeline):
@@ -204,8 +207,8 @@ def run(table, instant: str | None = None, *, order: str = "FIFO",
             if not is_expired(table.storage, chosen.time, interval, misses):
                 raise WriteConflictError(f"table {uri}: compaction {chosen.time} is being executed by another task")
             rollback.rollback_instant(table.storage, timeline, chosen, table.new_instant_time(timeline))
-            timeline = table.timeline
         requested = Instant(chosen.time, COMPACTION, State.REQUESTED)
+        tokens.record(table.storage, token, chosen.time, COMPACTION)
         inflight = timeline.transition(requested, State.INFLIGHT)
         heartbeat = Heartbeat(table.storage, chosen.time, interval).start()
     try:
@@ -220,7 +223,7 @@ def _execute(table, timeline, inflight: Instant, extra_metadata) -> CompactionRe
     ops = plan.get("operations") or []
     cfg = table.config
     avro = table.schema_avro(timeline)
-    full = pa.schema([pa.field(n, pa.string()) for n in META_FIELDS] + list(table.schema()))
+    full = pa.schema([pa.field(n, pa.string()) for n in META_FIELDS] + (list(from_avro(avro)) if avro else []))
     spec = MergeSpec(cfg.precombine_field, cfg.payload_class == DEFAULT_PAYLOAD)
     bloom = BloomSettings(table.option(WriteOptions.BLOOM_NUM_ENTRIES), table.option(WriteOptions.BLOOM_FPP),
                           table.option(WriteOptions.BLOOM_FILTER_TYPE).upper(),

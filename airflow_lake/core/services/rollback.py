@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from ..errors import InstantNotFoundError, LakeError
 from ..model import BaseFile, LogFile
 from ..storage import Storage
-from ..timeline.active import META, ActiveTimeline
+from ..timeline.active import ActiveTimeline
 from ..timeline.instant import COMMIT_ACTIONS, COMPACTION, ROLLBACK, Instant, State
 from ..timeline.metadata import read_avro, read_compaction_plan, rollback_metadata_bytes, rollback_plan_bytes
 from ..view import list_partition_files
@@ -120,7 +120,7 @@ def forget_rolled_back(storage: Storage, timeline: ActiveTimeline) -> None:
             parsed = Instant.parse(name)
             if keep_plan and parsed.action == COMPACTION and parsed.state == State.REQUESTED:
                 continue
-            storage.delete(f"{META}/{name}")
+            timeline.delete_file(name)
 
 
 def finish_pending_rollbacks(storage: Storage, timeline: ActiveTimeline) -> list[RollbackResult]:
@@ -158,7 +158,7 @@ def undo(storage: Storage, timeline: ActiveTimeline, target_time: str, target_ac
     plan survives (it runs again)."""
     for name in timeline.state_files(target_time):
         if Instant.parse(name).is_completed:
-            storage.delete(f"{META}/{name}")
+            timeline.delete_file(name)
     partition_meta = {}
     total = 0
     for req in plan:
@@ -186,7 +186,7 @@ def undo(storage: Storage, timeline: ActiveTimeline, target_time: str, target_ac
         instant = Instant.parse(name)
         if keep_plan and instant.action == COMPACTION and instant.state == State.REQUESTED:
             continue
-        storage.delete(f"{META}/{name}")
+        timeline.delete_file(name)
     delete_markers(storage, target_time)
     storage.delete(f"{HEARTBEAT_FOLDER}/{target_time}")
     return metadata

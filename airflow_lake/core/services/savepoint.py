@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from ..config import WriteOptions
 from ..errors import InstantNotFoundError, LakeError, WriteConflictError
+from ..timeline import tokens
 from ..timeline.instant import RESTORE, SAVEPOINT, Instant, State
 from ..timeline.metadata import read_avro, restore_metadata_bytes, restore_plan_bytes, savepoint_metadata_bytes
 from ..view import FileSystemView
@@ -54,7 +55,8 @@ def savepoint(table, instant: str, *, user: str | None = None, comments: str = "
         comment = comments or ",".join(f"{k}={v}" for k, v in (extra_metadata or {}).items())
         record = {"savepointedBy": user or getpass.getuser(), "savepointedAt": int(time.time() * 1000),
                   "comments": comment, "partitionMetadata": partitions, "version": 1}
-        inflight = timeline.create(Instant(instant, SAVEPOINT, State.INFLIGHT))
+        inflight = timeline.create(Instant(instant, SAVEPOINT, State.INFLIGHT),
+                                   token=tokens.token_of(extra_metadata))
         timeline.transition(inflight, State.COMPLETED, savepoint_metadata_bytes(record))
     return instant
 

@@ -1,11 +1,19 @@
-"""The active timeline: scan `.hoodie/`, filter instants, make transitions by exclusive create."""
+"""The active timeline: scan `.hoodie/`, filter instants, make transitions by exclusive create.
+
+An `ActiveTimeline` is one listing of `.hoodie/`. Its own transitions and deletions update it
+in memory, so an operation lists once and passes the timeline along; it lists again
+(`reload`) only where it needs other writers' instants, under the table lock. State files are
+never rewritten, so their contents are cached and carried over to the reloaded timeline.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import functools
+from collections.abc import Collection, Iterable, Iterator
 
 from ..errors import InstantNotFoundError, TimelineError
 from ..storage import Storage
+from . import tokens
 from .instant import COMMIT_ACTIONS, WRITE_ACTIONS, Instant, State
 from .metadata import CommitMetadata
 
@@ -15,10 +23,15 @@ META = ".hoodie"
 class Timeline:
     """An ordered, immutable selection of instants with Hudi's filters."""
 
-    def __init__(self, storage: Storage, instants: Iterable[Instant], mtimes: dict[str, int] | None = None):
+    archive_folder = ".hoodie/archived"  # `hoodie.archivelog.folder`; `Table.timeline` sets it
+
+    def __init__(self, storage: Storage, instants: Iterable[Instant], mtimes: dict[str, int] | None = None,
+                 details: dict[str, bytes] | None = None, *, ordered: bool = False):
         self.storage = storage
-        self.instants: list[Instant] = sorted(instants, key=lambda i: (i.time, i.comparable_action, i.state))
-        self._mtimes = mtimes or {}
+        self.instants: list[Instant] = list(instants) if ordered else sorted(instants, key=_order)
+        self._mtimes = mtimes if mtimes is not None else {}
+        self._details = details if details is not None else {}
+        self._archived: dict[Instant, dict] = {}  # archived payloads `find_token` found
 
     def __iter__(self) -> Iterator[Instant]:
         return iter(self.instants)
@@ -30,7 +43,8 @@ class Timeline:
         return f"Timeline({[str(i) for i in self.instants]})"
 
     def _select(self, keep) -> Timeline:
-        return Timeline(self.storage, [i for i in self.instants if keep(i)], self._mtimes)
+        return Timeline(self.storage, [i for i in self.instants if keep(i)], self._mtimes, self._details,
+                        ordered=True)
 
     # -- filters ---------------------------------------------------------------------------
     def completed(self) -> Timeline:
@@ -94,58 +108,156 @@ class Timeline:
         return first is not None and time < first.time
 
     def transition_time_ms(self, instant: Instant) -> int:
-        return self._mtimes.get(instant.file_name, 0)
+        """The modification time of the instant's state file (read on first use), 0 if gone."""
+        name = instant.file_name
+        mtime = self._mtimes.get(name)
+        if mtime is None:
+            status = self.storage.status(f"{META}/{name}")
+            mtime = self._mtimes[name] = status.mtime_ms if status is not None else 0
+        return mtime
 
     # -- payloads --------------------------------------------------------------------------
     def read_details(self, instant: Instant) -> bytes:
-        path = f"{META}/{instant.file_name}"
-        try:
-            return self.storage.read(path)
-        except FileNotFoundError as e:
-            raise InstantNotFoundError(f"table {self.storage.uri}: {path} is gone") from e
+        """The content of an instant's state file (cached: state files are never rewritten)."""
+        name = instant.file_name
+        data = self._details.get(name)
+        if data is None:
+            path = f"{META}/{name}"
+            try:
+                data = self.storage.read(path)
+            except FileNotFoundError as e:
+                raise InstantNotFoundError(f"table {self.storage.uri}: {path} is gone") from e
+            self._details[name] = data
+        return data
 
     def commit_metadata(self, instant: Instant) -> CommitMetadata:
         return CommitMetadata.from_bytes(self.read_details(instant), f"{self.storage.uri}/{META}/{instant.file_name}")
 
     def find_by_metadata(self, key: str, value: str) -> Instant | None:
-        """The newest completed commit whose extraMetadata[key] == value, if any."""
+        """The newest completed instant whose extraMetadata[key] == value, if any.
+
+        For `airflow_lake.token` this is the token index (`find_token`: every action, cost
+        independent of the timeline's length); any other key scans the completed commits."""
+        if key == tokens.TOKEN_KEY:
+            return self.find_token(value)
         for instant in reversed(self.commits().completed().instants):
             if self.commit_metadata(instant).extra_metadata.get(key) == value:
                 return instant
         return None
 
+    def find_token(self, token: str, *, pending: bool = False,
+                   actions: Collection[str] | None = None) -> Instant | None:
+        """The newest instant started with run token `token` (`timeline.tokens`) that is
+        completed (on the active timeline, or archived), or, with `pending`, still pending;
+        only of `actions` (completed action names: a compaction completes as `commit`) when
+        given. A rolled-back attempt, or one that died before creating its instant, is not
+        found. Cost: one small listing, plus the archived timeline only for an attempt older
+        than the active timeline."""
+        by_key = {(i.time, i.comparable_action): i for i in self.instants}
+        archived = None
+        for time, action in tokens.entries(self.storage, token):
+            comparable = Instant(time, action, State.REQUESTED).comparable_action
+            if actions is not None and comparable not in actions:
+                continue
+            instant = by_key.get((time, comparable))
+            if instant is not None:
+                if instant.is_completed or pending:
+                    return instant
+                continue
+            if not self._may_be_archived(time, comparable):
+                continue  # within the active window and gone: rolled back or never created
+            if archived is None:
+                from .archived import ArchivedTimeline
+
+                archived = {(e.instant.time, e.instant.comparable_action): e
+                            for e in ArchivedTimeline(self.storage, self.archive_folder).entries
+                            if e.instant.is_completed}
+            entry = archived.get((time, comparable))
+            if entry is not None:
+                self._archived[entry.instant] = entry.payload or {}
+                return entry.instant
+        return None
+
+    def stored_commit_metadata(self, instant: Instant) -> CommitMetadata:
+        """Commit metadata of a completed instant `find_token` returned, active or archived."""
+        payload = self._archived.get(instant)
+        if payload is None:
+            return self.commit_metadata(instant)
+        return CommitMetadata(payload.get("operationType") or "UNKNOWN", payload.get("partitionToWriteStats") or {},
+                              dict(payload.get("extraMetadata") or {}))
+
+    def _may_be_archived(self, time: str, comparable: str) -> bool:
+        """An instant absent from the active timeline can only have been archived if it is
+        older than the oldest active instant of its kind (archival removes the oldest)."""
+        kind = (lambda i: i.comparable_action == comparable) if comparable not in COMMIT_ACTIONS \
+            else (lambda i: i.action in WRITE_ACTIONS)
+        oldest = next((i for i in self.instants if kind(i)), None)
+        return oldest is None or time < oldest.time
+
 
 class ActiveTimeline(Timeline):
     """The instants in `.hoodie/`, with the layout-1 rules of spec §2.5."""
 
-    def __init__(self, storage: Storage):
-        files = storage.list(META)
-        raw: dict[tuple[str, str], Instant] = {}
-        mtimes: dict[str, int] = {}
-        for f in files:
-            instant = Instant.parse(f.name)
-            if instant is None:
-                continue
-            mtimes[f.name] = f.mtime_ms
-            key = (instant.time, instant.comparable_action)
-            held = raw.get(key)
-            if held is None or instant.state > held.state:
-                raw[key] = instant
-        super().__init__(storage, raw.values(), mtimes)
-        self._files = {f.name for f in files}
+    def __init__(self, storage: Storage, files: list[tuple[str, int | None]] | None = None,
+                 details: dict[str, bytes] | None = None):
+        files = storage.list_names(META) if files is None else files
+        self._by_time: dict[str, dict[str, Instant]] = {}  # time -> state file name -> instant
+        mtimes: dict[str, int] = {}  # where the listing gave them; others are read on demand
+        for name, mtime in files:
+            instant = _parse(name)
+            if instant is not None:
+                if mtime is not None:
+                    mtimes[name] = mtime
+                self._by_time.setdefault(instant.time, {})[name] = instant
+        self._raw: dict[tuple[str, str], Instant] = {}
+        for names in self._by_time.values():
+            for instant in names.values():
+                self._keep_highest(instant)
+        kept = {n for names in self._by_time.values() for n in names if n in (details or {})}
+        super().__init__(storage, self._raw.values(), mtimes, {n: details[n] for n in kept} if details else None)
+
+    def _keep_highest(self, instant: Instant) -> None:
+        key = (instant.time, instant.comparable_action)
+        held = self._raw.get(key)
+        if held is None or instant.state > held.state:
+            self._raw[key] = instant
+
+    def _changed(self, time: str) -> None:
+        """Recompute the instants of `time` after a state file of it was added or removed."""
+        for key in [k for k in self._raw if k[0] == time]:
+            del self._raw[key]
+        for instant in self._by_time.get(time, {}).values():
+            self._keep_highest(instant)
+        self.instants = sorted(self._raw.values(), key=_order)
+
+    def reload(self) -> ActiveTimeline:
+        """A fresh listing of `.hoodie/` (other writers' instants included), keeping the
+        cached contents of state files that are still there."""
+        return ActiveTimeline(self.storage, details=self._details)
+
+    def has_file(self, name: str) -> bool:
+        """Whether this listing (with its own changes since) holds the state file `name`."""
+        instant = Instant.parse(name)
+        return instant is not None and name in self._by_time.get(instant.time, {})
 
     def state_files(self, time: str) -> list[str]:
         """Every `.hoodie/` timeline file of an instant time, requested first."""
-        found = [Instant.parse(n) for n in self._files if n.startswith(time)]
-        return [i.file_name for i in sorted(found, key=lambda i: i.state) if i and i.time == time]
+        found = self._by_time.get(time, {})
+        return [n for n, _ in sorted(found.items(), key=lambda kv: kv[1].state)]
 
     # -- transitions -----------------------------------------------------------------------
-    def create(self, instant: Instant, content: bytes = b"") -> Instant:
-        """Create a state file; fail if it exists. Completed files are never empty."""
+    def create(self, instant: Instant, content: bytes = b"", *, token: str | None = None) -> Instant:
+        """Create a state file; fail if it exists. Completed files are never empty. A run
+        `token` is recorded in the token index first (see `timeline.tokens`)."""
         if instant.is_completed and not content:
             raise TimelineError(f"table {self.storage.uri}: refusing to write an empty completed {instant}")
-        if not self.storage.create(f"{META}/{instant.file_name}", content):
-            raise TimelineError(f"table {self.storage.uri}: {instant.file_name} already exists")
+        tokens.record(self.storage, token, instant.time, instant.action)
+        name = instant.file_name
+        if not self.storage.create(f"{META}/{name}", content):
+            raise TimelineError(f"table {self.storage.uri}: {name} already exists")
+        self._by_time.setdefault(instant.time, {})[name] = Instant.parse(name)
+        self._details[name] = content
+        self._changed(instant.time)
         return instant
 
     def transition(self, instant: Instant, state: State, content: bytes = b"") -> Instant:
@@ -155,6 +267,14 @@ class ActiveTimeline(Timeline):
                                 f"{instant.file_name} does not exist")
         return self.create(instant.to(state), content)
 
+    def delete_file(self, name: str) -> None:
+        """Delete one `.hoodie/` state file (absent is fine) and forget it."""
+        self.storage.delete(f"{META}/{name}")
+        instant = Instant.parse(name)
+        if instant is not None and self._by_time.get(instant.time, {}).pop(name, None) is not None:
+            self._details.pop(name, None)
+            self._changed(instant.time)
+
     def delete_instant_files(self, time: str, *, keep_completed: bool = False) -> None:
         """Delete an instant's state files: inflight, then requested (rollback, spec §2.4)."""
         names = self.state_files(time)
@@ -162,7 +282,13 @@ class ActiveTimeline(Timeline):
         pending = [n for n in names if n not in completed]
         if completed and not keep_completed:
             for n in completed:
-                self.storage.delete(f"{META}/{n}")
+                self.delete_file(n)
         for n in reversed(pending):
-            self.storage.delete(f"{META}/{n}")
+            self.delete_file(n)
 
+
+_parse = functools.lru_cache(maxsize=1 << 16)(Instant.parse)  # names recur in every listing
+
+
+def _order(instant: Instant) -> tuple:
+    return (instant.time, instant.comparable_action, instant.state)

@@ -28,9 +28,11 @@ from ..merge import KEY
 from ..model import BaseFile, WriteStat
 from ..schema import from_avro
 from ..services import rollback
-from ..timeline.instant import COMMIT, COMPACTION, DELTA_COMMIT, REPLACE_COMMIT, Instant, State
+from ..timeline import tokens
+from ..timeline.active import ActiveTimeline
+from ..timeline.instant import COMMIT, COMMIT_ACTIONS, COMPACTION, DELTA_COMMIT, REPLACE_COMMIT, Instant, State
 from ..timeline.metadata import CommitMetadata, read_compaction_plan, requested_replace_bytes, workload_metadata
-from ..view import PARTITION_METAFILE, FileSystemView
+from ..view import PARTITION_METAFILE, FileSystemView, list_partition_files
 from .files import WriteContext, insert_file, merge_file
 from .heartbeat import Heartbeat
 from .logs import append_log
@@ -44,7 +46,7 @@ OPERATION_TYPES = {
     "insert": "INSERT", "upsert": "UPSERT", "bulk_insert": "BULK_INSERT", "delete": "DELETE",
     "insert_overwrite": "INSERT_OVERWRITE", "insert_overwrite_table": "INSERT_OVERWRITE_TABLE",
 }
-TOKEN_KEY = "airflow_lake.token"
+TOKEN_KEY = tokens.TOKEN_KEY
 
 
 @dataclass
@@ -101,17 +103,14 @@ class WriteClient:
                         combine=combine, is_global=is_global,
                         local_timestamps=self.opt(WriteOptions.TIMESTAMP_WITHOUT_TIMEZONE))
         extra = dict(extra_metadata or {})
-        token = extra.get(TOKEN_KEY)
-        if token:
-            done = table.timeline.find_by_metadata(TOKEN_KEY, token)
-            if done is not None:
-                return self._stored_result(done, operation)
 
         replace = operation in ("insert_overwrite", "insert_overwrite_table")
         action = REPLACE_COMMIT if replace else (DELTA_COMMIT if cfg.is_mor else COMMIT)
-        instant, heartbeat = self._begin(action)
+        instant, heartbeat, timeline = self._begin(action, extra.get(TOKEN_KEY))
+        if heartbeat is None:  # a retry: this run token is already committed
+            return self._stored_result(timeline, instant, operation)
         try:
-            return self._run(instant, batch, operation, extra, is_global)
+            return self._run(instant, batch, operation, extra, is_global, timeline)
         except FileNotFoundError as e:
             # a file this write read was cleaned, compacted away or rolled back meanwhile
             with self.table.lock():
@@ -126,25 +125,35 @@ class WriteClient:
             heartbeat.stop()
 
     # -- phases ----------------------------------------------------------------------------
-    def _begin(self, action: str) -> tuple[Instant, Heartbeat]:
-        """Under the lock: repair the timeline, then create the requested instant."""
+    def _begin(self, action: str, token: str | None) -> tuple[Instant, Heartbeat | None, ActiveTimeline]:
+        """Under the lock: repair the timeline, then create the requested instant (recording
+        the run token). Returns the instant, its heartbeat and the timeline this write goes
+        on with; when the token is already committed, that commit and no heartbeat."""
         interval = self.opt(WriteOptions.HEARTBEAT_INTERVAL_MS)
         with self.table.lock():
             self.table.prepare_for_write()
             timeline = self.table.repair_timeline()
+            if token:
+                done = timeline.find_token(token, actions=COMMIT_ACTIONS)
+                if done is not None:
+                    return done, None, timeline
             time_ = self.table.new_instant_time(timeline)
             requested = Instant(time_, action, State.REQUESTED)
-            timeline.create(requested, requested_replace_bytes() if action == REPLACE_COMMIT else b"")
+            timeline.create(requested, requested_replace_bytes() if action == REPLACE_COMMIT else b"", token=token)
             heartbeat = Heartbeat(self.storage, time_, interval).start()
-        return requested, heartbeat
+        return requested, heartbeat, timeline
 
     def _run(self, requested: Instant, batch: Batch, operation: str, extra: dict[str, str],
-             is_global: bool) -> WriteResult:
+             is_global: bool, timeline: ActiveTimeline) -> WriteResult:
+        """Plan and write with the timeline `_begin` listed; list again only at the commit."""
         table, storage, cfg = self.table, self.storage, self.table.config
         instant = requested.time
-        timeline = table.timeline
         seen = set(timeline.completed().times) | {i.time for i in timeline.actions(COMPACTION)}
-        view = FileSystemView(storage, timeline)
+        # a non-global write only looks at the partitions it writes to
+        parts = None if is_global or operation == "insert_overwrite_table" else \
+            pc.unique(batch.partitions).to_pylist()
+        view = FileSystemView(storage, timeline, partition_files=None if parts is None
+                              else list_partition_files(storage, parts))
         ctx = WriteContext(
             storage, instant, batch.avro_schema, from_avro(batch.avro_schema),
             BloomSettings(self.opt(WriteOptions.BLOOM_NUM_ENTRIES), self.opt(WriteOptions.BLOOM_FPP),
@@ -154,7 +163,7 @@ class WriteClient:
             self.opt(WriteOptions.COMPRESSION), cfg.populate_meta_fields,
             cfg.precombine_field, cfg.payload_class == DEFAULT_PAYLOAD, table.keygen,
         )
-        batch, tasks, replaced = self._plan(view, batch, operation, is_global, instant)
+        batch, tasks, replaced = self._plan(view, batch, operation, is_global, instant, timeline)
 
         inserts: dict[str, int] = {}
         for t in tasks:
@@ -205,21 +214,21 @@ class WriteClient:
                     inserted.setdefault(t.partition, []).append(t.rows[stat.new_rows])
         new_keys = {p: batch.keys.take(pa.array(np.concatenate(r))) for p, r in inserted.items()}
         with table.lock():
-            table.check_still_owner(inflight)
-            self._check_conflicts(inflight, seen, touched, new_keys, is_global)
-            timeline.transition(inflight, State.COMPLETED, metadata.to_bytes())
+            current = timeline.reload()  # other writers' instants, for the conflict checks
+            table.check_still_owner(inflight, current)
+            self._check_conflicts(current, inflight, seen, touched, new_keys, is_global)
+            current.transition(inflight, State.COMPLETED, metadata.to_bytes())
         delete_markers(storage, instant)
         result = WriteResult(instant, operation)
         _add_stats(result, stats)
         result.replaced_file_groups = sum(len(v) for v in (replaced or {}).values())
         return result
 
-    def _check_conflicts(self, inflight: Instant, seen: set[str], touched: set[tuple[str, str]],
-                         new_keys: dict[str, pa.Array], is_global: bool) -> None:
+    def _check_conflicts(self, timeline: ActiveTimeline, inflight: Instant, seen: set[str],
+                         touched: set[tuple[str, str]], new_keys: dict[str, pa.Array], is_global: bool) -> None:
         """Optimistic concurrency: a commit or compaction plan that appeared since this write
         started and touches one of its file groups, or inserted one of the keys this upsert
-        inserts, makes it fail (rolled back, nothing visible)."""
-        timeline = self.table.timeline
+        inserts, makes it fail (rolled back, nothing visible). `timeline` is listed under the lock."""
         bucket = self.index_type() == "BUCKET"
 
         def key(partition: str, file_id: str) -> tuple[str, str]:
@@ -274,13 +283,13 @@ class WriteClient:
         return None
 
     def _plan(self, view: FileSystemView, batch: Batch, operation: str, is_global: bool,
-              instant: str) -> tuple[Batch, list[Task], dict[str, list[str]] | None]:
+              instant: str, timeline: ActiveTimeline) -> tuple[Batch, list[Task], dict[str, list[str]] | None]:
         """The batch (with partition moves added) and its per-file-group tasks."""
         cfg = self.table.config
         is_mor = cfg.is_mor
         index_type = self.index_type()
         sizing = Sizing(self.opt(WriteOptions.MAX_FILE_SIZE), self.opt(WriteOptions.SMALL_FILE_LIMIT),
-                        self._record_size_estimate())
+                        self._record_size_estimate(timeline))
         hash_fields = [f.strip() for f in (self.opt(WriteOptions.BUCKET_HASH_FIELD)
                                            or ",".join(cfg.record_key_fields)).split(",") if f.strip()]
         if operation in ("insert_overwrite", "insert_overwrite_table"):
@@ -416,9 +425,9 @@ class WriteClient:
             loses[rows] = self._older_than_stored(view, tags.files[i].partition, tags.files[i].file_id, batch, rows)
         return loses
 
-    def _record_size_estimate(self) -> int:
+    def _record_size_estimate(self, timeline: ActiveTimeline) -> int:
         """Average bytes per record of the latest commit, else the configured estimate."""
-        timeline = self.table.timeline.commits().completed()
+        timeline = timeline.commits().completed()
         for instant in reversed(timeline.instants[-5:]):
             stats = timeline.commit_metadata(instant).write_stats()
             size = sum(s.get("totalWriteBytes") or 0 for s in stats)
@@ -436,8 +445,9 @@ class WriteClient:
             text = f"#partition metadata\n#{_java_date()}\ncommitTime={instant}\npartitionDepth={depth}\n"
             self.storage.create(path, text.encode())
 
-    def _stored_result(self, instant: Instant, operation: str) -> WriteResult:
-        stats = self.table.timeline.commit_metadata(instant)
+    def _stored_result(self, timeline: ActiveTimeline, instant: Instant, operation: str) -> WriteResult:
+        """The result of the earlier attempt that committed `instant` (active or archived)."""
+        stats = timeline.stored_commit_metadata(instant)
         result = WriteResult(instant.time, operation)
         for s in stats.write_stats():
             result.num_inserts += s.get("numInserts") or 0

@@ -1,0 +1,44 @@
+"""The run-token index: which instants were started with an `airflow_lake.token`.
+
+One empty file per (token, instant): `.hoodie/.aux/airflow_lake/tokens/<sha256(token)[:32]>/
+<time>.<action>`, created (create-if-absent) under the table lock just before the instant's
+first state file, so every instant carrying a token in its metadata has an entry. An entry
+only says "this instant was started with this token": whether it is done is read from the
+timeline (a pending, rolled-back or never-created instant is not done). A lookup lists one
+small folder (the attempts of one run, usually one) instead of reading every commit, so its
+cost does not grow with the timeline. Apache Hudi ignores `.hoodie/.aux/airflow_lake`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from ..storage import Storage
+from .instant import INSTANT_TIME
+
+TOKEN_KEY = "airflow_lake.token"
+FOLDER = ".hoodie/.aux/airflow_lake/tokens"
+
+
+def token_folder(token: str) -> str:
+    return f"{FOLDER}/{hashlib.sha256(token.encode()).hexdigest()[:32]}"
+
+
+def record(storage: Storage, token: str | None, time: str, action: str) -> None:
+    """Note that the instant `time` (`action`) is started with `token` (no-op without one)."""
+    if token:
+        storage.create(f"{token_folder(token)}/{time}.{action}", token.encode())
+
+
+def entries(storage: Storage, token: str) -> list[tuple[str, str]]:
+    """(time, action) of every instant started with `token`, newest first."""
+    found = []
+    for status in storage.list(token_folder(token)):
+        time, _, action = status.name.partition(".")
+        if INSTANT_TIME.match(time) and action:
+            found.append((time, action))
+    return sorted(found, reverse=True)
+
+
+def token_of(extra_metadata: dict[str, str] | None) -> str | None:
+    return (extra_metadata or {}).get(TOKEN_KEY) or None
