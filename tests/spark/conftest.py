@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 
@@ -18,4 +19,6 @@ def spark():
                                            "spark.sql.shuffle.partitions": "4"})
     spark.sparkContext.setLogLevel("ERROR")
     yield spark
+    # py4j logs its shutdown at INFO, after pytest has closed the captured streams
+    logging.getLogger("py4j").setLevel(logging.WARNING)
     spark.stop()
