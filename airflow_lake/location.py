@@ -50,6 +50,16 @@ class LakeSettings:
             storage["secret_key"] = password
         return LakeSettings(extra.get("base_path") or None, storage, table)
 
+    @staticmethod
+    def from_connection(conn, conn_id: str, storage_options: dict[str, Any] | None = None) -> LakeSettings:
+        """From an Airflow connection (None: no connection), `storage_options` taking precedence."""
+        settings = LakeSettings() if conn is None else LakeSettings.from_extra(
+            conn.extra_dejson, login=conn.login, password=conn.password, where=f"lake connection {conn_id!r}")
+        if storage_options:
+            settings = LakeSettings(settings.base_path, {**settings.storage_options, **storage_options},
+                                    settings.table_options)
+        return settings
+
     def resolve(self, table_path: str) -> str:
         """The table's absolute path or URI; a relative path is joined to the base path."""
         if not table_path:

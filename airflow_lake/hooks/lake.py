@@ -39,16 +39,8 @@ class LakeHook(BaseHook):
     @cached_property
     def settings(self) -> LakeSettings:
         """The connection's settings (empty without a connection)."""
-        if not self.lake_conn_id:
-            settings = LakeSettings()
-        else:
-            conn = self.get_connection(self.lake_conn_id)
-            settings = LakeSettings.from_extra(conn.extra_dejson, login=conn.login, password=conn.password,
-                                               where=f"lake connection {self.lake_conn_id!r}")
-        if self.extra_storage_options:
-            settings = LakeSettings(settings.base_path, {**settings.storage_options, **self.extra_storage_options},
-                                    settings.table_options)
-        return settings
+        conn = self.get_connection(self.lake_conn_id) if self.lake_conn_id else None
+        return LakeSettings.from_connection(conn, self.lake_conn_id, self.extra_storage_options)
 
     # -- locations -------------------------------------------------------------------------
     def resolve(self, table_path: str) -> str:

@@ -61,15 +61,8 @@ class LakeInstantTrigger(BaseTrigger):
         )
 
     async def _settings(self) -> LakeSettings:
-        settings = LakeSettings()
-        if self.lake_conn_id:
-            conn = await BaseHook.aget_connection(self.lake_conn_id)
-            settings = LakeSettings.from_extra(conn.extra_dejson, login=conn.login, password=conn.password,
-                                               where=f"lake connection {self.lake_conn_id!r}")
-        if self.storage_options:
-            settings = LakeSettings(settings.base_path, {**settings.storage_options, **self.storage_options},
-                                    settings.table_options)
-        return settings
+        conn = await BaseHook.aget_connection(self.lake_conn_id) if self.lake_conn_id else None
+        return LakeSettings.from_connection(conn, self.lake_conn_id, self.storage_options)
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         table = self.table_path
