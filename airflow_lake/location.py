@@ -8,15 +8,11 @@ from __future__ import annotations
 
 import json
 import os
-import posixpath
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import SplitResult, urlsplit
 
-import pyarrow.fs as pafs
-
 from airflow_lake.core.errors import InvalidOptionError
-from airflow_lake.core.storage import Storage
 
 ASSET_SCHEME = "hudi"
 # hudi:/abs/path for local tables, hudi+<storage scheme>://... for the others
@@ -77,32 +73,6 @@ class LakeSettings:
 def is_absolute(table_path: str) -> bool:
     """An absolute local path or a URI (needs no base path)."""
     return "://" in table_path or os.path.isabs(table_path)
-
-
-def open_storage(uri: str, storage_options: dict[str, Any] | None = None) -> Storage:
-    """A `Storage` at `uri`, its file system built from `storage_options` when given."""
-    if not storage_options:
-        return Storage(uri)
-    parts = urlsplit(uri)
-    scheme = parts.scheme.lower()
-    opts = dict(storage_options)
-    if scheme in ("s3", "s3a"):
-        fs: pafs.FileSystem = pafs.S3FileSystem(**opts)
-    elif scheme in ("gs", "gcs"):
-        fs = pafs.GcsFileSystem(**opts)
-    elif scheme in ("abfs", "abfss"):
-        fs = pafs.AzureFileSystem(**opts)
-    elif scheme in ("hdfs", "viewfs"):
-        fs = pafs.HadoopFileSystem(host=opts.pop("host", f"{scheme}://{parts.netloc}"), **opts)
-        storage = Storage(parts.path, fs)
-        storage.uri = uri
-        return storage
-    else:
-        raise InvalidOptionError(f"table {uri}: storage options are supported for s3, gs, abfs and hdfs "
-                                 f"tables, not {scheme or 'local'!r} ones")
-    storage = Storage(posixpath.join(parts.netloc, parts.path.lstrip("/")), fs)
-    storage.uri = uri  # errors name the table by its URI
-    return storage
 
 
 def asset_uri(location: str) -> str:

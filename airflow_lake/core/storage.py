@@ -12,9 +12,13 @@ import posixpath
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
 
 import pyarrow as pa
 import pyarrow.fs as pafs
+
+from .errors import InvalidOptionError
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,3 +182,29 @@ class Storage:
     def _ensure_parent(self, path: str) -> None:
         if self.is_local:
             os.makedirs(os.path.dirname(self.full(path)), exist_ok=True)
+
+
+def open_storage(uri: str, storage_options: dict[str, Any] | None = None) -> Storage:
+    """A `Storage` at `uri`, its file system built from `storage_options` when given."""
+    if not storage_options:
+        return Storage(uri)
+    parts = urlsplit(uri)
+    scheme = parts.scheme.lower()
+    opts = dict(storage_options)
+    if scheme in ("s3", "s3a"):
+        fs: pafs.FileSystem = pafs.S3FileSystem(**opts)
+    elif scheme in ("gs", "gcs"):
+        fs = pafs.GcsFileSystem(**opts)
+    elif scheme in ("abfs", "abfss"):
+        fs = pafs.AzureFileSystem(**opts)
+    elif scheme in ("hdfs", "viewfs"):
+        fs = pafs.HadoopFileSystem(host=opts.pop("host", f"{scheme}://{parts.netloc}"), **opts)
+        storage = Storage(parts.path, fs)
+        storage.uri = uri
+        return storage
+    else:
+        raise InvalidOptionError(f"table {uri}: storage options are supported for s3, gs, abfs and hdfs "
+                                 f"tables, not {scheme or 'local'!r} ones")
+    storage = Storage(posixpath.join(parts.netloc, parts.path.lstrip("/")), fs)
+    storage.uri = uri  # errors name the table by its URI
+    return storage

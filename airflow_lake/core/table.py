@@ -24,6 +24,7 @@ from .config import (
     options_value,
     unsupported_merge,
 )
+from .context import TableContext
 from .engine import Engine, LocalEngine
 from .errors import (
     InvalidOptionError,
@@ -41,7 +42,7 @@ from .lock import FileSystemLock
 from .read import Reader
 from .schema import NAME_RULE, from_avro, is_avro_name
 from .services import archive, clean, compaction, rollback, savepoint
-from .storage import Storage
+from .storage import Storage, open_storage
 from .timeline import tokens
 from .timeline.active import ActiveTimeline
 from .timeline.archived import ArchivedTimeline
@@ -64,10 +65,11 @@ class Table:
     """
 
     def __init__(self, storage: Storage, config: TableConfig, options: dict[str, Any] | None = None,
-                 engine: Engine | None = None):
+                 engine: Engine | None = None, storage_options: dict[str, Any] | None = None):
         self.storage = storage
         self.config = config
         self.options = dict(options or {})
+        self.storage_options = dict(storage_options or {})
         self.engine = engine or LocalEngine(self.option(WriteOptions.PARALLELISM))
         self.keygen = KeyGenerator.for_table(config, storage.uri, self.options)
 
@@ -149,9 +151,11 @@ class Table:
         return Table(storage, config, write_options)
 
     @staticmethod
-    def open(path: str, *, options: dict[str, Any] | None = None, engine: Engine | None = None) -> Table:
-        """Open an existing table; `TableNotFoundError` if the path holds none."""
-        storage = Storage(path)
+    def open(path: str, *, options: dict[str, Any] | None = None, engine: Engine | None = None,
+             storage_options: dict[str, Any] | None = None) -> Table:
+        """Open an existing table; `TableNotFoundError` if the path holds none.
+        `storage_options` configure the file system (pyarrow's S3/GCS/HDFS/Azure keywords)."""
+        storage = open_storage(path, storage_options)
         if not storage.exists(".hoodie"):
             raise TableNotFoundError(f"{storage.uri} is not a Hudi table: no .hoodie folder")
         config = TableConfig.load(storage)
@@ -163,9 +167,13 @@ class Table:
         if config.version < 6:
             log.warning("table %s: table version %s is older than 6; reading it as version 6", storage.uri,
                         config.version)
-        return Table(storage, config, options, engine)
+        return Table(storage, config, options, engine, storage_options)
 
     # -- options, schema, timeline ---------------------------------------------------------
+    def context(self) -> TableContext:
+        """This table as a picklable value for tasks that run elsewhere."""
+        return TableContext.of(self)
+
     def option(self, option) -> Any:
         return options_value(self.options, option, self.config.props)
 

@@ -9,11 +9,11 @@ from airflow.sdk import Asset, BaseHook
 
 from airflow_lake.core.config import TableConfig
 from airflow_lake.core.errors import TableNotFoundError
-from airflow_lake.core.storage import Storage
+from airflow_lake.core.storage import Storage, open_storage
 from airflow_lake.core.table import Table
 from airflow_lake.core.timeline.active import ActiveTimeline
 from airflow_lake.core.write.client import TOKEN_KEY
-from airflow_lake.location import LakeSettings, asset_uri, open_storage
+from airflow_lake.location import LakeSettings, asset_uri
 from airflow_lake.watch import TimelineWatch
 
 

@@ -10,7 +10,8 @@ from airflow.sdk import BaseHook
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_lake.core.errors import InstantNotFoundError
-from airflow_lake.location import LakeSettings, open_storage
+from airflow_lake.core.storage import open_storage
+from airflow_lake.location import LakeSettings
 from airflow_lake.watch import Baseline, TimelineWatch, normalize_actions
 
 
