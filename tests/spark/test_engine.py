@@ -7,7 +7,11 @@ import subprocess
 import sys
 import zipfile
 
+import pyarrow as pa
+
+from airflow_lake.core import Table
 from airflow_lake.spark import SparkEngine, package_zip
+from tests.conftest import hudi_read, rows
 
 
 def _pid_and_square(x: int) -> tuple[int, int]:
@@ -32,3 +36,32 @@ def test_package_zip_is_cached_by_content_and_importable(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(first)},
                          cwd=tmp_path, capture_output=True, text=True, check=True)
     assert str(first) in out.stdout  # imported from the zip, as an executor would
+
+
+def _mor_table(path: str) -> Table:
+    t = Table.create(path, name="t", table_type="MERGE_ON_READ", record_key="id", precombine_field="ts",
+                     partition_fields="part")
+    parts = ["a", "b", "c", "d"]
+    t.write(pa.table({"id": [f"k{i}" for i in range(40)], "ts": [0] * 40, "part": parts * 10}), operation="insert")
+    for ts in (1, 2):
+        ids = list(range(ts, 40, 3))
+        t.write(pa.table({"id": [f"k{i}" for i in ids], "ts": [ts] * len(ids), "part": [parts[i % 4] for i in ids]}))
+    return t
+
+
+def test_compaction_and_clean_run_in_executors(spark, table_path):
+    t = _mor_table(table_path)
+    cols = ["id", "ts", "part"]
+    before = rows(t.read(), cols)
+    plan = t.schedule_compaction(max_delta_commits=1)
+    on_spark = Table.open(table_path, engine=SparkEngine(spark))
+    jobs_before = len(spark.sparkContext.statusTracker().getJobIdsForGroup())
+    result = on_spark.run_compaction(plan)
+    assert result.operations == 4 and result.records_written == 40
+    assert rows(t.read(), cols) == before == rows(hudi_read(table_path), cols)
+    assert t.timeline.commits().completed().last.time == plan
+    cleaned = on_spark.clean(policy="KEEP_LATEST_FILE_VERSIONS", retained=1)
+    assert sum(len(v) for v in cleaned.files.values()) > 0
+    assert all(not os.path.exists(f"{table_path}/{p}/{f}") for p, fs in cleaned.files.items() for f in fs)
+    assert rows(t.read(), cols) == before == rows(hudi_read(table_path), cols)
+    assert len(spark.sparkContext.statusTracker().getJobIdsForGroup()) >= jobs_before + 2  # both ran as Spark jobs

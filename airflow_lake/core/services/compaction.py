@@ -15,10 +15,12 @@ import json
 import logging
 import time
 from dataclasses import dataclass, field
+from functools import partial
 
 import pyarrow as pa
 
 from ..config import DEFAULT_PAYLOAD, Option, WriteOptions
+from ..context import TableContext
 from ..errors import CorruptLogError, InstantNotFoundError, InvalidOptionError, WriteConflictError
 from ..formats.log import DataBlock
 from ..formats.parquet import BloomSettings, prior_keys, read_base_file, write_base_file
@@ -217,71 +219,121 @@ def run(table, instant: str | None = None, *, order: str = "FIFO",
         heartbeat.stop()
 
 
+@dataclass(frozen=True)
+class VisibleBefore:
+    """Log blocks a compaction at `instant` merges: committed before it, or older than the
+    active timeline (archived, hence committed). A picklable predicate."""
+
+    instant: str
+    committed: frozenset[str]
+    first_write: str | None
+
+    def __call__(self, time_: str) -> bool:
+        return time_ < self.instant and (time_ in self.committed or
+                                         (self.first_write is not None and time_ < self.first_write))
+
+
+@dataclass(frozen=True)
+class CompactionJob:
+    """What every operation of one compaction shares; travels to the tasks with each one."""
+
+    ctx: TableContext
+    instant: str
+    schema: pa.Schema  # meta fields + table schema
+    avro: dict | None
+    spec: MergeSpec
+    bloom: BloomSettings | None
+    visible: VisibleBefore
+    skip_corrupt: bool
+
+
+class _TimelineOnDemand:
+    """The active timeline, listed only if a damaged block must be traced to its writer."""
+
+    def __init__(self, storage):
+        self._storage = storage
+        self._timeline = None
+
+    def __getattr__(self, name: str):
+        if self._timeline is None:
+            from ..timeline.active import ActiveTimeline
+
+            self._timeline = ActiveTimeline(self._storage)
+        return getattr(self._timeline, name)
+
+
+def compact_operation(job: CompactionJob, indexed: tuple[int, dict]) -> tuple[WriteStat, list[Damage]]:
+    """Merge one plan operation (a base file and its log files) into a new base file named
+    with the compaction instant. Runs in an engine task: it gets values, never the Table."""
+    n, op = indexed
+    ctx, t = job.ctx, job.instant
+    storage, uri = ctx.storage, ctx.uri
+    start = time.monotonic()
+    partition = op["partitionPath"]
+    prefix = f"{partition}/" if partition else ""
+    base_name = op.get("dataFilePath")
+    full = job.schema
+    base = conform(read_base_file(storage, prefix + base_name), full) if base_name else full.empty_table()
+    paths = [prefix + name for name in op["deltaFilePaths"]]
+    scanner = BlockFilter(storage, _TimelineOnDemand(storage), job.visible)
+    visible, damaged, log_size = scanner.scan(paths, missing_ok=False)
+    if job.skip_corrupt:  # an undecodable payload is skipped too: find it before the merge
+        for b in [b for b in visible if isinstance(b, DataBlock)]:
+            try:
+                b.records()
+            except CorruptLogError as e:
+                visible.remove(b)
+                damaged.append(Damage(b.source.removeprefix(f"{uri}/"), b.offset, b.instant, str(e), True))
+    for d in damaged:
+        if not job.skip_corrupt:
+            raise CorruptLogError(
+                f"table {uri}: compaction {t} of file group {op['fileId']}: {d.describe()}; compacting would "
+                f"lose its records for good. Restore the file, or set {SKIP_CORRUPT.key}=true to compact "
+                "without the block")
+        log.warning("table %s: compaction %s skips a block (%s=true): %s", uri, t, SKIP_CORRUPT.key,
+                    d.describe())
+    info: dict = {}
+    # without meta fields the stored keys are null: match on the keys of the key fields,
+    # and write the meta values as they were (null), as Java does
+    derive = None if ctx.config.populate_meta_fields else ctx.keygen.record_keys
+    merged = merge_slice(base, visible, full, job.spec, info=info, derive_keys=derive)
+    token = f"{n}-{int(t[-9:])}-{n}"
+    new = BaseFile(partition, op["fileId"], token, t)
+    merged = merged.set_column(4, META_FIELDS[4], pa.repeat(pa.scalar(new.name, pa.string()), merged.num_rows))
+    create_marker(storage, t, new.path, CREATE)
+    prior = None  # base order is kept: extend the base file's bloom filter when no row went
+    if job.bloom is not None and base_name and not info["base_rows_dropped"]:
+        prior = prior_keys(storage, prefix + base_name, base.num_rows, job.bloom)
+    size = write_base_file(storage, new.path, merged, with_meta_fields(job.avro), bloom=job.bloom,
+                           compression=ctx.option(WriteOptions.COMPRESSION), prior=prior)
+    log_records = sum(b.records([META_FIELDS[2]]).num_rows if isinstance(b, DataBlock) else len(b.keys)
+                      for b in visible)
+    stat = WriteStat(op["fileId"], partition, new.path, op.get("baseInstantTime") or "null",
+                     num_writes=merged.num_rows, num_update_writes=log_records, total_write_bytes=size,
+                     file_size=size, upsert_ms=int((time.monotonic() - start) * 1000),
+                     log_records=log_records, log_files=len(op["deltaFilePaths"]), log_size=log_size,
+                     updated_compacted=log_records, log_blocks=len(visible))
+    return stat, damaged
+
+
 def _execute(table, timeline, inflight: Instant, extra_metadata) -> CompactionResult:
     t = inflight.time
     plan = _plan_of(timeline, t)
     ops = plan.get("operations") or []
     cfg = table.config
     avro = table.schema_avro(timeline)
-    full = pa.schema([pa.field(n, pa.string()) for n in META_FIELDS] + (list(from_avro(avro)) if avro else []))
-    spec = MergeSpec(cfg.precombine_field, cfg.payload_class == DEFAULT_PAYLOAD)
-    bloom = BloomSettings(table.option(WriteOptions.BLOOM_NUM_ENTRIES), table.option(WriteOptions.BLOOM_FPP),
-                          table.option(WriteOptions.BLOOM_FILTER_TYPE).upper(),
-                          table.option(WriteOptions.BLOOM_DYNAMIC_MAX_ENTRIES)) if cfg.populate_meta_fields else None
-    committed = set(timeline.commits().completed().times)
-    uri = table.storage.uri
-    skip_corrupt = table.option(SKIP_CORRUPT)
-    scanner = BlockFilter(table.storage, timeline,
-                          lambda i: i < t and (i in committed or timeline.is_before_start(i)))
-    derive = None if cfg.populate_meta_fields else table.keygen.record_keys
-
-    def compact(indexed: tuple[int, dict]) -> tuple[WriteStat, list[Damage]]:
-        n, op = indexed
-        start = time.monotonic()
-        partition = op["partitionPath"]
-        prefix = f"{partition}/" if partition else ""
-        base_name = op.get("dataFilePath")
-        base = conform(read_base_file(table.storage, prefix + base_name), full) if base_name else full.empty_table()
-        paths = [prefix + name for name in op["deltaFilePaths"]]
-        visible, damaged, log_size = scanner.scan(paths, missing_ok=False)
-        if skip_corrupt:  # an undecodable payload is skipped too: find it before the merge
-            for b in [b for b in visible if isinstance(b, DataBlock)]:
-                try:
-                    b.records()
-                except CorruptLogError as e:
-                    visible.remove(b)
-                    damaged.append(Damage(b.source.removeprefix(f"{uri}/"), b.offset, b.instant, str(e), True))
-        for d in damaged:
-            if not skip_corrupt:
-                raise CorruptLogError(
-                    f"table {uri}: compaction {t} of file group {op['fileId']}: {d.describe()}; compacting would "
-                    f"lose its records for good. Restore the file, or set {SKIP_CORRUPT.key}=true to compact "
-                    "without the block")
-            log.warning("table %s: compaction %s skips a block (%s=true): %s", uri, t, SKIP_CORRUPT.key,
-                        d.describe())
-        info: dict = {}
-        # without meta fields the stored keys are null: match on the keys of the key fields,
-        # and write the meta values as they were (null), as Java does
-        merged = merge_slice(base, visible, full, spec, info=info, derive_keys=derive)
-        token = f"{n}-{int(t[-9:])}-{n}"
-        new = BaseFile(partition, op["fileId"], token, t)
-        merged = merged.set_column(4, META_FIELDS[4], pa.repeat(pa.scalar(new.name, pa.string()), merged.num_rows))
-        create_marker(table.storage, t, new.path, CREATE)
-        prior = None  # base order is kept: extend the base file's bloom filter when no row went
-        if bloom is not None and base_name and not info["base_rows_dropped"]:
-            prior = prior_keys(table.storage, prefix + base_name, base.num_rows, bloom)
-        size = write_base_file(table.storage, new.path, merged, with_meta_fields(avro), bloom=bloom,
-                               compression=table.option(WriteOptions.COMPRESSION), prior=prior)
-        log_records = sum(b.records([META_FIELDS[2]]).num_rows if isinstance(b, DataBlock) else len(b.keys)
-                          for b in visible)
-        stat = WriteStat(op["fileId"], partition, new.path, op.get("baseInstantTime") or "null",
-                         num_writes=merged.num_rows, num_update_writes=log_records, total_write_bytes=size,
-                         file_size=size, upsert_ms=int((time.monotonic() - start) * 1000),
-                         log_records=log_records, log_files=len(op["deltaFilePaths"]), log_size=log_size,
-                         updated_compacted=log_records, log_blocks=len(visible))
-        return stat, damaged
-
-    done = table.engine.map(compact, list(enumerate(ops)))
+    first = timeline.writes().first
+    job = CompactionJob(
+        ctx=table.context(), instant=t,
+        schema=pa.schema([pa.field(n, pa.string()) for n in META_FIELDS] + (list(from_avro(avro)) if avro else [])),
+        avro=avro, spec=MergeSpec(cfg.precombine_field, cfg.payload_class == DEFAULT_PAYLOAD),
+        bloom=BloomSettings(table.option(WriteOptions.BLOOM_NUM_ENTRIES), table.option(WriteOptions.BLOOM_FPP),
+                            table.option(WriteOptions.BLOOM_FILTER_TYPE).upper(),
+                            table.option(WriteOptions.BLOOM_DYNAMIC_MAX_ENTRIES)) if cfg.populate_meta_fields else None,
+        visible=VisibleBefore(t, frozenset(timeline.commits().completed().times), first.time if first else None),
+        skip_corrupt=table.option(SKIP_CORRUPT))
+    log.info("table %s: compaction %s merges %d file slices", table.storage.uri, t, len(ops))
+    done = table.engine.map(partial(compact_operation, job), list(enumerate(ops)))
     stats = [stat for stat, _ in done]
     skipped = [{"file": d.path, "offset": d.offset, "instant": d.instant, "reason": d.reason}
                for _, damaged in done for d in damaged]

@@ -106,9 +106,9 @@ class WriteClient:
 
         replace = operation in ("insert_overwrite", "insert_overwrite_table")
         action = REPLACE_COMMIT if replace else (DELTA_COMMIT if cfg.is_mor else COMMIT)
-        instant, heartbeat, timeline = self._begin(action, extra.get(TOKEN_KEY))
+        instant, heartbeat, timeline = self.begin(action, extra.get(TOKEN_KEY))
         if heartbeat is None:  # a retry: this run token is already committed
-            return self._stored_result(timeline, instant, operation)
+            return self.stored_result(timeline, instant, operation)
         try:
             return self._run(instant, batch, operation, extra, is_global, timeline)
         except FileNotFoundError as e:
@@ -125,7 +125,7 @@ class WriteClient:
             heartbeat.stop()
 
     # -- phases ----------------------------------------------------------------------------
-    def _begin(self, action: str, token: str | None) -> tuple[Instant, Heartbeat | None, ActiveTimeline]:
+    def begin(self, action: str, token: str | None) -> tuple[Instant, Heartbeat | None, ActiveTimeline]:
         """Under the lock: repair the timeline, then create the requested instant (recording
         the run token). Returns the instant, its heartbeat and the timeline this write goes
         on with; when the token is already committed, that commit and no heartbeat."""
@@ -145,8 +145,8 @@ class WriteClient:
 
     def _run(self, requested: Instant, batch: Batch, operation: str, extra: dict[str, str],
              is_global: bool, timeline: ActiveTimeline) -> WriteResult:
-        """Plan and write with the timeline `_begin` listed; list again only at the commit."""
-        table, storage, cfg = self.table, self.storage, self.table.config
+        """Plan and write with the timeline `begin` listed; list again only at the commit."""
+        storage = self.storage
         instant = requested.time
         seen = set(timeline.completed().times) | {i.time for i in timeline.actions(COMPACTION)}
         # a non-global write only looks at the partitions it writes to
@@ -154,15 +154,7 @@ class WriteClient:
             pc.unique(batch.partitions).to_pylist()
         view = FileSystemView(storage, timeline, partition_files=None if parts is None
                               else list_partition_files(storage, parts))
-        ctx = WriteContext(
-            storage, instant, batch.avro_schema, from_avro(batch.avro_schema),
-            BloomSettings(self.opt(WriteOptions.BLOOM_NUM_ENTRIES), self.opt(WriteOptions.BLOOM_FPP),
-                          self.opt(WriteOptions.BLOOM_FILTER_TYPE).upper(),
-                          self.opt(WriteOptions.BLOOM_DYNAMIC_MAX_ENTRIES))
-            if cfg.populate_meta_fields else None,
-            self.opt(WriteOptions.COMPRESSION), cfg.populate_meta_fields,
-            cfg.precombine_field, cfg.payload_class == DEFAULT_PAYLOAD, table.keygen,
-        )
+        ctx = self.write_context(instant, batch.avro_schema)
         batch, tasks, replaced = self._plan(view, batch, operation, is_global, instant, timeline)
 
         inserts: dict[str, int] = {}
@@ -176,7 +168,7 @@ class WriteClient:
                 inserts[t.partition] = inserts.get(t.partition, 0) + len(t.insert_rows)
         workload = workload_metadata(OPERATION_TYPES[operation], inserts, updates)
         inflight = timeline.transition(requested, State.INFLIGHT, workload.to_bytes())
-        self._write_partition_metadata(instant, {t.partition for t in tasks})
+        self.write_partition_metadata(instant, {t.partition for t in tasks})
         block_format = self.opt(WriteOptions.LOG_BLOCK_FORMAT).lower()
 
         # one gather puts every task's rows next to each other; each task then takes a slice
@@ -196,10 +188,6 @@ class WriteClient:
 
         stats: list[WriteStat] = self.engine.map(run, list(enumerate(tasks)))
 
-        extra = {**extra, "schema": json.dumps(batch.avro_schema)}
-        metadata = CommitMetadata.from_stats(OPERATION_TYPES[operation], stats, extra)
-        if replaced is not None:
-            metadata.partition_to_replace_file_ids = replaced
         touched = {(t.partition, t.file_id) for t in tasks if t.kind != "insert"}
         touched |= {(p, f) for p, ids in (replaced or {}).items() for f in ids}
         if self.index_type() == "BUCKET":
@@ -213,19 +201,42 @@ class WriteClient:
                 if stat.new_rows is not None and len(stat.new_rows):  # tagged to the file, not in it
                     inserted.setdefault(t.partition, []).append(t.rows[stat.new_rows])
         new_keys = {p: batch.keys.take(pa.array(np.concatenate(r))) for p, r in inserted.items()}
-        with table.lock():
+        return self.commit(timeline, inflight, seen, operation, stats, extra, batch.avro_schema, touched,
+                           lambda: new_keys, is_global, replaced)
+
+    def write_context(self, instant: str, avro_schema: dict) -> WriteContext:
+        """What every file-group task of this commit shares."""
+        cfg = self.table.config
+        bloom = BloomSettings(self.opt(WriteOptions.BLOOM_NUM_ENTRIES), self.opt(WriteOptions.BLOOM_FPP),
+                              self.opt(WriteOptions.BLOOM_FILTER_TYPE).upper(),
+                              self.opt(WriteOptions.BLOOM_DYNAMIC_MAX_ENTRIES)) if cfg.populate_meta_fields else None
+        return WriteContext(self.storage, instant, avro_schema, from_avro(avro_schema), bloom,
+                            self.opt(WriteOptions.COMPRESSION), cfg.populate_meta_fields, cfg.precombine_field,
+                            cfg.payload_class == DEFAULT_PAYLOAD, self.table.keygen)
+
+    def commit(self, timeline: ActiveTimeline, inflight: Instant, seen: set[str], operation: str,
+               stats: list[WriteStat], extra: dict[str, str], avro_schema: dict, touched: set[tuple[str, str]],
+               new_keys, is_global: bool, replaced: dict[str, list[str]] | None) -> WriteResult:
+        """Under the lock: conflict checks against what appeared since `seen`, then the completed
+        instant. `new_keys()` gives the keys this write inserts, per partition (asked for only
+        when a concurrent commit could have inserted them too)."""
+        metadata = CommitMetadata.from_stats(OPERATION_TYPES[operation], stats,
+                                             {**extra, "schema": json.dumps(avro_schema)})
+        if replaced is not None:
+            metadata.partition_to_replace_file_ids = replaced
+        with self.table.lock():
             current = timeline.reload()  # other writers' instants, for the conflict checks
-            table.check_still_owner(inflight, current)
+            self.table.check_still_owner(inflight, current)
             self._check_conflicts(current, inflight, seen, touched, new_keys, is_global)
             current.transition(inflight, State.COMPLETED, metadata.to_bytes())
-        delete_markers(storage, instant)
-        result = WriteResult(instant, operation)
+        delete_markers(self.storage, inflight.time)
+        result = WriteResult(inflight.time, operation)
         _add_stats(result, stats)
         result.replaced_file_groups = sum(len(v) for v in (replaced or {}).values())
         return result
 
     def _check_conflicts(self, timeline: ActiveTimeline, inflight: Instant, seen: set[str],
-                         touched: set[tuple[str, str]], new_keys: dict[str, pa.Array], is_global: bool) -> None:
+                         touched: set[tuple[str, str]], new_keys, is_global: bool) -> None:
         """Optimistic concurrency: a commit or compaction plan that appeared since this write
         started and touches one of its file groups, or inserted one of the keys this upsert
         inserts, makes it fail (rolled back, nothing visible). `timeline` is listed under the lock."""
@@ -244,7 +255,7 @@ class WriteClient:
             elif other.is_completed:
                 meta = timeline.commit_metadata(other)
                 theirs = {key(p, f) for p, f in meta.file_ids() | meta.replaced_file_ids()}
-                dup = self._same_new_keys(meta, new_keys, is_global)
+                dup = self._same_new_keys(meta, new_keys(), is_global) if meta.file_ids() else None
                 if dup:
                     rollback.rollback_instant(self.storage, timeline, inflight, self.table.new_instant_time(timeline))
                     raise WriteConflictError(
@@ -436,7 +447,7 @@ class WriteClient:
                 return max(1, size // rows)
         return self.opt(WriteOptions.RECORD_SIZE_ESTIMATE)
 
-    def _write_partition_metadata(self, instant: str, partitions: set[str]) -> None:
+    def write_partition_metadata(self, instant: str, partitions: set[str]) -> None:
         for partition in partitions:
             path = f"{partition}/{PARTITION_METAFILE}" if partition else PARTITION_METAFILE
             if self.storage.exists(path):
@@ -445,7 +456,7 @@ class WriteClient:
             text = f"#partition metadata\n#{_java_date()}\ncommitTime={instant}\npartitionDepth={depth}\n"
             self.storage.create(path, text.encode())
 
-    def _stored_result(self, timeline: ActiveTimeline, instant: Instant, operation: str) -> WriteResult:
+    def stored_result(self, timeline: ActiveTimeline, instant: Instant, operation: str) -> WriteResult:
         """The result of the earlier attempt that committed `instant` (active or archived)."""
         stats = timeline.stored_commit_metadata(instant)
         result = WriteResult(instant.time, operation)
