@@ -165,7 +165,7 @@ class ProgressEngine:
 
     def map(self, fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
         items = list(items)
-        what = getattr(fn, "__name__", "task").strip("_<>").replace("_", " ")
+        what = getattr(getattr(fn, "func", fn), "__name__", "task").strip("_<>").replace("_", " ")  # partial
         if not items:
             return []
         size = max(self._width() * 2, -(-len(items) // self.rounds))
