@@ -16,7 +16,7 @@ PARSER = job.parser("compaction_execute", __doc__)
 PARSER.add_argument("--instant", metavar="TIME", help="the plan to run (default: the oldest pending, see --order)")
 PARSER.add_argument("--order", type=str.upper, choices=("FIFO", "LIFO"), default="FIFO",
                     help="without --instant: oldest (FIFO, default) or newest (LIFO) pending plan first")
-PARSER.add_argument("--max-plans", type=int, default=1, metavar="N",
+PARSER.add_argument("--max-plans", type=job.positive_int, default=1, metavar="N",
                     help="without --instant: run up to N pending plans, one after the other (default 1)")
 
 
@@ -29,8 +29,6 @@ def _token(run: job.JobRun, n: int) -> dict[str, str] | None:
 
 def body(run: job.JobRun) -> dict[str, Any]:
     a = run.args
-    if a.max_plans < 1:
-        raise ValueError(f"--max-plans must be at least 1, not {a.max_plans}")
     table = run.open_table()
     results = []
     for n in range(1 if a.instant else a.max_plans):

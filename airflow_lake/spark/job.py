@@ -79,6 +79,17 @@ def _key_value(text: str) -> tuple[str, str]:
     return key.strip(), value
 
 
+def positive_int(text: str) -> int:
+    """An argparse type: an integer of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
+    return value
+
+
 def split_options(pairs: Iterable[tuple[str, str]]) -> tuple[dict[str, str], dict[str, Any]]:
     """(table options, storage options) of `--option` pairs (see the module's docstring)."""
     table: dict[str, str] = {}

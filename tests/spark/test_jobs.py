@@ -14,6 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from setuptools import find_packages
 
@@ -157,6 +158,9 @@ def test_compaction_jobs_on_a_table_with_nothing_to_do(spark, table_path):
     assert decision["instant"] is None and "NUM_COMMITS not met" in decision["reason"] and not decision["scheduled"]
     result = load("compaction_execute").main(["--table", table_path])
     assert result["instant"] is None and result["plans"] == [] and result["files_written"] == 0
+    with pytest.raises(SystemExit) as exit_:
+        load("compaction_execute").main(["--table", table_path, "--max-plans", "0"])
+    assert exit_.value.code == 2
 
 
 # -- real spark-submit runs ----------------------------------------------------------------
@@ -205,3 +209,23 @@ def test_spark_submit_schedule_execute_resubmit_and_fail(table_path):
                      f"InstantNotFoundError: table {table_path}: no pending compaction 20200101000000000"]
     # spark-submit hands the Python driver's stderr to its own stdout: the error line ends it
     assert failed.stdout.splitlines()[-1] == error[0] and "{" not in failed.stdout.splitlines()[-1]
+
+
+def test_compaction_execute_runs_several_plans_and_a_resubmission_takes_no_new_one(spark, table_path):
+    t = mor(table_path, upserts=2)
+    first = t.schedule_compaction(max_delta_commits=1)
+    for ts in (1, 2):  # a new file group in partition d, then a log file on it
+        t.write(pa.table({"id": ["d1", "d2"], "ts": [ts, ts], "part": ["d", "d"], "v": [float(ts)] * 2}))
+    second = t.schedule_compaction(max_delta_commits=1)
+    assert first < second
+    before = rows(t.read(), COLS)
+    execute = load("compaction_execute").main
+    done = execute(["--table", table_path, "--order", "LIFO", "--max-plans", "5", "--run-token", "r/x"])
+    assert done["plans"] == [second, first] and done["instant"] == second and done["file_groups"] == 4
+    assert rows(hudi_read(table_path), COLS) == before
+    t.write(pa.table({"id": ["d1"], "ts": [3], "part": ["d"], "v": [3.0]}))
+    third = t.schedule_compaction(max_delta_commits=1)
+    assert third is not None
+    again = execute(["--table", table_path, "--max-plans", "5", "--run-token", "r/x"])
+    assert again["plans"] == [second, first] and again["already_done"]
+    assert t.timeline.actions("compaction").pending().times == [third]  # left for the next run
