@@ -299,9 +299,9 @@ class Table:
         """Protect the files of completed commit `instant` from clean and archive."""
         return savepoint.savepoint(self, instant, user=user, comments=comments, extra_metadata=extra_metadata)
 
-    def restore(self, instant: str) -> savepoint.RestoreResult:
+    def restore(self, instant: str, *, extra_metadata: dict[str, str] | None = None) -> savepoint.RestoreResult:
         """Roll the table back to the savepoint `instant`."""
-        return savepoint.restore(self, instant)
+        return savepoint.restore(self, instant, extra_metadata=extra_metadata)
 
     # -- used by the write client and services ---------------------------------------------
     def lock(self) -> FileSystemLock:

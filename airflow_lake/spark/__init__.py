@@ -2,11 +2,12 @@
 
 `SparkEngine` runs the core's per-file-group tasks in executors; `session()` builds the job's
 SparkSession without overriding what `spark-submit` was given; `package_zip()` is the zip of
-`airflow_lake` that `--py-files` ships to executors.
+`airflow_lake` that `--py-files` ships to executors; `job_path(name)` is the installed job file
+`spark-submit` runs (`airflow_lake.spark.job` is their shared frame).
 """
 
 from .engine import SparkEngine
-from .packaging import package_zip
+from .packaging import job_path, package_zip
 from .session import session
 
-__all__ = ["SparkEngine", "package_zip", "session"]
+__all__ = ["SparkEngine", "job_path", "package_zip", "session"]

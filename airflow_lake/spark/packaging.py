@@ -1,4 +1,5 @@
-"""The zip of `airflow_lake` that `spark-submit --py-files` ships to executors."""
+"""What `spark-submit` is given: the job files (`job_path`) and the zip of `airflow_lake` that
+`--py-files` ships to executors (`package_zip`)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,31 @@ from pathlib import Path
 import airflow_lake
 
 PACKAGE_ROOT = Path(airflow_lake.__file__).resolve().parent
+# installed distribution: airflow_lake/spark/jobs/; source checkout (editable install): spark_jobs/
+JOB_FOLDERS = (PACKAGE_ROOT / "spark" / "jobs", PACKAGE_ROOT.parent / "spark_jobs")
+
+
+def job_folder() -> Path:
+    """The folder holding the job files of this installation."""
+    for folder in JOB_FOLDERS:
+        if (folder / "__init__.py").is_file():
+            return folder
+    raise FileNotFoundError(f"airflow-lake's spark jobs are not installed: none of {[str(f) for f in JOB_FOLDERS]} "
+                            "exists (reinstall airflow-lake)")
+
+
+def job_names() -> list[str]:
+    """Names of the jobs `job_path` knows (`compaction_execute`, `clean`, ...)."""
+    return sorted(p.stem for p in job_folder().glob("*.py") if not p.stem.startswith("_"))
+
+
+def job_path(name: str) -> Path:
+    """The installed path of the job file `name` (e.g. `job_path("clean")`), what
+    `spark-submit` runs: `spark-submit --py-files $(package_zip) $(job_path) ARGS`."""
+    path = job_folder() / f"{name.removesuffix('.py')}.py"
+    if name.startswith("_") or "/" in name or not path.is_file():
+        raise ValueError(f"no spark job {name!r}; jobs: {', '.join(job_names())}")
+    return path
 
 
 def _sources() -> list[Path]:

@@ -61,11 +61,17 @@ def savepoint(table, instant: str, *, user: str | None = None, comments: str = "
     return instant
 
 
-def restore(table, instant: str) -> RestoreResult:
-    """Roll back every write, compaction and plan after the savepoint `instant`."""
+def restore(table, instant: str, *, extra_metadata: dict[str, str] | None = None) -> RestoreResult:
+    """Roll back every write, compaction and plan after the savepoint `instant`. A run token
+    in `extra_metadata` is recorded in the token index (restore metadata has no field for it):
+    a retry finds its completed restore and returns it."""
     uri = table.storage.uri
+    token = tokens.token_of(extra_metadata)
     with table.lock():
         timeline = table.repair_timeline()
+        done = timeline.find_token(token, actions=(RESTORE,)) if token else None
+        if done is not None:
+            return _stored_result(timeline, done, instant)
         if not timeline.actions(SAVEPOINT).completed().contains(instant):
             raise InstantNotFoundError(f"table {uri}: {instant} is not a savepoint; restore needs one")
         interval = table.option(WriteOptions.HEARTBEAT_INTERVAL_MS)
@@ -77,8 +83,17 @@ def restore(table, instant: str) -> RestoreResult:
         t = table.new_instant_time(timeline)
         plan = {"instantsToRollback": [{"commitTime": i.time, "action": i.action} for i in targets],
                 "version": 2, "savepointToRestoreTimestamp": instant}
-        requested = timeline.create(Instant(t, RESTORE, State.REQUESTED), restore_plan_bytes(plan))
+        requested = timeline.create(Instant(t, RESTORE, State.REQUESTED), restore_plan_bytes(plan), token=token)
         return _execute(table, timeline, requested, plan)
+
+
+def _stored_result(timeline, done: Instant, instant: str) -> RestoreResult:
+    """What the completed restore `done` undid (nothing known once it is archived)."""
+    try:
+        record = read_avro(timeline.read_details(done)) or {}
+    except InstantNotFoundError:
+        record = {}
+    return RestoreResult(done.time, instant, list(record.get("instantsToRollback") or []))
 
 
 def finish_pending_restores(table, timeline) -> None:

@@ -1,0 +1,243 @@
+"""The frame every `spark_jobs/*.py` entry point shares.
+
+A job file declares its flags on `parser(...)`, writes a `body(run) -> dict`, and ends with
+`run(PARSER, body)`. This module gives every job the same contract:
+
+- common flags: `--table PATH` (required), `--option KEY=VALUE` (repeatable), `--run-token`;
+- logging at INFO to stderr (stages, files done / total);
+- stdout's very last line is one JSON object (the result), nothing after it; exit 0;
+- any failure: the last stderr line is one line naming the job, the table and the instant,
+  exit 1 (argparse errors exit 2, `--help` exits 0).
+
+`--option` keys starting with `hoodie.` or `airflow_lake.` are table / write options (as in
+`Table.open(options=...)`); every other key is a storage option (pyarrow's S3/GCS/HDFS/Azure
+file-system keywords, e.g. `region`, `endpoint_override`). A storage option's value is read as
+JSON when it is a JSON literal (`true`, `false`, `null`, a number, a quoted string), else taken
+as the plain string: `--option allow_bucket_creation=true`, `--option 'access_key="0123"'`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+import traceback
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, NoReturn, TypeVar
+
+from airflow_lake.core.errors import LakeError
+from airflow_lake.core.table import Table
+from airflow_lake.core.timeline.tokens import TOKEN_KEY
+
+log = logging.getLogger("airflow_lake.job")
+TABLE_PREFIXES = ("hoodie.", "airflow_lake.")
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+class JobError(Exception):
+    """A job failed; `str()` is the one-line message naming job, table and instant."""
+
+    def __init__(self, job: str, table: str | None, instant: str | None, cause: BaseException):
+        self.job, self.table, self.instant, self.cause = job, table, instant, cause
+        reason = " ".join(str(cause).split()) or type(cause).__name__
+        if len(reason) > 2000:
+            reason = reason[:2000] + "..."
+        super().__init__(f"{job} failed: table {table or '?'}, instant {instant or 'none'}: "
+                         f"{type(cause).__name__}: {reason}")
+
+
+def parser(name: str, description: str | None) -> argparse.ArgumentParser:
+    """An argument parser with the flags every job takes."""
+    p = argparse.ArgumentParser(
+        prog=f"{name}.py", description=(description or "").strip(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=f"Run: spark-submit [--master M] --py-files AIRFLOW_LAKE_ZIP {name}.py ARGS\n"
+               "(python -c 'from airflow_lake.spark import job_path, package_zip; print(package_zip(), "
+               f"job_path(\"{name}\"))').\n"
+               "Prints one JSON object as the last line on stdout. On failure exits 1, the last line on\n"
+               "stderr naming the table and the instant. See docs/spark.md.")
+    p.add_argument("--table", required=True, metavar="PATH",
+                   help="the table's path or URI (file:///..., s3://bucket/..., hdfs://...)")
+    p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE", type=_key_value,
+                   help="repeatable; hoodie.* and airflow_lake.* keys are table/write options, any other key a "
+                        "storage option (pyarrow file-system keyword; JSON literals are typed: true, 5, \"0123\")")
+    p.add_argument("--run-token", metavar="TOKEN",
+                   help="the caller's run id, stored as extraMetadata airflow_lake.token; a re-submitted job with "
+                        "the same token returns the result it already committed instead of writing again")
+    p.job_name = name  # type: ignore[attr-defined]
+    return p
+
+
+def _key_value(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key.strip(), value
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: an integer of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
+    return value
+
+
+def split_options(pairs: Iterable[tuple[str, str]]) -> tuple[dict[str, str], dict[str, Any]]:
+    """(table options, storage options) of `--option` pairs (see the module's docstring)."""
+    table: dict[str, str] = {}
+    storage: dict[str, Any] = {}
+    for key, value in pairs:
+        if key.startswith(TABLE_PREFIXES):
+            table[key] = value
+        else:
+            storage[key] = _storage_value(value)
+    return table, storage
+
+
+def _storage_value(value: str) -> Any:
+    try:
+        parsed = json.loads(value)
+    except ValueError:
+        return value
+    return parsed if parsed is None or isinstance(parsed, (bool, int, float, str)) else value
+
+
+@dataclass
+class JobRun:
+    """One run of a job: its arguments and what it works on (named by a failure)."""
+
+    job: str
+    args: argparse.Namespace
+    instant: str | None = None
+    table_options: dict[str, str] = field(default_factory=dict)
+    storage_options: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def table_uri(self) -> str:
+        return self.args.table
+
+    @property
+    def token(self) -> str | None:
+        return self.args.run_token or None
+
+    @property
+    def extra_metadata(self) -> dict[str, str] | None:
+        """What every service call is given: the run token, under `airflow_lake.token`."""
+        return {TOKEN_KEY: self.token} if self.token else None
+
+    def open_table(self) -> Table:
+        """Build (or join) the SparkSession and open the table on a `SparkEngine`."""
+        from airflow_lake.spark import SparkEngine, session  # pyspark: only once the arguments are good
+
+        log.info("%s: starting the Spark session", self.job)
+        spark = session(f"airflow-lake {self.job}")
+        log.info("%s: opening table %s", self.job, self.table_uri)
+        table = Table.open(self.table_uri, options=self.table_options, storage_options=self.storage_options,
+                           engine=ProgressEngine(SparkEngine(spark), self.job))
+        log.info("%s: table %s is %s %s", self.job, table.storage.uri, table.config.table_type, table.config.name)
+        return table
+
+    def result(self, *, instant: str | None, action: str | None, operation: str, files_written: int = 0,
+               inserts: int = 0, updates: int = 0, deletes: int = 0, **figures: Any) -> dict[str, Any]:
+        """The job's JSON result: the fields every job prints, then the service's own."""
+        self.instant = instant or self.instant
+        return {"job": self.job, "table": self.table_uri, "instant": instant, "action": action,
+                "operation": operation, "inserts": inserts, "updates": updates, "deletes": deletes,
+                "files_written": files_written, **figures}
+
+
+class ProgressEngine:
+    """Wraps an engine so a job logs its tasks at INFO: files done / total as they finish.
+
+    Tasks go to the inner engine in rounds of a few times its parallelism, so progress shows
+    while executors stay busy; anything else the engine offers is passed through."""
+
+    def __init__(self, inner, job: str, rounds: int = 10):
+        self.inner = inner
+        self.job = job
+        self.rounds = rounds
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def _width(self) -> int:
+        spark = getattr(self.inner, "spark", None)
+        parallelism = getattr(self.inner, "parallelism", 0) or (
+            spark.sparkContext.defaultParallelism if spark is not None else 1)
+        return max(1, parallelism)
+
+    def map(self, fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
+        items = list(items)
+        what = getattr(getattr(fn, "func", fn), "__name__", "task").strip("_<>").replace("_", " ")  # partial
+        if not items:
+            return []
+        size = max(self._width() * 2, -(-len(items) // self.rounds))
+        start = time.monotonic()
+        out: list[R] = []
+        log.info("%s: %s: %d tasks", self.job, what, len(items))
+        for i in range(0, len(items), size):
+            out.extend(self.inner.map(fn, items[i:i + size]))
+            log.info("%s: %s: %d/%d done (%.1f s)", self.job, what, len(out), len(items), time.monotonic() - start)
+        return out
+
+
+def setup_logging() -> None:
+    """INFO to stderr for airflow_lake, WARNING for everything else (py4j is chatty)."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(logging.WARNING)
+    logging.getLogger("airflow_lake").setLevel(logging.INFO)
+
+
+def execute(p: argparse.ArgumentParser, body: Callable[[JobRun], dict[str, Any]],
+            argv: list[str] | None = None) -> dict[str, Any]:
+    """Parse `argv` and run `body` in this process; the result, or `JobError` naming table
+    and instant (argparse's own errors raise `SystemExit`)."""
+    args = p.parse_args(argv)
+    name = p.job_name  # type: ignore[attr-defined]
+    job = JobRun(name, args, getattr(args, "instant", None))
+    try:
+        job.table_options, job.storage_options = split_options(args.option)
+        result = body(job)
+    except Exception as e:  # noqa: BLE001 - every failure becomes the job's one-line error
+        if not isinstance(e, LakeError):
+            log.error("%s: unexpected failure\n%s", name, traceback.format_exc().rstrip())
+        raise JobError(name, args.table, job.instant, e) from e
+    log.info("%s: done on table %s, instant %s", name, args.table, result.get("instant"))
+    return result
+
+
+def run(p: argparse.ArgumentParser, body: Callable[[JobRun], dict[str, Any]],
+        argv: list[str] | None = None) -> NoReturn:
+    """The `__main__` of a job: `execute`, print the JSON result as stdout's last line, exit."""
+    setup_logging()
+    try:
+        result = execute(p, body, argv)
+    except JobError as e:
+        _stop_session()
+        sys.stdout.flush()
+        print(f"ERROR {e}", file=sys.stderr, flush=True)
+        sys.exit(1)
+    _stop_session()  # before the JSON line: nothing the shutdown prints may follow it
+    sys.stderr.flush()
+    print(json.dumps(result, default=str), flush=True)
+    sys.exit(0)
+
+
+def _stop_session() -> None:
+    if "pyspark" in sys.modules:
+        from pyspark.sql import SparkSession
+
+        active = SparkSession.getActiveSession()
+        if active is not None:
+            active.stop()
