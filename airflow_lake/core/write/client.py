@@ -300,7 +300,7 @@ class WriteClient:
         is_mor = cfg.is_mor
         index_type = self.index_type()
         sizing = Sizing(self.opt(WriteOptions.MAX_FILE_SIZE), self.opt(WriteOptions.SMALL_FILE_LIMIT),
-                        self._record_size_estimate(timeline))
+                        self.record_size_estimate(timeline))
         hash_fields = [f.strip() for f in (self.opt(WriteOptions.BUCKET_HASH_FIELD)
                                            or ",".join(cfg.record_key_fields)).split(",") if f.strip()]
         if operation in ("insert_overwrite", "insert_overwrite_table"):
@@ -436,7 +436,7 @@ class WriteClient:
             loses[rows] = self._older_than_stored(view, tags.files[i].partition, tags.files[i].file_id, batch, rows)
         return loses
 
-    def _record_size_estimate(self, timeline: ActiveTimeline) -> int:
+    def record_size_estimate(self, timeline: ActiveTimeline) -> int:
         """Average bytes per record of the latest commit, else the configured estimate."""
         timeline = timeline.commits().completed()
         for instant in reversed(timeline.instants[-5:]):

@@ -1,0 +1,593 @@
+"""Distributed writes: a Spark DataFrame written to a table as one commit, rows never on the driver.
+
+Driver | executors:
+- schema, options and the operation checked from the DataFrame's schema (no rows);
+- | key frame: the core's key generator in `mapInArrow` (record key, partition path, delete
+  flag, an explicit sequence number); its values are checked here, before the timeline;
+- | combine (upsert, delete, insert with `hoodie.combine.before.insert`): a window keeping, per
+  key, the largest ordering value, ties to the later row (the sequence number);
+- begin: lock, repair, requested instant, heartbeat (the core's write client);
+- | lookup: each file group of the touched partitions reads its live keys (and ordering values)
+  in a task; a join tags the key frame with their locations;
+- route: partition moves (delete at the old location, insert at the new), stale deletes and
+  unknown deletes dropped; insert bins per partition from counts (small files first, then new
+  file groups), each insert row placed by a hash of its key, as Java's UpsertPartitioner does;
+- | execute: rows shuffled by target file group; each group written by the core's
+  `merge_file` / `append_log` / `insert_file`, returning its write stat;
+- commit: the stats, the core's conflict checks, the completed instant.
+"""
+
+from __future__ import annotations
+
+import logging
+import pickle
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import partial
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
+
+from airflow_lake.core.config import DEFAULT_PAYLOAD, TableOptions, WriteOptions
+from airflow_lake.core.context import TableContext
+from airflow_lake.core.errors import (
+    InvalidOptionError,
+    LakeError,
+    MissingFieldError,
+    SchemaError,
+    UnsupportedFeatureError,
+    UnsupportedTableVersionError,
+)
+from airflow_lake.core.formats.parquet import read_base_file
+from airflow_lake.core.index import check_index_type
+from airflow_lake.core.index.bucket import java_string_hashes
+from airflow_lake.core.merge import KEY, MergeSpec, merge_slice
+from airflow_lake.core.model import BaseFile, WriteStat
+from airflow_lake.core.read import BlockFilter
+from airflow_lake.core.schema import IS_DELETED, META_FIELDS, conform, evolve, from_avro
+from airflow_lake.core.services import rollback
+from airflow_lake.core.services.compaction import VisibleBefore
+from airflow_lake.core.timeline.active import ActiveTimeline
+from airflow_lake.core.timeline.instant import COMMIT, COMPACTION, DELTA_COMMIT, REPLACE_COMMIT, State
+from airflow_lake.core.timeline.metadata import workload_metadata
+from airflow_lake.core.view import FileSystemView, list_partition_files
+from airflow_lake.core.write.client import OPERATION_TYPES, TOKEN_KEY, WriteClient, WriteResult
+from airflow_lake.core.write.files import WriteContext, insert_file, merge_file
+from airflow_lake.core.write.logs import SliceRef, append_log
+from airflow_lake.core.write.plan import Sizing, fill_small_files, new_files, slice_ref
+from airflow_lake.core.write.prepare import OPERATIONS, Batch
+
+log = logging.getLogger(__name__)
+
+PART = "_hoodie_partition_path"
+DEL = "_al_delete"
+SEQ = "_al_seq"
+LOC_P = "_al_loc_partition"
+LOC_F = "_al_loc_file"
+STORED = "_al_stored_ordering"
+TARGET = "_al_target"
+LOOKUP_KEY = "_al_lookup_key"
+WORK = (KEY, PART, DEL, SEQ)
+ALWAYS = "9" * 17  # an instant bound later than any
+
+
+# -- values the executors get ----------------------------------------------------------------
+@dataclass(frozen=True)
+class KeySpec:
+    ctx: TableContext
+    operation: str
+    is_global: bool
+    data_schema: pa.Schema  # the written columns, conformed to the table schema
+    out_schema: pa.Schema  # data_schema + the work columns, exactly as Spark declares them
+    where: str
+
+
+@dataclass(frozen=True)
+class LookupSpec:
+    ctx: TableContext
+    ordering_field: str | None
+    ordering_type: pa.DataType | None
+    visible: VisibleBefore
+    out_schema: pa.Schema
+
+
+@dataclass(frozen=True)
+class GroupPlan:
+    """One file group's write: `merge` (rewrite a base file), `log` (a new log file), `insert`."""
+
+    kind: str
+    partition: str
+    file_id: str
+    base: BaseFile | None = None
+    slice: SliceRef | None = None
+
+
+@dataclass(frozen=True)
+class RouteSpec:
+    located: dict[str, int]  # "partition\0file_id" -> group id
+    bins: dict[str, tuple[np.ndarray, np.ndarray]]  # partition -> (cumulative fractions, group ids)
+    out_schema: pa.Schema
+
+
+@dataclass(frozen=True)
+class ExecSpec:
+    ctx: WriteContext
+    groups: dict[int, GroupPlan]
+    data_columns: tuple[str, ...]
+    ordering_field: str | None
+    block_format: str
+
+
+# -- entry point ---------------------------------------------------------------------------------
+def write(table, df: DataFrame, operation: str = "upsert", extra_metadata: dict[str, str] | None = None,
+          ) -> WriteResult:
+    """Write `df` to `table` (a core `Table`) as one commit of `operation`, on `df`'s Spark."""
+    where = f"table {table.storage.uri}"
+    cfg = table.config
+    if cfg.version != 6 or cfg.get(TableOptions.TIMELINE_LAYOUT) != 1:
+        raise UnsupportedTableVersionError(f"{where}: table version {cfg.version} cannot be written; "
+                                           "airflow-lake writes table version 6, layout 1")
+    table.check_write_support()
+    if operation not in OPERATIONS:
+        raise InvalidOptionError(f"{where}: unknown operation {operation!r}; one of {', '.join(OPERATIONS)}")
+    index_type = check_index_type(table.option(WriteOptions.INDEX_TYPE), where)
+    if index_type == "BUCKET":
+        raise UnsupportedFeatureError(f"{where}: writes through the BUCKET index do not run on Spark yet; "
+                                      "write with the local engine (Table.write)")
+    is_global = index_type.startswith("GLOBAL")
+    client = WriteClient(table, table.engine)
+    spark = df.sparkSession
+    keyed, avro = _key_frame(table, df, operation, is_global, where)
+    combine = operation in ("upsert", "delete") or table.option(WriteOptions.COMBINE_BEFORE_INSERT)
+    if combine:
+        keyed = _combine(keyed, cfg.precombine_field if operation != "delete" else None, is_global)
+    keyed = keyed.persist()
+    try:
+        _stage(lambda: keyed.count(), where, "checking the batch")  # bad values fail here, nothing touched
+        extra = dict(extra_metadata or {})
+        replace = operation in ("insert_overwrite", "insert_overwrite_table")
+        action = REPLACE_COMMIT if replace else (DELTA_COMMIT if cfg.is_mor else COMMIT)
+        requested, heartbeat, timeline = client.begin(action, extra.get(TOKEN_KEY))
+        if heartbeat is None:  # a retry whose run token is already committed
+            return client.stored_result(timeline, requested, operation)
+        try:
+            return _run(spark, table, client, keyed, avro, operation, is_global, index_type, requested, timeline,
+                        extra, where)
+        except BaseException:
+            _abandon(table, requested.time)
+            raise
+        finally:
+            heartbeat.stop()
+    finally:
+        keyed.unpersist()
+
+
+def _run(spark, table, client: WriteClient, keyed: DataFrame, avro: dict, operation: str, is_global: bool,
+         index_type: str, requested, timeline: ActiveTimeline, extra: dict[str, str], where: str) -> WriteResult:
+    seen = set(timeline.completed().times) | {i.time for i in timeline.actions(COMPACTION)}
+    parts = sorted(r[0] for r in keyed.select(PART).distinct().collect())  # metadata: the partitions written
+    wide = is_global or operation == "insert_overwrite_table"
+    view = FileSystemView(table.storage, timeline,
+                          partition_files=None if wide else list_partition_files(table.storage, parts))
+    lookup = operation in ("upsert", "delete") or (
+        operation == "insert" and table.option(WriteOptions.INSERT_DROP_DUPLICATES))
+    replaced = None
+    if operation == "insert_overwrite_table":
+        replaced = _group_ids(view.file_groups())
+    elif operation == "insert_overwrite":
+        replaced = _group_ids(g for g in view.file_groups() if g.partition in set(parts))
+
+    rows = keyed.withColumn(LOC_P, F.lit(None).cast("string")).withColumn(LOC_F, F.lit(None).cast("string"))
+    rows = rows.withColumn(STORED, F.lit(None).cast("string"))
+    if lookup:
+        rows = _tag(spark, table, view, keyed, None if is_global else parts, is_global)
+        rows = _route_located(table, rows, operation, is_global, index_type)
+    else:
+        rows = rows.filter(~F.col(DEL))
+    rows = rows.persist()
+    try:
+        return _write_rows(spark, table, client, rows, view, avro, operation, is_global, requested, timeline,
+                           seen, extra, replaced, where)
+    finally:
+        rows.unpersist()
+
+
+def _write_rows(spark, table, client: WriteClient, rows: DataFrame, view: FileSystemView, avro: dict,
+                operation: str, is_global: bool, requested, timeline, seen, extra, replaced, where) -> WriteResult:
+    cfg = table.config
+    instant = requested.time
+    # metadata only: rows per located group, inserts per partition
+    located_counts = {(p, f): n for p, f, n in _stage(
+        lambda: rows.filter(F.col(LOC_F).isNotNull()).groupBy(LOC_P, LOC_F).count().collect(), where, "counting")}
+    insert_counts = {p: n for p, n in _stage(
+        lambda: rows.filter(F.col(LOC_F).isNull()).groupBy(PART).count().collect(), where, "counting")}
+
+    groups: dict[int, GroupPlan] = {}
+    located: dict[str, int] = {}
+    for (p, f) in sorted(located_counts):
+        group = view.groups[p][f]
+        gid = len(groups)
+        if cfg.is_mor:
+            groups[gid] = GroupPlan("log", p, f, slice=slice_ref(view, group))
+        else:
+            base = next(s.base_file for s in reversed(group.slices) if s.base_file is not None)
+            groups[gid] = GroupPlan("merge", p, f, base=base)
+        located[f"{p}\0{f}"] = gid
+    sizing = Sizing(table.option(WriteOptions.MAX_FILE_SIZE), table.option(WriteOptions.SMALL_FILE_LIMIT),
+                    client.record_size_estimate(timeline))
+    bins: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    workload_inserts: dict[str, int] = {}
+    busy = {f for (_, f) in located_counts}
+    for p, n in sorted(insert_counts.items()):
+        slots = np.arange(n)
+        filled, rest = ([], slots) if replaced is not None or p not in view.groups else fill_small_files(
+            view, p, slots, sizing, is_mor=cfg.is_mor, busy=busy if cfg.is_mor else set())
+        sizes, ids = [], []
+        for t in filled:
+            gid = located.get(f"{p}\0{t.file_id}")
+            if gid is None:  # a small group only receiving inserts: its base file is rewritten
+                gid = len(groups)
+                groups[gid] = GroupPlan("merge", p, t.file_id, base=t.base)
+            sizes.append(len(t.insert_rows))
+            ids.append(gid)
+        for t in new_files(p, rest, sizing):
+            gid = len(groups)
+            groups[gid] = GroupPlan("insert", p, t.file_id)
+            sizes.append(len(t.rows))
+            ids.append(gid)
+        bins[p] = (np.cumsum(sizes) / max(1, sum(sizes)), np.asarray(ids, dtype=np.int64))
+        workload_inserts[p] = n
+    updates = {(g.partition, g.file_id): ((g.base.instant if g.base else g.slice.base_instant),
+                                          located_counts[(g.partition, g.file_id)])
+               for g in groups.values() if (g.partition, g.file_id) in located_counts}
+    inflight = timeline.transition(requested, State.INFLIGHT,
+                                   workload_metadata(OPERATION_TYPES[operation], workload_inserts, updates).to_bytes())
+    client.write_partition_metadata(instant, {g.partition for g in groups.values()})
+    log.info("%s: write %s routes rows to %d file groups (%d updated, %d inserted into)", where, instant,
+             len(groups), len(located), len(groups) - len(located))
+
+    route_schema = pa.schema(list(_arrow_schema(rows.schema)) + [pa.field(TARGET, pa.int64())])
+    routed = rows.mapInArrow(partial(route_batches, RouteSpec(located, bins, route_schema)),
+                             from_arrow_schema(route_schema))
+    data_columns = tuple(c for c in rows.columns if c not in WORK and not c.startswith("_al_"))
+    spec = ExecSpec(client.write_context(instant, avro), groups, data_columns, cfg.precombine_field,
+                    table.option(WriteOptions.LOG_BLOCK_FORMAT).lower())
+    out = routed.groupBy(TARGET).applyInArrow(group_writer(spec), "stat binary")
+    stats: list[WriteStat] = [pickle.loads(r[0]) for r in _stage(lambda: out.collect(), where, f"write {instant}")]
+
+    touched = {(g.partition, g.file_id) for g in groups.values() if g.kind != "insert"}
+    touched |= {(p, f) for p, ids in (replaced or {}).items() for f in ids}
+
+    def new_keys() -> dict[str, pa.Array]:  # asked for only when a concurrent commit wrote base files
+        if operation != "upsert":
+            return {}
+        keys: dict[str, list[str]] = {}
+        for p, k in rows.filter(F.col(LOC_F).isNull()).select(PART, KEY).collect():
+            keys.setdefault(p, []).append(k)
+        return {p: pa.array(v, pa.string()) for p, v in keys.items()}
+
+    return client.commit(timeline, inflight, seen, operation, stats, extra, avro, touched, new_keys, is_global,
+                         replaced)
+
+
+# -- stages on the driver ------------------------------------------------------------------------
+def _key_frame(table, df: DataFrame, operation: str, is_global: bool, where: str) -> tuple[DataFrame, dict]:
+    """The DataFrame with its key columns (computed in executors) and the table schema after
+    this write (checked from the DataFrame's schema alone)."""
+    cfg = table.config
+    incoming = _arrow_schema(df.schema)
+    incoming = pa.schema([f for f in incoming if f.name not in META_FIELDS])
+    if len(set(incoming.names)) != len(incoming.names):
+        raise SchemaError(f"{where}: duplicate column names in {incoming.names}")
+    empty = incoming.empty_table()
+    is_delete_op = operation == "delete"
+    table.keygen.check_fields(empty, partition=not (is_delete_op and is_global))
+    precombine = cfg.precombine_field
+    if precombine and not is_delete_op and precombine not in incoming.names:
+        raise MissingFieldError(f"{where}: the data has no precombine field {precombine!r}; "
+                                f"columns: {incoming.names}")
+    if IS_DELETED in incoming.names and not pa.types.is_boolean(incoming.field(IS_DELETED).type):
+        raise SchemaError(f"{where}: column {IS_DELETED!r} must be boolean, not {incoming.field(IS_DELETED).type}")
+    table_avro = table.schema_avro()
+    local = table.option(WriteOptions.TIMESTAMP_WITHOUT_TIMEZONE)
+    if is_delete_op:
+        avro = table_avro or evolve(None, incoming, cfg.name, where, local_timestamps=local)
+        data_schema = incoming
+    else:
+        avro = evolve(table_avro, incoming, cfg.name, where, local_timestamps=local)
+        data_schema = from_avro(avro)
+    work = pa.schema([pa.field(KEY, pa.string()), pa.field(PART, pa.string()), pa.field(DEL, pa.bool_()),
+                      pa.field(SEQ, pa.int64())])
+    out_schema = _exact(pa.schema(list(data_schema) + list(work)))
+    spec = KeySpec(table.context(), operation, is_global, data_schema, out_schema, where)
+    source = df.drop(*[c for c in df.columns if c in META_FIELDS])
+    return source.mapInArrow(partial(key_batches, spec), from_arrow_schema(out_schema)), avro
+
+
+def _combine(keyed: DataFrame, ordering: str | None, is_global: bool) -> DataFrame:
+    """Per key (and partition, under a non-global index): the row with the largest ordering
+    value (a null is the smallest), ties to the later row."""
+    order = ([F.col(ordering).desc_nulls_last()] if ordering else []) + [F.col(SEQ).desc()]
+    window = Window.partitionBy(*([KEY] if is_global else [PART, KEY])).orderBy(*order)
+    return keyed.withColumn("_al_rank", F.row_number().over(window)).filter(F.col("_al_rank") == 1).drop("_al_rank")
+
+
+def _tag(spark, table, view: FileSystemView, keyed: DataFrame, parts: list[str] | None,
+         is_global: bool) -> DataFrame:
+    """The key frame with the location (and stored ordering value) of every key already in
+    the table: each file group's live keys are read in a task, then joined."""
+    cfg = table.config
+    groups = [g for g in view.file_groups() if parts is None or g.partition in parts]
+    tasks = []
+    for g in groups:
+        base, logs = view.read_slice(g)
+        if base is None and not logs:
+            continue
+        tasks.append((g.partition, g.file_id, base.path if base else None, [lf.path for lf in logs]))
+    schema = table.schema()
+    field = cfg.precombine_field if cfg.payload_class == DEFAULT_PAYLOAD else None
+    otype = schema.field(field).type if field and field in schema.names else None
+    out = pa.schema([pa.field(LOOKUP_KEY, pa.string()), pa.field(LOC_P, pa.string()), pa.field(LOC_F, pa.string()),
+                     pa.field(STORED, otype or pa.string())])
+    out = _exact(out)
+    first = view.timeline.writes().first
+    spec = LookupSpec(table.context(), field if otype is not None else None, otype,
+                      VisibleBefore(ALWAYS, frozenset(view.completed), first.time if first else None), out)
+    task_df = spark.createDataFrame([(pickle.dumps(t),) for t in tasks], "task binary")
+    if tasks:
+        task_df = task_df.repartition(min(len(tasks), spark.sparkContext.defaultParallelism * 4))
+    stored = task_df.mapInArrow(partial(lookup_batches, spec), from_arrow_schema(out))
+    cond = [keyed[KEY] == stored[LOOKUP_KEY]] + ([] if is_global else [keyed[PART] == stored[LOC_P]])
+    return keyed.join(stored, on=cond, how="left").drop(LOOKUP_KEY)
+
+
+def _route_located(table, rows: DataFrame, operation: str, is_global: bool, index_type: str) -> DataFrame:
+    """Partition moves, stale and unknown deletes, and (insert with drop duplicates) keys that
+    exist, decided on columns."""
+    cfg = table.config
+    located = F.col(LOC_F).isNotNull()
+    ordering = cfg.precombine_field if operation != "delete" else None
+    wins_check = ordering is not None and cfg.payload_class == DEFAULT_PAYLOAD
+    older = (F.col(ordering) < F.col(STORED)) if wins_check else F.lit(False)
+    older = F.coalesce(older, F.lit(False))
+    if operation == "insert":  # drop duplicates: keys already stored are not inserted again
+        return rows.filter(~located & ~F.col(DEL))
+    if cfg.is_mor:  # a `_hoodie_is_deleted` row older than the stored record changes nothing
+        rows = rows.filter(~(F.col(DEL) & located & older))
+    rows = rows.filter(located | ~F.col(DEL))  # deleting an unknown key: nothing to do
+    if not is_global:
+        return rows
+    option = WriteOptions.BLOOM_UPDATE_PARTITION_PATH if "BLOOM" in index_type else \
+        WriteOptions.SIMPLE_UPDATE_PARTITION_PATH
+    if not table.option(option):
+        return rows  # updated in place, in the old partition
+    rows = rows.withColumn("_al_moved", located & (F.col(LOC_P) != F.col(PART)) & ~F.col(DEL) & ~older)
+    moved = F.col("_al_moved")
+    deletes = rows.filter(moved).withColumn(DEL, F.lit(True)).withColumn(PART, F.col(LOC_P))
+    if ordering:
+        deletes = deletes.withColumn(ordering, F.lit(None).cast(rows.schema[ordering].dataType))
+    inserts = rows.withColumn(LOC_F, F.when(moved, F.lit(None)).otherwise(F.col(LOC_F))) \
+        .withColumn(LOC_P, F.when(moved, F.lit(None)).otherwise(F.col(LOC_P)))
+    return inserts.unionByName(deletes).drop("_al_moved")
+
+
+def _abandon(table, instant: str) -> None:
+    """Roll back this write's own pending instant after a failure (nothing becomes visible)."""
+    try:
+        with table.lock():
+            timeline = table.timeline
+            current = next((i for i in timeline.pending() if i.time == instant), None)
+            if current is not None:
+                rollback.rollback_instant(table.storage, timeline, current, table.new_instant_time(timeline))
+    except LakeError:
+        log.exception("table %s: write %s failed and could not be rolled back now; the next writer will",
+                      table.storage.uri, instant)
+
+
+def _stage(action, where: str, what: str):
+    """Run a Spark action; an error raised by the core in an executor comes back as that
+    error's text, naming the table (not a Java stack trace)."""
+    try:
+        return action()
+    except LakeError:
+        raise
+    except Exception as e:  # pyspark wraps executor errors (PythonException, Py4JJavaError)
+        text = str(e)
+        found = re.findall(r"airflow_lake\.core\.errors\.(\w+): (.+)", text)
+        if found:
+            name, message = found[-1]
+            from airflow_lake.core import errors
+
+            cls = getattr(errors, name, LakeError)
+            raise cls(message.strip()) from None
+        raise
+
+
+# -- executor functions (module level: they travel as values) -----------------------------------
+def key_batches(spec: KeySpec, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """Record key, partition path, delete flag and sequence number of every row, with the
+    columns conformed to the table schema (the core's key generator and checks)."""
+    from pyspark import TaskContext
+
+    keygen = spec.ctx.keygen
+    context = TaskContext.get()
+    seq_base = (context.partitionId() if context else 0) << 40
+    offset = 0
+    is_delete_op = spec.operation == "delete"
+    for batch in batches:
+        data = pa.Table.from_batches([batch])
+        n = data.num_rows
+        keys = keygen.record_keys(data)
+        if is_delete_op and spec.is_global and any(f not in data.column_names for f in keygen.partition_fields):
+            parts = pa.repeat(pa.scalar("", pa.string()), n)
+        else:
+            parts = keygen.partition_paths(data)
+        if is_delete_op:
+            flags = pa.repeat(pa.scalar(True), n)
+        elif IS_DELETED in data.column_names:
+            flags = pc.fill_null(data.column(IS_DELETED), False).combine_chunks()
+        else:
+            flags = pa.repeat(pa.scalar(False), n)
+        if not is_delete_op:
+            data = conform(data, spec.data_schema, spec.where)
+        seq = pa.array(np.arange(offset, offset + n, dtype=np.int64) + seq_base)
+        offset += n
+        columns = list(data.select(spec.data_schema.names).columns) + [keys, parts, flags, seq]
+        out = pa.Table.from_arrays(columns, names=spec.out_schema.names)
+        yield from out.cast(spec.out_schema).to_batches()
+
+
+def lookup_batches(spec: LookupSpec, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """For each file-group task: the group's live keys (base records merged with its visible
+    log blocks), with the stored ordering value."""
+    ctx = spec.ctx
+    storage = ctx.storage
+    cfg = ctx.config
+    key_fields = [] if cfg.populate_meta_fields else [f.split(".")[0] for f in cfg.record_key_fields]
+    cols = list(dict.fromkeys([KEY] + ([spec.ordering_field] if spec.ordering_field else []) + key_fields))
+    for batch in batches:
+        for raw in batch.column(0).to_pylist():
+            partition, file_id, base_path, log_paths = pickle.loads(raw)
+            live = _live_records(spec, storage, cols, base_path, log_paths)
+            n = live.num_rows
+            stored = live.column(spec.ordering_field) if spec.ordering_field else pa.nulls(n, pa.string())
+            out = pa.table([live.column(KEY), pa.repeat(pa.scalar(partition, pa.string()), n),
+                            pa.repeat(pa.scalar(file_id, pa.string()), n), stored], names=spec.out_schema.names)
+            yield from out.cast(spec.out_schema).to_batches()
+
+
+def _live_records(spec: LookupSpec, storage, cols: list[str], base_path: str | None,
+                  log_paths: list[str]) -> pa.Table:
+    ctx = spec.ctx
+    cfg = ctx.config
+    derive = None if cfg.populate_meta_fields else ctx.keygen.record_keys
+    if base_path is not None:
+        base = read_base_file(storage, base_path, cols)
+    else:
+        base = None
+    if not log_paths:
+        if derive is not None and base.num_rows:
+            base = base.set_column(base.schema.get_field_index(KEY), KEY, derive(base))
+        return base.select([KEY] + ([spec.ordering_field] if spec.ordering_field else []))
+    fields = [pa.field(KEY, pa.string())]
+    if spec.ordering_field:
+        fields.append(pa.field(spec.ordering_field, spec.ordering_type))
+    fields += [base.schema.field(c) if base is not None else pa.field(c, pa.string())
+               for c in cols if c not in (KEY, spec.ordering_field)]
+    schema = pa.schema(fields)
+    base = conform(base, schema) if base is not None else schema.empty_table()
+    blocks, _, _ = BlockFilter(storage, _TimelineOnDemand(storage), spec.visible).scan(log_paths)
+    merge = MergeSpec(spec.ordering_field, spec.ordering_field is not None)
+    merged = merge_slice(base, blocks, schema, merge, cols, derive_keys=derive)
+    if derive is not None and merged.num_rows:
+        merged = merged.set_column(merged.schema.get_field_index(KEY), KEY, derive(merged))
+    return merged.select([KEY] + ([spec.ordering_field] if spec.ordering_field else []))
+
+
+class _TimelineOnDemand:
+    """The active timeline, listed only if a damaged block must be traced to its writer."""
+
+    def __init__(self, storage):
+        self._storage = storage
+        self._timeline = None
+
+    def __getattr__(self, name: str):
+        if self._timeline is None:
+            self._timeline = ActiveTimeline(self._storage)
+        return getattr(self._timeline, name)
+
+
+def route_batches(spec: RouteSpec, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """The target file group of every row: its location's group, or for an insert the bin its
+    key's hash falls in (bins weighted by the rows each group takes)."""
+    for batch in batches:
+        n = batch.num_rows
+        target = np.full(n, -1, dtype=np.int64)
+        loc_p, loc_f = batch.column(LOC_P), batch.column(LOC_F)
+        located = pc.is_valid(loc_f).to_numpy(zero_copy_only=False)
+        if located.any() and spec.located:
+            names = pc.binary_join_element_wise(loc_p, loc_f, "\0")
+            known = pa.array(list(spec.located), pa.string())
+            pos = pc.index_in(names, value_set=known).to_numpy(zero_copy_only=False)
+            ids = np.asarray(list(spec.located.values()), dtype=np.int64)
+            hit = located & ~np.isnan(pos.astype(float))
+            target[hit] = ids[pos[hit].astype(np.int64)]
+        inserts = np.nonzero(~located)[0]
+        if len(inserts):
+            keys = batch.column(KEY).take(pa.array(inserts))
+            parts = batch.column(PART).take(pa.array(inserts)).to_numpy(zero_copy_only=False)
+            u = _unit_hash(java_string_hashes(keys))
+            for p in np.unique(parts):
+                cum, ids = spec.bins[p]
+                sel = parts == p
+                target[inserts[sel]] = ids[np.minimum(np.searchsorted(cum, u[sel], side="right"), len(ids) - 1)]
+        out = pa.Table.from_batches([batch]).append_column(TARGET, pa.array(target))
+        yield from out.cast(spec.out_schema).to_batches()
+
+
+def group_writer(spec: ExecSpec):
+    """`execute_group` bound to `spec`, typed as pyspark's applyInArrow wants (a partial is not)."""
+
+    def write_group(rows: pa.Table) -> pa.Table:
+        return execute_group(spec, rows)
+
+    return write_group
+
+
+def _unit_hash(hashes: np.ndarray) -> np.ndarray:
+    """Java string hashes spread over [0, 1) (a splitmix64 finaliser: similar keys have
+    consecutive Java hashes)."""
+    with np.errstate(over="ignore"):
+        x = hashes.astype(np.uint64)
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        x = x ^ (x >> np.uint64(31))
+    return (x >> np.uint64(11)).astype(np.float64) / float(1 << 53)
+
+
+def execute_group(spec: ExecSpec, rows: pa.Table) -> pa.Table:
+    """Write one file group's rows with the core's per-group writers; its write stat."""
+    gid = rows.column(TARGET)[0].as_py()
+    plan = spec.groups[gid]
+    rows = rows.sort_by(SEQ)
+    located = pc.is_valid(rows.column(LOC_F)).to_numpy(zero_copy_only=False)
+    ctx = spec.ctx
+    if plan.kind == "insert":
+        stat = insert_file(ctx, gid, plan.partition, plan.file_id, _batch(spec, rows))
+    elif plan.kind == "log":
+        stat = append_log(ctx, gid, plan.slice, _batch(spec, rows), block_format=spec.block_format)
+    else:
+        updates = _batch(spec, rows.filter(pa.array(located)))
+        inserts = rows.filter(pa.array(~located))
+        stat = merge_file(ctx, gid, plan.base, updates, _batch(spec, inserts) if inserts.num_rows else None)
+    return pa.table({"stat": pa.array([pickle.dumps(stat)], pa.binary())})
+
+
+def _batch(spec: ExecSpec, rows: pa.Table) -> Batch:
+    data = rows.select(list(spec.data_columns))
+    ordering = data.column(spec.ordering_field).combine_chunks() \
+        if spec.ordering_field and spec.ordering_field in data.column_names else None
+    return Batch(data, rows.column(KEY).combine_chunks(), rows.column(PART).combine_chunks(),
+                 rows.column(DEL).to_numpy(zero_copy_only=False).astype(bool), ordering, spec.ctx.avro_schema)
+
+
+# -- helpers -------------------------------------------------------------------------------------
+def _arrow_schema(spark_schema) -> pa.Schema:
+    return to_arrow_schema(spark_schema, timezone="UTC", prefers_large_types=False)
+
+
+def _exact(schema: pa.Schema) -> pa.Schema:
+    """The Arrow schema Spark expects back for the Spark schema `schema` converts to."""
+    return _arrow_schema(from_arrow_schema(schema))
+
+
+def _group_ids(groups) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for g in groups:
+        out.setdefault(g.partition, []).append(g.file_id)
+    return out
