@@ -1,30 +1,37 @@
 """Reads to Arrow: snapshot (base + logs merged), read-optimized, time travel (`as_of`) and
 incremental, with column projection, filters and partition pruning. Replaced file groups,
-uncommitted files and blocks of uncommitted or rolled-back instants are never read."""
+uncommitted files and blocks of uncommitted or rolled-back instants are never read.
+
+A read is planned on the driver from metadata only (`Reader.plan_snapshot`,
+`Reader.plan_incremental` -> `ReadPlan`: one `SliceRead` task per file group) and each task is
+read by `read_slice`, the one file-group reader, wherever it runs (threads, Spark executors)."""
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from .config import DEFAULT_PAYLOAD
+from .config import DEFAULT_PAYLOAD, unsupported_merge
 from .engine import Engine
-from .errors import CorruptLogError, InvalidOptionError, LakeError
+from .errors import CorruptLogError, InvalidOptionError, LakeError, UnsupportedFeatureError
 from .formats.log import CommandBlock, CorruptBlock, DataBlock, DeleteBlock, read_log_file
 from .formats.parquet import read_base_file
 from .keys import parse_partition_path
 from .merge import KEY, MergeSpec, merge_slice, record_keys
 from .model import FileGroup, LogFile
 from .schema import META_FIELDS, META_SCHEMA, conform
+from .timeline.active import ActiveTimeline
 from .timeline.archived import archive_files
 from .timeline.instant import check_instant_time
 from .view import FileSystemView
@@ -33,11 +40,179 @@ log = logging.getLogger(__name__)
 QUERY_TYPES = ("snapshot", "read_optimized")
 
 
+@dataclass(frozen=True)
+class Visibility:
+    """Which instants a read sees (the view's rule, as a small picklable value): the completed
+    commits up to the bound, and anything before the first write on the active timeline
+    (archived, hence committed) that is not after the bound."""
+
+    completed: tuple[str, ...]  # sorted
+    bound: str | None = None
+    first_write: str | None = None
+
+    @staticmethod
+    def of(view: FileSystemView) -> Visibility:
+        first = view.timeline.writes().first
+        return Visibility(tuple(sorted(view.completed)), view.as_of, first.time if first else None)
+
+    def __call__(self, instant: str) -> bool:
+        i = bisect.bisect_left(self.completed, instant)
+        if i < len(self.completed) and self.completed[i] == instant:
+            return True
+        if self.bound is not None and instant > self.bound:
+            return False
+        return self.first_write is not None and instant < self.first_write
+
+
+@dataclass(frozen=True)
+class SliceQuery:
+    """What every slice task of one read returns: `columns` (None: all) in the table schema,
+    rows passing `filters` (pyarrow DNF or an expression), from the base file only when
+    `read_optimized`. With `window` (start, end] only rows committed in it: by
+    `_hoodie_commit_time`, or (`window_by_file`, tables without meta fields, as hudi-rs does)
+    by the instant of the base file or log block a row is read from."""
+
+    columns: tuple[str, ...] | None = None
+    read_columns: tuple[str, ...] | None = None  # columns + filter columns (+ commit time)
+    filters: Any = None
+    read_optimized: bool = False
+    window: tuple[str, str] | None = None
+    window_by_file: bool = False
+
+    @property
+    def expression(self) -> pc.Expression | None:
+        return _expression(self.filters)
+
+
+@dataclass(frozen=True)
+class SliceRead:
+    """One file group's read task: the newest visible base file (path relative to the table)
+    and the log files after it, with the visibility facts and the query. Small and picklable:
+    a Spark executor or a worker thread runs it with `read_slice`."""
+
+    partition: str
+    file_id: str
+    base: str | None
+    base_instant: str | None
+    logs: tuple[str, ...]
+    size: int  # bytes of the files, for balancing
+    visibility: Visibility
+    query: SliceQuery
+
+    @staticmethod
+    def of(view: FileSystemView, group: FileGroup, visibility: Visibility, query: SliceQuery) -> SliceRead:
+        base, logs = view.read_slice(group)
+        if query.read_optimized:
+            logs = []
+        size = (base.size if base is not None else 0) + sum(lf.size for lf in logs)
+        return SliceRead(group.partition, group.file_id, base.path if base is not None else None,
+                         base.instant if base is not None else None, tuple(lf.path for lf in logs), size,
+                         visibility, query)
+
+
+def read_slice(ctx, task: SliceRead, schema: pa.Schema, *, timeline=None) -> pa.Table:
+    """The file-group reader: one slice's rows (base file and visible log blocks merged) in
+    `schema` (the table schema with meta fields) restricted to the task's columns.
+
+    `ctx` is a `TableContext` (or an open `Table`: both have storage, config, options and
+    keygen). `timeline` (optional, else listed on demand) attributes damaged log blocks
+    without an instant header to the commit that wrote them. A base file removed since the
+    plan raises `FileNotFoundError`."""
+    query = task.query
+    out = _select(schema, None if query.columns is None else list(query.columns))
+    rows = _merged(ctx, task, schema, timeline)
+    if rows is None:
+        return out.empty_table()
+    if query.window is not None and not query.window_by_file:
+        times = rows.column("_hoodie_commit_time")
+        rows = rows.filter(pc.and_(pc.greater(times, query.window[0]), pc.less_equal(times, query.window[1])))
+    return rows.select(out.names) if query.columns is not None else rows
+
+
+def _merged(ctx, task: SliceRead, schema: pa.Schema, timeline) -> pa.Table | None:
+    """The slice's rows in `query.read_columns`, filtered; None when it has none to give."""
+    query = task.query
+    storage, cfg = ctx.storage, ctx.config
+    read_cols = None if query.read_columns is None else list(query.read_columns)
+    expr = query.expression
+    blocks = BlockFilter(storage, timeline, task.visibility).blocks(storage, task.logs) if task.logs else []
+    window = query.window if query.window_by_file else None
+    if window is not None:
+        blocks_in = [window[0] < b.instant <= window[1] for b in blocks]
+        base_in = task.base is not None and window[0] < task.base_instant <= window[1]
+        if not base_in and not any(blocks_in):
+            return None
+    if not blocks:
+        if task.base is None:
+            return None
+        t = conform(read_base_file(storage, task.base, read_cols), _select(schema, read_cols))
+        return t.filter(expr) if expr is not None else t
+    problem = unsupported_merge(cfg.props, ctx.options, write=False)
+    if problem:
+        raise UnsupportedFeatureError(
+            f"table {storage.uri}: a merge-on-read snapshot needs record merging with {problem}, which airflow-lake "
+            "does not implement (DefaultHoodieRecordPayload and OverwriteWithLatestAvroPayload with the default "
+            "merger); refusing rather than merging differently from Apache Hudi; read-optimized reads work")
+    spec = MergeSpec(cfg.precombine_field, cfg.payload_class == DEFAULT_PAYLOAD)
+    merge_cols = [KEY] + ([spec.ordering_field] if spec.ordering_field else [])
+    derive = None
+    if not cfg.populate_meta_fields:  # null meta values: keys come from the key fields
+        merge_cols += _key_columns(cfg)
+        derive = ctx.keygen.record_keys
+    cols = None if read_cols is None else [c for c in dict.fromkeys(read_cols + merge_cols) if c in schema.names]
+    work = _select(schema, cols)
+    t = conform(read_base_file(storage, task.base, cols), work) if task.base is not None else work.empty_table()
+    info: dict = {}
+    t = merge_slice(t, blocks, work, spec, cols, info, derive_keys=derive)
+    if window is not None:
+        src = info["source_block"]
+        keep = np.where(src >= 0, np.asarray(blocks_in + [False], bool)[src], base_in)
+        t = t.filter(pa.array(keep))
+    if read_cols is not None:
+        t = t.select(read_cols)
+    return t.filter(expr) if expr is not None else t
+
+
+def _key_columns(cfg) -> list[str]:
+    return [f.split(".")[0] for f in cfg.record_key_fields]
+
+
+def removed_while_reading(uri: str, as_of: str | None, error: FileNotFoundError) -> LakeError:
+    """The error for a file a read planned on and that is gone (a clean or another writer)."""
+    return LakeError(f"table {uri}: {error.filename or error} was removed while reading (a clean or another "
+                     f"writer); {'time travel to ' + as_of if as_of else 'retry'} may need files outside the "
+                     "retained window")
+
+
+@dataclass(frozen=True)
+class ReadPlan:
+    """A read planned on the driver from metadata only (timeline, listings, schema): one task
+    per file group, partitions pruned; `schema` is the table schema with meta fields and
+    `output` the schema of the rows `read_slice` returns for every task."""
+
+    uri: str
+    schema: pa.Schema
+    output: pa.Schema
+    tasks: tuple[SliceRead, ...]
+    as_of: str | None = None
+
+    def run(self, ctx, engine: Engine, *, timeline=None) -> pa.Table:
+        """Read every task with `engine` and concatenate (the local read)."""
+        try:
+            parts = engine.map(lambda task: read_slice(ctx, task, self.schema, timeline=timeline), self.tasks)
+        except FileNotFoundError as e:
+            raise removed_while_reading(self.uri, self.as_of, e) from e
+        parts = [p for p in parts if p.num_rows]
+        return pa.concat_tables(parts) if parts else self.output.empty_table()
+
+
 class Reader:
-    def __init__(self, table, engine: Engine):
+    """Plans reads of a table (`plan_snapshot`, `plan_incremental`) and runs them locally."""
+
+    def __init__(self, table, engine: Engine | None = None):
         self.table = table
         self.storage = table.storage
-        self.engine = engine
+        self.engine = engine if engine is not None else table.engine
 
     @cached_property
     def full_schema(self) -> pa.Schema:
@@ -48,6 +223,26 @@ class Reader:
 
     def snapshot(self, *, as_of: str | None, columns: list[str] | None, filters,
                  query_type: str = "snapshot") -> pa.Table:
+        plan, timeline = self._snapshot_plan(as_of, columns, filters, query_type)
+        return plan.run(self.table, self.engine, timeline=timeline)
+
+    def incremental(self, start: str, end: str | None, *, columns=None, filters=None,
+                    holes: str = "FAIL") -> pa.Table:
+        """Rows whose latest write is a commit in (start, end]."""
+        plan, timeline = self._incremental_plan(start, end, columns, filters, holes)
+        return plan.run(self.table, self.engine, timeline=timeline)
+
+    def plan_snapshot(self, *, as_of: str | None = None, columns: list[str] | None = None, filters=None,
+                      query_type: str = "snapshot") -> ReadPlan:
+        """The tasks of a snapshot, as-of or read-optimized read."""
+        return self._snapshot_plan(as_of, columns, filters, query_type)[0]
+
+    def plan_incremental(self, start: str, end: str | None = None, *, columns: list[str] | None = None,
+                         filters=None, holes: str = "FAIL") -> ReadPlan:
+        """The tasks of an incremental read: rows whose latest write is a commit in (start, end]."""
+        return self._incremental_plan(start, end, columns, filters, holes)[0]
+
+    def _snapshot_plan(self, as_of, columns, filters, query_type):
         if query_type not in QUERY_TYPES:
             raise InvalidOptionError(f"table {self.storage.uri}: unknown query_type {query_type!r}; "
                                      f"one of {QUERY_TYPES}")
@@ -57,11 +252,9 @@ class Reader:
             self._check_retained(timeline, as_of, "time travel to")
         view = FileSystemView(self.storage, timeline, as_of)
         groups = self._prune(view, view.file_groups(), filters)
-        return self._read_groups(view, groups, columns, filters, query_type == "read_optimized")
+        return self._plan(view, groups, columns, filters, query_type == "read_optimized"), timeline
 
-    def incremental(self, start: str, end: str | None, *, columns=None, filters=None,
-                    holes: str = "FAIL") -> pa.Table:
-        """Rows whose latest write is a commit in (start, end]."""
+    def _incremental_plan(self, start, end, columns, filters, holes):
         check_instant_time(start)
         timeline = self.table.timeline
         self._check_retained(timeline, start, "an incremental read from")
@@ -94,15 +287,10 @@ class Reader:
         view = FileSystemView(self.storage, timeline, end)
         groups = [g for g in view.file_groups() if (g.partition, g.file_id) in touched]
         groups = self._prune(view, groups, filters)
-        if not self.table.config.populate_meta_fields:
-            # no per-row commit time: as hudi-rs does, a row's is that of the file or log block
-            # it is read from (a compaction's base file: the compaction's instant)
-            return self._read_groups(view, groups, columns, filters, False, window=(start, end))
-        need = None if columns is None else list(dict.fromkeys(list(columns) + ["_hoodie_commit_time"]))
-        table = self._read_groups(view, groups, need, filters, False)
-        times = table.column("_hoodie_commit_time")
-        table = table.filter(pc.and_(pc.greater(times, start), pc.less_equal(times, end)))
-        return table.select(list(columns)) if columns is not None else table
+        # without meta fields there is no per-row commit time: as hudi-rs does, a row's is that
+        # of the file or log block it is read from (a compaction's base file: the compaction's)
+        by_file = not self.table.config.populate_meta_fields
+        return self._plan(view, groups, columns, filters, False, window=(start, end), by_file=by_file), timeline
 
     def _check_retained(self, timeline, instant: str, what: str) -> None:
         from .services.clean import latest_clean_bound
@@ -112,7 +300,28 @@ class Reader:
             raise LakeError(f"table {self.storage.uri}: {what} {instant} is not possible: the cleaner kept only "
                             f"file versions needed from {bound} on")
 
-    # -- internals -------------------------------------------------------------------------
+    def _plan(self, view: FileSystemView, groups: list[FileGroup], columns: list[str] | None, filters,
+              read_optimized: bool, window: tuple[str, str] | None = None, by_file: bool = False) -> ReadPlan:
+        schema = self.full_schema
+        if columns is not None:
+            unknown = [c for c in columns if c not in schema.names]
+            if unknown:
+                raise InvalidOptionError(f"table {self.storage.uri}: no column {unknown[0]!r}; "
+                                         f"columns: {schema.names}")
+        _expression(filters)  # a malformed filter fails here, on the driver
+        read_cols = None
+        if columns is not None:
+            extra = sorted(_filter_columns(filters))
+            if window is not None and not by_file:
+                extra.append("_hoodie_commit_time")
+            read_cols = tuple(dict.fromkeys(list(columns) + extra))
+        query = SliceQuery(None if columns is None else tuple(columns), read_cols, filters, read_optimized,
+                           window, by_file)
+        visibility = Visibility.of(view)
+        tasks = tuple(SliceRead.of(view, g, visibility, query) for g in groups)
+        return ReadPlan(self.storage.uri, schema, _select(schema, columns), tasks, view.as_of)
+
+    # -- one group, for writers ------------------------------------------------------------
     def read_group(self, view: FileSystemView, group: FileGroup, columns: list[str] | None) -> pa.Table:
         """One file group's current records (base and visible logs merged). Without meta fields
         `_hoodie_record_key` holds the keys derived from the key fields (for index lookups and
@@ -121,80 +330,13 @@ class Reader:
         derive = not cfg.populate_meta_fields and (columns is None or KEY in columns)
         cols = columns
         if derive and columns is not None:
-            cols = [c for c in dict.fromkeys(list(columns) + self._key_columns()) if c in self.full_schema.names]
-        t = self._read_one(view, group, cols, None, False, BlockFilter.of(view)) \
-            or _select(self.full_schema, cols).empty_table()
+            cols = [c for c in dict.fromkeys(list(columns) + _key_columns(cfg)) if c in self.full_schema.names]
+        query = SliceQuery(None if cols is None else tuple(cols), None if cols is None else tuple(cols))
+        t = read_slice(self.table, SliceRead.of(view, group, Visibility.of(view), query), self.full_schema,
+                       timeline=view.timeline)
         if derive:
             t = t.set_column(t.schema.get_field_index(KEY), KEY, record_keys(t, self.table.keygen.record_keys))
         return t.select(columns) if columns is not None else t
-
-    def _key_columns(self) -> list[str]:
-        return [f.split(".")[0] for f in self.table.config.record_key_fields]
-
-    def _read_groups(self, view: FileSystemView, groups: list[FileGroup], columns: list[str] | None, filters,
-                     read_optimized: bool, window: tuple[str, str] | None = None) -> pa.Table:
-        schema = self.full_schema
-        if columns is not None:
-            unknown = [c for c in columns if c not in schema.names]
-            if unknown:
-                raise InvalidOptionError(f"table {self.storage.uri}: no column {unknown[0]!r}; "
-                                         f"columns: {schema.names}")
-        expr = _expression(filters)
-        out_cols = None if columns is None else list(dict.fromkeys(list(columns) + sorted(_filter_columns(filters))))
-        visible = BlockFilter.of(view)
-        try:
-            parts = self.engine.map(lambda g: self._read_one(view, g, out_cols, expr, read_optimized, visible,
-                                                             window),
-                                    groups)
-        except FileNotFoundError as e:
-            raise LakeError(f"table {self.storage.uri}: {e.filename or e} was removed while reading (a clean "
-                            f"or another writer); {'time travel to ' + view.as_of if view.as_of else 'retry'} "
-                            "may need files outside the retained window") from e
-        parts = [p for p in parts if p is not None]
-        table = pa.concat_tables(parts) if parts else _select(schema, out_cols).empty_table()
-        return table.select(list(columns)) if columns is not None else table
-
-    def _read_one(self, view: FileSystemView, group: FileGroup, out_cols: list[str] | None, expr,
-                  read_optimized: bool, visible: BlockFilter,
-                  window: tuple[str, str] | None = None) -> pa.Table | None:
-        """One group's rows; with `window` (start, end] only those read from a base file or log
-        block whose instant is in it (incremental reads of tables without meta fields)."""
-        schema = self.full_schema
-        cfg = self.table.config
-        base, logs = view.read_slice(group)
-        blocks = visible.blocks(self.storage, logs) if logs and not read_optimized else []
-        if window is not None:
-            blocks_in = [window[0] < b.instant <= window[1] for b in blocks]
-            base_in = base is not None and window[0] < base.instant <= window[1]
-            if not base_in and not any(blocks_in):
-                return None
-        if not blocks:
-            if base is None:
-                return None
-            t = conform(read_base_file(self.storage, base.path, out_cols), _select(schema, out_cols))
-            return t.filter(expr) if expr is not None else t
-        self.table.check_merge_support("a merge-on-read snapshot")
-        spec = MergeSpec(cfg.precombine_field, cfg.payload_class == DEFAULT_PAYLOAD)
-        merge_cols = [KEY] + ([spec.ordering_field] if spec.ordering_field else [])
-        derive = None
-        if not cfg.populate_meta_fields:  # null meta values: keys come from the key fields
-            merge_cols += self._key_columns()
-            derive = self.table.keygen.record_keys
-        cols = None if out_cols is None else [c for c in dict.fromkeys(out_cols + merge_cols) if c in schema.names]
-        work = _select(schema, cols)
-        if base is not None:
-            t = conform(read_base_file(self.storage, base.path, cols), work)
-        else:
-            t = work.empty_table()
-        info: dict = {}
-        t = merge_slice(t, blocks, work, spec, cols, info, derive_keys=derive)
-        if window is not None:
-            src = info["source_block"]
-            keep = np.where(src >= 0, np.asarray(blocks_in + [False], bool)[src], base_in)
-            t = t.filter(pa.array(keep))
-        if out_cols is not None:
-            t = t.select(out_cols)
-        return t.filter(expr) if expr is not None else t
 
     def _prune(self, view: FileSystemView, groups: list[FileGroup], filters) -> list[FileGroup]:
         """Drop groups whose partition provably cannot match the filters on partition columns.
@@ -284,7 +426,7 @@ class BlockFilter:
 
     def __init__(self, storage, timeline, is_visible: Callable[[str], bool]):
         self.storage = storage
-        self.timeline = timeline
+        self.timeline = timeline  # None: listed when a damaged block needs its writer
         self.is_visible = is_visible
         self._writers: dict[str, list[tuple[str, int, float]]] | None = None
         self._lock = threading.Lock()
@@ -293,10 +435,11 @@ class BlockFilter:
     def of(view: FileSystemView) -> BlockFilter:
         return BlockFilter(view.storage, view.timeline, view.is_visible)
 
-    def blocks(self, storage, logs: list[LogFile]) -> list[DataBlock | DeleteBlock]:
+    def blocks(self, storage, logs: Sequence[LogFile | str]) -> list[DataBlock | DeleteBlock]:
         """Visible blocks for a read: a damaged one is logged and skipped; an undecodable
         payload inside intact framing is a `CorruptLogError`."""
-        visible, damaged, _ = self.scan([lf.path for lf in logs], storage)
+        paths = [lf if isinstance(lf, str) else lf.path for lf in logs]
+        visible, damaged, _ = self.scan(paths, storage)
         for d in damaged:
             if d.payload:
                 raise CorruptLogError(f"table {self.storage.uri}: {d.describe()}")
@@ -342,6 +485,8 @@ class BlockFilter:
         `offset` (log appends record logOffset and the size they wrote)."""
         with self._lock:
             if self._writers is None:
+                if self.timeline is None:
+                    self.timeline = ActiveTimeline(self.storage)
                 writers: dict[str, list[tuple[str, int, float]]] = {}
                 for instant in self.timeline.commits().completed():
                     for stat in self.timeline.commit_metadata(instant).write_stats():
