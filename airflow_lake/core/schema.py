@@ -44,6 +44,8 @@ def avro_safe_name(name: str) -> str:
     def mask(m: re.Match) -> str:
         return "__" * (2 if ord(m.group()) > 0xFFFF else 1)
 
+    if not name:
+        return "_"
     if not re.match(r"[A-Za-z_]", name):
         name = mask(re.match(".", name, re.S)) + name[1:]
     return _INVALID_CHAR.sub(mask, name)

@@ -97,6 +97,21 @@ class Table:
         table_type = table_type.upper()
         if table_type not in TABLE_TYPES:
             raise InvalidOptionError(f"table {storage.uri}: table_type {table_type!r} is not one of {TABLE_TYPES}")
+        options = dict(options or {})
+        precombine_field = _writer_alias(storage.uri, options, "hoodie.datasource.write.precombine.field",
+                                         precombine_field, "precombine_field")
+        _writer_alias(storage.uri, options, "hoodie.datasource.write.recordkey.field",
+                      ",".join(_as_list(record_key)), "record_key")
+        _writer_alias(storage.uri, options, WRITE_PARTITION_FIELD, ",".join(
+            n for n, _ in split_typed_fields(",".join(_as_list(partition_fields)))), "partition_fields",
+            names_only=True, keep=True)
+        for writer_key, table_key in _WRITER_TABLE_KEYS.items():  # the writer's names for table settings
+            if writer_key in options:
+                value = str(options.pop(writer_key))
+                if str(options.get(table_key, value)) != value:
+                    raise InvalidOptionError(f"table {storage.uri}: {writer_key}={value!r} contradicts "
+                                             f"{table_key}={options[table_key]!r}")
+                options[table_key] = value
         keys = _as_list(record_key)
         typed = split_typed_fields(",".join(_as_list(partition_fields)))
         parts = [name for name, _ in typed]
@@ -215,6 +230,12 @@ class Table:
         """Before a write touches the timeline: key generator and merge settings we implement."""
         self.check_merge_support("a write", write=True)
         self.keygen.check_writable()
+        for key, fields in (("hoodie.datasource.write.recordkey.field", self.config.record_key_fields),
+                            (WRITE_PARTITION_FIELD, self.config.partition_fields)):
+            given = self.options.get(key)
+            if given is not None and [n for n, _ in split_typed_fields(str(given))] != list(fields):
+                raise InvalidOptionError(f"table {self.storage.uri}: write option {key}={given!r} names other "
+                                         f"fields than the table's {fields}; the table's are used by every writer")
 
     def write(self, data, *, operation: str = "upsert", extra_metadata: dict[str, str] | None = None) -> WriteResult:
         """Write one batch as one commit. Operations: insert, upsert, bulk_insert, delete,
@@ -400,9 +421,36 @@ def _complete_keygen_props(uri: str, props: dict[str, str]) -> None:
         props[OUTPUT_TIMEZONE] = "UTC"
 
 
+# The writer's (Spark datasource) names of settings the table keeps under its own key.
+_WRITER_TABLE_KEYS = {
+    "hoodie.datasource.write.keygenerator.class": "hoodie.table.keygenerator.class",
+    "hoodie.datasource.write.keygenerator.type": "hoodie.table.keygenerator.type",
+    "hoodie.datasource.write.payload.class": "hoodie.compaction.payload.class",
+}
+# Of the writer's `hoodie.datasource.write.*` settings, these are table properties (as Java keeps them).
+_WRITER_TABLE_PROPERTIES = {"hoodie.datasource.write.hive_style_partitioning",
+                            "hoodie.datasource.write.partitionpath.urlencode",
+                            "hoodie.datasource.write.drop.partition.columns", WRITE_PARTITION_FIELD}
+
+
+def _writer_alias(uri: str, options: dict[str, Any], key: str, given: str | None, argument: str, *,
+                  names_only: bool = False, keep: bool = False) -> str | None:
+    """A writer option naming what an argument names: it fills a missing argument and must
+    agree with a given one. Returns the argument's value."""
+    if key not in options:
+        return given
+    value = str(options[key]) if keep else str(options.pop(key))
+    if names_only:
+        value_names = ",".join(n for n, _ in split_typed_fields(value))
+    else:
+        value_names = value
+    if given and value_names.replace(" ", "") != given.replace(" ", ""):
+        raise InvalidOptionError(f"table {uri}: {key}={value!r} contradicts {argument}={given!r}")
+    return given or value
+
+
 def _is_table_property(key: str) -> bool:
     known = {getattr(TableOptions, n).key for n in dir(TableOptions) if n.isupper()}
-    if key in known or key in _SHARED_WRITE_KEYS:
+    if key in known or key in _SHARED_WRITE_KEYS or key in _WRITER_TABLE_PROPERTIES:
         return True
-    return key.startswith(("hoodie.table.", "hoodie.keygen.", "hoodie.datasource.write.")) \
-        and key != "hoodie.datasource.write.insert.drop.duplicates"
+    return key.startswith(("hoodie.table.", "hoodie.keygen."))

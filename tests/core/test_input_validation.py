@@ -64,6 +64,7 @@ BAD_NAMES = [
     (pa.table({"id": ["a"], "part": ["x"], "x-y": [1.0]}), "'x-y'"),
     (pa.table({"id": ["a"], "part": ["x"], "1st": [1.0]}), "'1st'"),
     (pa.table({"id": ["a"], "part": ["x"], "prix_é": [1.0]}), "'prix_é'"),
+    (pa.table({"id": ["a"], "part": ["x"], "": [1.0]}), "column ''"),
     (pa.table({"id": ["a"], "part": ["x"], "s": pa.array([{"a b": 1}])}), "'s.a b'"),
     (pa.table({"id": ["a"], "part": ["x"], "l": pa.array([[{"x-y": 1}]])}), "'l[].x-y'"),
     (pa.table({"id": ["a"], "part": ["x"],

@@ -8,6 +8,7 @@ out as Java leaves them and judged by hudi-rs as well as by our reader.
 
 from __future__ import annotations
 
+import os
 import random
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal
@@ -421,3 +422,46 @@ def test_many_rows_render_like_few():
     props = settings("DATE_STRING", "yyyyMMddHH", inp="yyyy-MM-dd HH:mm:ss", intz="Asia/Kolkata", outtz="UTC")
     small = [v for k in range(0, 3000, 300) for v in render(props, pa.array(text[k:k + 300]))]
     assert render(props, pa.array(text)) == small
+
+
+def test_writer_option_names_at_create_become_the_table_settings(table_path, tmp_path):
+    """Spark users name the key generator and payload with `hoodie.datasource.write.*`: the
+    table keeps them under its own keys (never both, contradicting each other)."""
+    t = Table.create(table_path, name="t", record_key="id", partition_fields="ts", options={
+        "hoodie.datasource.write.keygenerator.class": TIMESTAMP,
+        "hoodie.keygen.timebased.timestamp.type": "UNIX_TIMESTAMP",
+        "hoodie.keygen.timebased.output.dateformat": "yyyy/MM/dd/HH"})
+    assert t.config.props["hoodie.table.keygenerator.class"] == TIMESTAMP
+    assert "hoodie.datasource.write.keygenerator.class" not in t.config.props
+    t.write(pa.table({"id": ["a"], "ts": [1680350460]}), operation="insert")
+    assert os.path.isdir(f"{table_path}/2023/04/01/12")
+    refusals = [
+        ({"hoodie.datasource.write.payload.class": "org.apache.hudi.common.model.EventTimeAvroPayload"},
+         UnsupportedFeatureError, "EventTimeAvroPayload"),
+        ({"hoodie.datasource.write.record.merger.impls": "org.apache.hudi.HoodieSparkRecordMerger"},
+         UnsupportedFeatureError, "HoodieSparkRecordMerger"),
+        ({"hoodie.datasource.write.keygenerator.class": "com.acme.Mine"}, UnsupportedFeatureError, "com.acme.Mine"),
+        ({"hoodie.datasource.write.precombine.field": "zz"}, InvalidOptionError, "precombine"),
+        ({"hoodie.datasource.write.recordkey.field": "zz"}, InvalidOptionError, "record_key"),
+        ({"hoodie.datasource.write.partitionpath.field": "zz"}, InvalidOptionError, "partition_fields"),
+    ]
+    for n, (options, error, fragment) in enumerate(refusals):
+        path = tmp_path / f"refused{n}"
+        with pytest.raises(error, match=fragment):
+            Table.create(str(path), name="u", record_key="id", precombine_field="ts", partition_fields="p",
+                         options=options)
+        assert not (path / ".hoodie" / "hoodie.properties").exists()
+    adopted = Table.create(str(tmp_path / "adopted"), name="u", record_key="id",
+                           options={"hoodie.datasource.write.precombine.field": "ts"})
+    assert adopted.config.precombine_field == "ts"
+
+
+def test_write_options_naming_other_key_fields_are_refused(table_path):
+    t = Table.create(table_path, name="t", record_key="id", precombine_field="ts", partition_fields="p")
+    t.write(pa.table({"id": ["a"], "ts": [1], "p": ["x"]}), operation="insert")
+    before = sorted(os.listdir(f"{table_path}/.hoodie"))
+    for key in ("hoodie.datasource.write.recordkey.field", "hoodie.datasource.write.partitionpath.field"):
+        other = Table.open(table_path, options={key: "zz"})
+        with pytest.raises(InvalidOptionError, match=key):
+            other.write(pa.table({"id": ["b"], "ts": [1], "p": ["x"]}))
+    assert sorted(os.listdir(f"{table_path}/.hoodie")) == before
