@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -38,7 +39,7 @@ from .heartbeat import Heartbeat
 from .logs import append_log
 from .markers import delete_markers
 from .plan import Sizing, Task, fill_small_files, group_by, new_files, plan_bucket, rows_by_partition, slice_ref
-from .prepare import Batch, prepare, to_arrow
+from .prepare import Batch, conform_batch, prepare, to_arrow
 
 log = logging.getLogger(__name__)
 
@@ -98,17 +99,22 @@ class WriteClient:
         arrow = to_arrow(data, where)
         is_global = self.index_type().startswith("GLOBAL")
         combine = operation in ("upsert", "delete") or self.opt(WriteOptions.COMBINE_BEFORE_INSERT)
-        batch = prepare(arrow, operation, keygen=table.keygen, precombine=cfg.precombine_field,
-                        table_avro=table.schema_avro(), table_name=cfg.name, where=where,
-                        combine=combine, is_global=is_global,
-                        local_timestamps=self.opt(WriteOptions.TIMESTAMP_WITHOUT_TIMEZONE))
+        keyed = prepare(arrow, operation, keygen=table.keygen, precombine=cfg.precombine_field, where=where,
+                        combine=combine, is_global=is_global)
         extra = dict(extra_metadata or {})
+        conformed: list[Batch] = []
+
+        def check_schema(timeline: ActiveTimeline) -> None:  # under the lock, before the instant exists
+            conformed.append(conform_batch(
+                keyed, operation, precombine=cfg.precombine_field, table_avro=table.schema_avro(timeline),
+                table_name=cfg.name, where=where, local_timestamps=self.opt(WriteOptions.TIMESTAMP_WITHOUT_TIMEZONE)))
 
         replace = operation in ("insert_overwrite", "insert_overwrite_table")
         action = REPLACE_COMMIT if replace else (DELTA_COMMIT if cfg.is_mor else COMMIT)
-        instant, heartbeat, timeline = self.begin(action, extra.get(TOKEN_KEY))
+        instant, heartbeat, timeline = self.begin(action, extra.get(TOKEN_KEY), check_schema)
         if heartbeat is None:  # a retry: this run token is already committed
             return self.stored_result(timeline, instant, operation)
+        batch = conformed[0]
         try:
             return self._run(instant, batch, operation, extra, is_global, timeline)
         except FileNotFoundError as e:
@@ -125,18 +131,23 @@ class WriteClient:
             heartbeat.stop()
 
     # -- phases ----------------------------------------------------------------------------
-    def begin(self, action: str, token: str | None) -> tuple[Instant, Heartbeat | None, ActiveTimeline]:
-        """Under the lock: repair the timeline, then create the requested instant (recording
-        the run token). Returns the instant, its heartbeat and the timeline this write goes
-        on with; when the token is already committed, that commit and no heartbeat."""
+    def begin(self, action: str, token: str | None, check: Callable[[ActiveTimeline], None] | None = None,
+              ) -> tuple[Instant, Heartbeat | None, ActiveTimeline]:
+        """Under the lock: repair the timeline, `check` the write against it (e.g. the batch's
+        schema against the table's: an error leaves no trace of this write), then create the
+        requested instant (recording the run token). Returns the instant, its heartbeat and the
+        timeline this write goes on with (the one listing of this step); when the token is
+        already committed, that commit and no heartbeat."""
         interval = self.opt(WriteOptions.HEARTBEAT_INTERVAL_MS)
         with self.table.lock():
-            self.table.prepare_for_write()
             timeline = self.table.repair_timeline()
             if token:
                 done = timeline.find_token(token, actions=COMMIT_ACTIONS)
                 if done is not None:
                     return done, None, timeline
+            if check is not None:
+                check(timeline)
+            self.table.prepare_for_write()
             time_ = self.table.new_instant_time(timeline)
             requested = Instant(time_, action, State.REQUESTED)
             timeline.create(requested, requested_replace_bytes() if action == REPLACE_COMMIT else b"", token=token)

@@ -47,7 +47,7 @@ class Batch:
     partitions: pa.Array
     is_delete: np.ndarray  # bool per row: delete this key
     ordering: pa.Array | None  # precombine values, or None
-    avro_schema: dict  # table schema after this write (without meta fields)
+    avro_schema: dict | None  # table schema after this write (without meta fields); None before conform_batch
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -89,11 +89,10 @@ class Batch:
                      self.avro_schema)
 
 
-def prepare(data: pa.Table, operation: str, *, keygen: KeyGenerator, precombine: str | None,
-            table_avro: dict | None, table_name: str, where: str, combine: bool, is_global: bool,
-            local_timestamps: bool = False) -> Batch:
-    """Check, key, dedupe and conform one batch for `operation` (`local_timestamps`: new naive
-    timestamp columns are timestamp-without-time-zone)."""
+def prepare(data: pa.Table, operation: str, *, keygen: KeyGenerator, precombine: str | None, where: str,
+            combine: bool, is_global: bool) -> Batch:
+    """Check, key and dedupe one batch for `operation`; no table state is read (the schema
+    comes later: `conform_batch`). Its `avro_schema` is None until then."""
     if operation not in OPERATIONS:
         raise InvalidOptionError(f"{where}: unknown operation {operation!r}; one of {', '.join(OPERATIONS)}")
     data = data.drop_columns([c for c in data.column_names if c in META_FIELDS])
@@ -109,32 +108,35 @@ def prepare(data: pa.Table, operation: str, *, keygen: KeyGenerator, precombine:
         partitions = pa.repeat(pa.scalar("", pa.string()), len(data))
     else:
         partitions = keygen.partition_paths(data)
-
     if is_delete_op:
-        avro = table_avro
-        if avro is None:
-            avro = evolve(None, data.schema, table_name, where, local_timestamps=local_timestamps)
         is_delete = np.ones(len(data), dtype=bool)
     else:
-        avro = evolve(table_avro, data.schema, table_name, where, local_timestamps=local_timestamps)
         is_delete = np.zeros(len(data), dtype=bool)
         if IS_DELETED in data.column_names:
             flag = data.column(IS_DELETED)
             if not pa.types.is_boolean(flag.type):
                 raise SchemaError(f"{where}: column {IS_DELETED!r} must be boolean, not {flag.type}")
             is_delete = pc.fill_null(flag, False).to_numpy(zero_copy_only=False).astype(bool)
-
-    schema = from_avro(avro)
-    if not is_delete_op:
-        data = conform(data, schema, where)
     ordering = None  # a delete by key carries no ordering value: it always wins
     if precombine and not is_delete_op:
         ordering = data.column(precombine).combine_chunks()
-
-    batch = Batch(data, keys, partitions, is_delete, ordering, avro)
+    batch = Batch(data, keys, partitions, is_delete, ordering, None)
     if combine and len(batch) > 1 and len(pc.unique(keys)) < len(batch):
         batch = batch.take(dedupe_rows(batch, by_partition=not is_global))  # (unique keys: nothing to do)
     return batch
+
+
+def conform_batch(batch: Batch, operation: str, *, precombine: str | None, table_avro: dict | None,
+                  table_name: str, where: str, local_timestamps: bool = False) -> Batch:
+    """The batch in the table's schema after this write (evolved by the batch's columns;
+    `local_timestamps`: new naive timestamp columns are timestamp-without-time-zone)."""
+    if operation == "delete":
+        avro = table_avro or evolve(None, batch.data.schema, table_name, where, local_timestamps=local_timestamps)
+        return replace(batch, avro_schema=avro)
+    avro = evolve(table_avro, batch.data.schema, table_name, where, local_timestamps=local_timestamps)
+    data = conform(batch.data, from_avro(avro), where)
+    ordering = data.column(precombine).combine_chunks() if precombine else None
+    return replace(batch, data=data, ordering=ordering, avro_schema=avro)
 
 
 def dedupe_rows(batch: Batch, *, by_partition: bool) -> np.ndarray:
