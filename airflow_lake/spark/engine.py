@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import logging
+import threading
+import time
+import uuid
 from collections.abc import Callable, Iterable
 from typing import TypeVar
 
@@ -9,23 +13,51 @@ from pyspark.sql import SparkSession
 
 T = TypeVar("T")
 R = TypeVar("R")
+log = logging.getLogger(__name__)
 
 
 class SparkEngine:
     """Runs each task value as one Spark task (one partition per value, so every executor
     core takes work). Task values and results must be small: file-group operations, file
-    paths, write stats; rows never travel through the driver."""
+    paths, write stats; rows never travel through the driver. While a map runs, its tasks
+    done / total are logged at INFO every `progress_seconds` (from Spark's status tracker)."""
 
-    def __init__(self, spark: SparkSession, parallelism: int = 0):
+    def __init__(self, spark: SparkSession, parallelism: int = 0, progress_seconds: float = 10.0):
         self.spark = spark
         self.parallelism = parallelism
+        self.progress_seconds = progress_seconds
 
     def map(self, fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
         """Apply `fn` to every item in executors; results in item order."""
         items = list(items)
         if not items:
             return []
-        slices = min(len(items), self.parallelism) if self.parallelism else len(items)
-        rdd = self.spark.sparkContext.parallelize(list(enumerate(items)), slices)
-        out = rdd.map(lambda pair: (pair[0], fn(pair[1]))).collect()
+        what = getattr(getattr(fn, "func", fn), "__name__", "task").strip("_<>").replace("_", " ")
+        sc = self.spark.sparkContext
+        group = f"airflow-lake-{uuid.uuid4().hex[:12]}"
+        sc.setJobGroup(group, f"airflow-lake: {what}", interruptOnCancel=False)
+        done = threading.Event()
+        start = time.monotonic()
+        log.info("%s: %d tasks", what, len(items))
+        reporter = threading.Thread(target=self._report, args=(group, what, len(items), done, start), daemon=True)
+        reporter.start()
+        try:
+            slices = min(len(items), self.parallelism) if self.parallelism else len(items)
+            rdd = sc.parallelize(list(enumerate(items)), slices)
+            out = rdd.map(lambda pair: (pair[0], fn(pair[1]))).collect()
+        finally:
+            done.set()
+            sc.setLocalProperty("spark.jobGroup.id", None)  # later jobs of this thread are not in the group
+        log.info("%s: %d/%d done (%.1f s)", what, len(items), len(items), time.monotonic() - start)
         return [r for _, r in sorted(out, key=lambda pair: pair[0])]
+
+    def _report(self, group: str, what: str, total: int, done: threading.Event, start: float) -> None:
+        tracker = self.spark.sparkContext.statusTracker()
+        while not done.wait(self.progress_seconds):
+            finished = 0
+            for job_id in tracker.getJobIdsForGroup(group):
+                job = tracker.getJobInfo(job_id)
+                for stage_id in job.stageIds if job else []:
+                    stage = tracker.getStageInfo(stage_id)
+                    finished += stage.numCompletedTasks if stage else 0
+            log.info("%s: %d/%d done (%.1f s)", what, min(finished, total), total, time.monotonic() - start)

@@ -22,7 +22,6 @@ import argparse
 import json
 import logging
 import sys
-import time
 import traceback
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -141,7 +140,7 @@ class JobRun:
         spark = session(f"airflow-lake {self.job}")
         log.info("%s: opening table %s", self.job, self.table_uri)
         table = Table.open(self.table_uri, options=self.table_options, storage_options=self.storage_options,
-                           engine=ProgressEngine(SparkEngine(spark), self.job))
+                           engine=SparkEngine(spark))
         log.info("%s: table %s is %s %s", self.job, table.storage.uri, table.config.table_type, table.config.name)
         return table
 
@@ -152,41 +151,6 @@ class JobRun:
         return {"job": self.job, "table": self.table_uri, "instant": instant, "action": action,
                 "operation": operation, "inserts": inserts, "updates": updates, "deletes": deletes,
                 "files_written": files_written, **figures}
-
-
-class ProgressEngine:
-    """Wraps an engine so a job logs its tasks at INFO: files done / total as they finish.
-
-    Tasks go to the inner engine in rounds of a few times its parallelism, so progress shows
-    while executors stay busy; anything else the engine offers is passed through."""
-
-    def __init__(self, inner, job: str, rounds: int = 10):
-        self.inner = inner
-        self.job = job
-        self.rounds = rounds
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
-
-    def _width(self) -> int:
-        spark = getattr(self.inner, "spark", None)
-        parallelism = getattr(self.inner, "parallelism", 0) or (
-            spark.sparkContext.defaultParallelism if spark is not None else 1)
-        return max(1, parallelism)
-
-    def map(self, fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
-        items = list(items)
-        what = getattr(getattr(fn, "func", fn), "__name__", "task").strip("_<>").replace("_", " ")  # partial
-        if not items:
-            return []
-        size = max(self._width() * 2, -(-len(items) // self.rounds))
-        start = time.monotonic()
-        out: list[R] = []
-        log.info("%s: %s: %d tasks", self.job, what, len(items))
-        for i in range(0, len(items), size):
-            out.extend(self.inner.map(fn, items[i:i + size]))
-            log.info("%s: %s: %d/%d done (%.1f s)", self.job, what, len(out), len(items), time.monotonic() - start)
-        return out
 
 
 def setup_logging() -> None:

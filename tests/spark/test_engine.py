@@ -49,13 +49,13 @@ def _mor_table(path: str) -> Table:
     return t
 
 
-def test_compaction_and_clean_run_in_executors(spark, table_path):
+def test_compaction_and_clean_run_in_executors(spark, table_path, caplog):
     t = _mor_table(table_path)
     cols = ["id", "ts", "part"]
     before = rows(t.read(), cols)
     plan = t.schedule_compaction(max_delta_commits=1)
     on_spark = Table.open(table_path, engine=SparkEngine(spark))
-    jobs_before = len(spark.sparkContext.statusTracker().getJobIdsForGroup())
+    caplog.set_level("INFO", logger="airflow_lake.spark.engine")
     result = on_spark.run_compaction(plan)
     assert result.operations == 4 and result.records_written == 40
     assert rows(t.read(), cols) == before == rows(hudi_read(table_path), cols)
@@ -64,4 +64,6 @@ def test_compaction_and_clean_run_in_executors(spark, table_path):
     assert sum(len(v) for v in cleaned.files.values()) > 0
     assert all(not os.path.exists(f"{table_path}/{p}/{f}") for p, fs in cleaned.files.items() for f in fs)
     assert rows(t.read(), cols) == before == rows(hudi_read(table_path), cols)
-    assert len(spark.sparkContext.statusTracker().getJobIdsForGroup()) >= jobs_before + 2  # both ran as Spark jobs
+    logged = [r.getMessage() for r in caplog.records]
+    assert "compact operation: 4/4 done" in " ".join(logged)  # both ran as Spark tasks
+    assert any(m.startswith("delete files: ") and " done " in m for m in logged)
