@@ -481,25 +481,12 @@ def _live_records(spec: LookupSpec, storage, cols: list[str], base_path: str | N
                for c in cols if c not in (KEY, spec.ordering_field)]
     schema = pa.schema(fields)
     base = conform(base, schema) if base is not None else schema.empty_table()
-    blocks, _, _ = BlockFilter(storage, _TimelineOnDemand(storage), spec.visible).scan(log_paths)
+    blocks, _, _ = BlockFilter(storage, None, spec.visible).scan(log_paths)
     merge = MergeSpec(spec.ordering_field, spec.ordering_field is not None)
     merged = merge_slice(base, blocks, schema, merge, cols, derive_keys=derive)
     if derive is not None and merged.num_rows:
         merged = merged.set_column(merged.schema.get_field_index(KEY), KEY, derive(merged))
     return merged.select([KEY] + ([spec.ordering_field] if spec.ordering_field else []))
-
-
-class _TimelineOnDemand:
-    """The active timeline, listed only if a damaged block must be traced to its writer."""
-
-    def __init__(self, storage):
-        self._storage = storage
-        self._timeline = None
-
-    def __getattr__(self, name: str):
-        if self._timeline is None:
-            self._timeline = ActiveTimeline(self._storage)
-        return getattr(self._timeline, name)
 
 
 def route_batches(spec: RouteSpec, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

@@ -247,21 +247,6 @@ class CompactionJob:
     skip_corrupt: bool
 
 
-class _TimelineOnDemand:
-    """The active timeline, listed only if a damaged block must be traced to its writer."""
-
-    def __init__(self, storage):
-        self._storage = storage
-        self._timeline = None
-
-    def __getattr__(self, name: str):
-        if self._timeline is None:
-            from ..timeline.active import ActiveTimeline
-
-            self._timeline = ActiveTimeline(self._storage)
-        return getattr(self._timeline, name)
-
-
 def compact_operation(job: CompactionJob, indexed: tuple[int, dict]) -> tuple[WriteStat, list[Damage]]:
     """Merge one plan operation (a base file and its log files) into a new base file named
     with the compaction instant. Runs in an engine task: it gets values, never the Table."""
@@ -275,7 +260,7 @@ def compact_operation(job: CompactionJob, indexed: tuple[int, dict]) -> tuple[Wr
     full = job.schema
     base = conform(read_base_file(storage, prefix + base_name), full) if base_name else full.empty_table()
     paths = [prefix + name for name in op["deltaFilePaths"]]
-    scanner = BlockFilter(storage, _TimelineOnDemand(storage), job.visible)
+    scanner = BlockFilter(storage, None, job.visible)
     visible, damaged, log_size = scanner.scan(paths, missing_ok=False)
     if job.skip_corrupt:  # an undecodable payload is skipped too: find it before the merge
         for b in [b for b in visible if isinstance(b, DataBlock)]:
