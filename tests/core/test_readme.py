@@ -9,11 +9,16 @@ import pyarrow.compute as pc
 from tests.conftest import REPO, hudi_read
 
 
-def readme_example() -> str:
+def readme_examples() -> list[str]:
+    """The README's python blocks: the core example, then the Spark one."""
     text = (REPO / "README.md").read_text()
     blocks = re.findall(r"```python\n(.*?)```", text, re.S)
-    assert len(blocks) == 1, "README.md should hold exactly one python example"
-    return blocks[0]
+    assert len(blocks) == 2, "README.md should hold the core and the Spark python examples"
+    return blocks
+
+
+def readme_example() -> str:
+    return readme_examples()[0]
 
 
 def test_readme_core_example_runs(tmp_path, monkeypatch):
