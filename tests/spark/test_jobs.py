@@ -31,7 +31,7 @@ try:
 except ModuleNotFoundError:  # Python 3.10
     from pip._vendor import tomli as tomllib
 
-JOBS = {"compaction_schedule", "compaction_execute", "clean", "archive", "rollback", "savepoint", "restore"}
+JOBS = {"upsert", "compaction_schedule", "compaction_execute", "clean", "archive", "rollback", "savepoint", "restore"}
 COLS = ["id", "ts", "part", "v", "_hoodie_commit_time"]
 FAST = ["--option", "hoodie.client.heartbeat.interval_in_ms=50"]
 

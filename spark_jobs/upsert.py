@@ -1,0 +1,104 @@
+"""Write a source to a table as one commit, distributed: the source's rows stay in executors
+(keys computed there, looked up against each file group in a task, each file group written
+by an executor); the driver holds the timeline and the write stats.
+
+Operations: upsert (default), insert, bulk_insert, delete, insert_overwrite,
+insert_overwrite_table. The source is a file or folder of parquet, json, csv or orc (read by
+Spark) or avro (read by the core with fastavro, in executors), a Spark SQL query
+(`--source-format sql`) or a table name (`--source-format table`). With `--create-if-missing`
+a new table is created from `--record-key`, `--precombine-field`, `--partition-fields` and
+`--table-type` (a no-op when the table exists).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from airflow_lake.core.errors import InvalidOptionError, TableNotFoundError
+from airflow_lake.core.table import Table
+from airflow_lake.core.write.prepare import OPERATIONS
+from airflow_lake.spark import job
+
+FORMATS = ("parquet", "json", "csv", "orc", "avro", "sql", "table")
+
+PARSER = job.parser("upsert", __doc__)
+PARSER.add_argument("--source", required=True,
+                    help="a file or folder (path or URI), a Spark SQL query, or a table name (see --source-format)")
+PARSER.add_argument("--source-format", type=str.lower, choices=FORMATS,
+                    help="default: from the file extension, else parquet")
+PARSER.add_argument("--operation", default="upsert", choices=OPERATIONS)
+PARSER.add_argument("--create-if-missing", action="store_true",
+                    help="create the table when the path holds none (needs --record-key)")
+PARSER.add_argument("--table-type", type=str.upper, choices=("COPY_ON_WRITE", "MERGE_ON_READ"),
+                    default="COPY_ON_WRITE", help="for a new table (default COPY_ON_WRITE)")
+PARSER.add_argument("--record-key", metavar="F[,F]", help="for a new table: the record key field(s)")
+PARSER.add_argument("--precombine-field", metavar="F", help="for a new table: the ordering field")
+PARSER.add_argument("--partition-fields", metavar="A,B", default="", help="for a new table: partition fields")
+PARSER.add_argument("--hive-style-partitioning", action="store_true", help="for a new table: field=value folders")
+PARSER.add_argument("--table-name", help="for a new table (default: the last folder of --table)")
+
+
+def source_format(source: str, given: str | None) -> str:
+    if given:
+        return given
+    ext = os.path.splitext(source.rstrip("/"))[1].lower().lstrip(".")
+    return {"jsonl": "json", "ndjson": "json"}.get(ext, ext if ext in FORMATS else "parquet")
+
+
+def read_source(spark, source: str, fmt: str, storage_options: dict | None = None):
+    """The source as a DataFrame, without bringing rows to the driver."""
+    if fmt == "sql":
+        return spark.sql(source)
+    if fmt == "table":
+        return spark.table(source)
+    if fmt == "avro":
+        from airflow_lake.spark.sources import read_avro
+
+        return read_avro(spark, source, storage_options)
+    reader = spark.read.format(fmt)
+    if fmt == "csv":
+        reader = reader.option("header", "true").option("inferSchema", "true")
+    return reader.load(source)
+
+
+def body(run: job.JobRun) -> dict[str, Any]:
+    from airflow_lake.spark import session, write
+
+    a = run.args
+    spark = session("airflow-lake upsert")
+    created = False
+    if a.create_if_missing:
+        try:
+            Table.open(a.table, storage_options=run.storage_options)
+        except TableNotFoundError:  # no table there yet: create it
+            if not a.record_key:
+                raise InvalidOptionError(f"table {a.table}: --create-if-missing needs --record-key") from None
+            name = a.table_name or os.path.basename(a.table.rstrip("/")) or "table"
+            Table.create(a.table, name=name, table_type=a.table_type, record_key=a.record_key,
+                         precombine_field=a.precombine_field, partition_fields=a.partition_fields,
+                         hive_style_partitioning=a.hive_style_partitioning, options=run.table_options)
+            created = True
+            job.log.info("upsert: created %s table %s (%s)", a.table_type, a.table, name)
+    table = run.open_table()
+    fmt = source_format(a.source, a.source_format)
+    job.log.info("upsert: %s of %s source %s", a.operation, fmt, a.source)
+    df = read_source(spark, a.source, fmt, run.storage_options)
+    token = run.token
+    done = bool(token and table.timeline.find_token(token))
+    result = write(table, df, a.operation, run.extra_metadata)
+    job.log.info("upsert: %s %s: %d inserts, %d updates, %d deletes in %d files", a.operation, result.instant,
+                 result.num_inserts, result.num_updates, result.num_deletes, len(result.files))
+    return run.result(instant=result.instant, action=table.timeline.get(result.instant).action,
+                      operation=a.operation, inserts=result.num_inserts, updates=result.num_updates,
+                      deletes=result.num_deletes, files_written=len(result.files), records_written=result.num_writes,
+                      partitions=len(result.partitions), table_created=created, already_done=done)
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    """Run in this process (the active SparkSession); the JSON result as a dict."""
+    return job.execute(PARSER, body, argv)
+
+
+if __name__ == "__main__":
+    job.run(PARSER, body)
