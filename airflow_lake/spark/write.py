@@ -48,10 +48,9 @@ from airflow_lake.core.index import check_index_type
 from airflow_lake.core.index.bucket import java_string_hashes
 from airflow_lake.core.merge import KEY, MergeSpec, merge_slice
 from airflow_lake.core.model import BaseFile, WriteStat
-from airflow_lake.core.read import BlockFilter
+from airflow_lake.core.read import BlockFilter, Visibility
 from airflow_lake.core.schema import IS_DELETED, META_FIELDS, conform, evolve, from_avro
 from airflow_lake.core.services import rollback
-from airflow_lake.core.services.compaction import VisibleBefore
 from airflow_lake.core.timeline.active import ActiveTimeline
 from airflow_lake.core.timeline.instant import COMMIT, COMPACTION, DELTA_COMMIT, REPLACE_COMMIT, State
 from airflow_lake.core.timeline.metadata import workload_metadata
@@ -73,7 +72,6 @@ STORED = "_al_stored_ordering"
 TARGET = "_al_target"
 LOOKUP_KEY = "_al_lookup_key"
 WORK = (KEY, PART, DEL, SEQ)
-ALWAYS = "9" * 17  # an instant bound later than any
 
 
 # -- values the executors get ----------------------------------------------------------------
@@ -92,7 +90,7 @@ class LookupSpec:
     ctx: TableContext
     ordering_field: str | None
     ordering_type: pa.DataType | None
-    visible: VisibleBefore
+    visible: Visibility
     out_schema: pa.Schema
 
 
@@ -335,9 +333,7 @@ def _tag(spark, table, view: FileSystemView, keyed: DataFrame, parts: list[str] 
     out = pa.schema([pa.field(LOOKUP_KEY, pa.string()), pa.field(LOC_P, pa.string()), pa.field(LOC_F, pa.string()),
                      pa.field(STORED, otype or pa.string())])
     out = _exact(out)
-    first = view.timeline.writes().first
-    spec = LookupSpec(table.context(), field if otype is not None else None, otype,
-                      VisibleBefore(ALWAYS, frozenset(view.completed), first.time if first else None), out)
+    spec = LookupSpec(table.context(), field if otype is not None else None, otype, Visibility.of(view), out)
     task_df = spark.createDataFrame([(pickle.dumps(t),) for t in tasks], "task binary")
     if tasks:
         task_df = task_df.repartition(min(len(tasks), spark.sparkContext.defaultParallelism * 4))

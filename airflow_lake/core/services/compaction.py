@@ -26,7 +26,7 @@ from ..formats.log import DataBlock
 from ..formats.parquet import BloomSettings, prior_keys, read_base_file, write_base_file
 from ..merge import MergeSpec, merge_slice
 from ..model import BaseFile, WriteStat
-from ..read import BlockFilter, Damage
+from ..read import BlockFilter, Damage, Visibility
 from ..schema import META_FIELDS, conform, from_avro, with_meta_fields
 from ..timeline import tokens
 from ..timeline.clock import parse_instant
@@ -220,20 +220,6 @@ def run(table, instant: str | None = None, *, order: str = "FIFO",
 
 
 @dataclass(frozen=True)
-class VisibleBefore:
-    """Log blocks a compaction at `instant` merges: committed before it, or older than the
-    active timeline (archived, hence committed). A picklable predicate."""
-
-    instant: str
-    committed: frozenset[str]
-    first_write: str | None
-
-    def __call__(self, time_: str) -> bool:
-        return time_ < self.instant and (time_ in self.committed or
-                                         (self.first_write is not None and time_ < self.first_write))
-
-
-@dataclass(frozen=True)
 class CompactionJob:
     """What every operation of one compaction shares; travels to the tasks with each one."""
 
@@ -243,7 +229,7 @@ class CompactionJob:
     avro: dict | None
     spec: MergeSpec
     bloom: BloomSettings | None
-    visible: VisibleBefore
+    visible: Visibility  # log blocks merged: committed before the compaction instant
     skip_corrupt: bool
 
 
@@ -315,7 +301,8 @@ def _execute(table, timeline, inflight: Instant, extra_metadata) -> CompactionRe
         bloom=BloomSettings(table.option(WriteOptions.BLOOM_NUM_ENTRIES), table.option(WriteOptions.BLOOM_FPP),
                             table.option(WriteOptions.BLOOM_FILTER_TYPE).upper(),
                             table.option(WriteOptions.BLOOM_DYNAMIC_MAX_ENTRIES)) if cfg.populate_meta_fields else None,
-        visible=VisibleBefore(t, frozenset(timeline.commits().completed().times), first.time if first else None),
+        visible=Visibility(tuple(sorted(c for c in timeline.commits().completed().times if c < t)), bound=t,
+                           first_write=first.time if first else None),
         skip_corrupt=table.option(SKIP_CORRUPT))
     log.info("table %s: compaction %s merges %d file slices", table.storage.uri, t, len(ops))
     done = table.engine.map(partial(compact_operation, job), list(enumerate(ops)))
