@@ -9,6 +9,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from . import properties
 from .config import (
     COMPLEX_KEYGEN,
     CUSTOM_KEYGEN,
@@ -162,7 +163,7 @@ class Table:
         for folder in _INIT_FOLDERS:
             storage.mkdirs(folder)
         config = TableConfig(props)
-        config.save(storage, create=True)
+        properties.save(storage, config, create=True)
         return Table(storage, config, write_options)
 
     @staticmethod
@@ -173,7 +174,7 @@ class Table:
         storage = open_storage(path, storage_options)
         if not storage.exists(".hoodie"):
             raise TableNotFoundError(f"{storage.uri} is not a Hudi table: no .hoodie folder")
-        config = TableConfig.load(storage)
+        config = properties.load(storage)
         layout = config.get(TableOptions.TIMELINE_LAYOUT)
         if config.version > 6 or layout != 1:
             raise UnsupportedTableVersionError(
@@ -374,7 +375,7 @@ class Table:
                     "from a listing when re-enabled", self.storage.uri, partitions)
         self.config.props["hoodie.table.metadata.partitions"] = ""
         self.config.props.pop("hoodie.table.metadata.partitions.inflight", None)
-        self.config.save(self.storage)
+        properties.save(self.storage, self.config)
         self.storage.delete_dir(".hoodie/metadata")
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from airflow.sdk import Asset, BaseHook
 
-from airflow_lake.core.config import TableConfig
+from airflow_lake.core import properties
 from airflow_lake.core.errors import TableNotFoundError
 from airflow_lake.core.storage import Storage, open_storage
 from airflow_lake.core.table import Table
@@ -62,7 +62,7 @@ class LakeHook(BaseHook):
         storage = self.storage(table_path)
         if not storage.exists(".hoodie/hoodie.properties"):
             raise TableNotFoundError(f"{storage.uri} is not a Hudi table: no .hoodie/hoodie.properties")
-        return Table(storage, TableConfig.load(storage), merged)
+        return Table(storage, properties.load(storage), merged)
 
     def get_timeline(self, table_path: str) -> ActiveTimeline:
         """The table's active timeline, scanned now."""
