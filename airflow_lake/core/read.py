@@ -293,9 +293,7 @@ class Reader:
         return self._plan(view, groups, columns, filters, False, window=(start, end), by_file=by_file), timeline
 
     def _check_retained(self, timeline, instant: str, what: str) -> None:
-        from .services.clean import latest_clean_bound
-
-        bound = latest_clean_bound(timeline)
+        bound = timeline.latest_clean_bound()
         if bound and instant < bound:
             raise LakeError(f"table {self.storage.uri}: {what} {instant} is not possible: the cleaner kept only "
                             f"file versions needed from {bound} on")

@@ -9,7 +9,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from . import properties
+from . import properties, undo
 from .config import (
     COMPLEX_KEYGEN,
     CUSTOM_KEYGEN,
@@ -35,7 +35,6 @@ from .errors import (
     TimelineError,
     UnsupportedFeatureError,
     UnsupportedTableVersionError,
-    WriteConflictError,
 )
 from .keygen_timestamp import INPUT_TIMEZONE, OUTPUT_TIMEZONE, TIMEZONE, setting
 from .keys import KEYGEN_CLASSES, WRITE_PARTITION_FIELD, KeyGenerator, declared_keygen, split_typed_fields
@@ -44,13 +43,11 @@ from .read import Reader
 from .schema import NAME_RULE, from_avro, is_avro_name
 from .services import archive, clean, compaction, rollback, savepoint
 from .storage import Storage, open_storage
-from .timeline import tokens
 from .timeline.active import ActiveTimeline
 from .timeline.archived import ArchivedTimeline
 from .timeline.clock import next_instant
-from .timeline.instant import ROLLBACK, Instant
+from .timeline.instant import Instant
 from .write.client import WriteClient, WriteResult
-from .write.heartbeat import is_expired
 
 log = logging.getLogger(__name__)
 TABLE_TYPES = ("COPY_ON_WRITE", "MERGE_ON_READ")
@@ -294,27 +291,10 @@ class Table:
     def archived_timeline(self) -> ArchivedTimeline:
         return ArchivedTimeline(self.storage, self.config.archive_folder)
 
-    def rollback(self, instant: str, *, extra_metadata: dict[str, str] | None = None) -> rollback.RollbackResult:
+    def rollback(self, instant: str, *, extra_metadata: dict[str, str] | None = None) -> undo.RollbackResult:
         """Roll back a pending write or compaction, or the latest completed write. A run token
         in `extra_metadata` is recorded in the token index (rollback metadata has no field for it)."""
-        token = tokens.token_of(extra_metadata)
-        with self.lock():
-            timeline = self.repair_timeline()
-            done = timeline.find_token(token, actions=(ROLLBACK,)) if token else None
-            if done is not None:
-                return rollback.RollbackResult(done.time, instant, "", [])
-            if not timeline.contains(instant):
-                done = rollback.rolled_back_by(timeline, instant)
-                if done is not None:  # an earlier call already did it (a retried task)
-                    return rollback.RollbackResult(done.time, instant, "", [])
-            target = rollback.rollback_target(timeline, instant, self.storage.uri)
-            if target.is_pending and not is_expired(self.storage, target.time,
-                                                    self.option(WriteOptions.HEARTBEAT_INTERVAL_MS),
-                                                    self.option(WriteOptions.HEARTBEAT_TOLERABLE_MISSES)):
-                raise WriteConflictError(f"table {self.storage.uri}: {target} is still running (live heartbeat)")
-            time_ = self.new_instant_time(timeline)
-            tokens.record(self.storage, token, time_, ROLLBACK)
-            return rollback.rollback_instant(self.storage, timeline, target, time_)
+        return rollback.rollback(self, instant, extra_metadata=extra_metadata)
 
     def savepoint(self, instant: str, *, user: str | None = None, comments: str = "",
                   extra_metadata: dict[str, str] | None = None) -> str:
@@ -341,13 +321,13 @@ class Table:
         (expired heartbeats), drop marker folders of instants no longer pending; returns the
         timeline. One listing of `.hoodie/`: the repairs update it in memory."""
         timeline = self.timeline
-        rollback.finish_pending_rollbacks(self.storage, timeline)
+        undo.finish_pending_rollbacks(self.storage, timeline)
         savepoint.finish_pending_restores(self, timeline)
-        rollback.forget_rolled_back(self.storage, timeline)
+        undo.forget_rolled_back(self.storage, timeline)
         failed = rollback.failed_writes(self.storage, timeline, self.option(WriteOptions.HEARTBEAT_INTERVAL_MS),
                                         self.option(WriteOptions.HEARTBEAT_TOLERABLE_MISSES))
         for target in failed:
-            rollback.rollback_instant(self.storage, timeline, target, self.new_instant_time(timeline))
+            undo.rollback_instant(self.storage, timeline, target, self.new_instant_time(timeline))
         pending = {i.time for i in timeline.pending()}
         for folder in self.storage.list_dirs(".hoodie/.temp"):
             if folder.rsplit("/", 1)[-1] not in pending:

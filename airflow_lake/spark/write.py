@@ -33,6 +33,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
+from airflow_lake.core import undo
 from airflow_lake.core.config import DEFAULT_PAYLOAD, TableOptions, WriteOptions
 from airflow_lake.core.context import TableContext
 from airflow_lake.core.errors import (
@@ -50,7 +51,6 @@ from airflow_lake.core.merge import KEY, MergeSpec, merge_slice
 from airflow_lake.core.model import BaseFile, WriteStat
 from airflow_lake.core.read import BlockFilter, Visibility
 from airflow_lake.core.schema import IS_DELETED, META_FIELDS, conform, evolve, from_avro
-from airflow_lake.core.services import rollback
 from airflow_lake.core.timeline.active import ActiveTimeline
 from airflow_lake.core.timeline.instant import COMMIT, COMPACTION, DELTA_COMMIT, REPLACE_COMMIT, State
 from airflow_lake.core.timeline.metadata import workload_metadata
@@ -379,7 +379,7 @@ def _abandon(table, instant: str) -> None:
             timeline = table.timeline
             current = next((i for i in timeline.pending() if i.time == instant), None)
             if current is not None:
-                rollback.rollback_instant(table.storage, timeline, current, table.new_instant_time(timeline))
+                undo.rollback_instant(table.storage, timeline, current, table.new_instant_time(timeline))
     except LakeError:
         log.exception("table %s: write %s failed and could not be rolled back now; the next writer will",
                       table.storage.uri, instant)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
+from .. import undo
 from ..config import Option
 from ..errors import InvalidOptionError
 from ..formats.log import DataBlock, read_log_file
@@ -35,8 +36,6 @@ from ..timeline.instant import (
     State,
 )
 from ..timeline.metadata import CommitMetadata, read_avro, write_avro
-from . import rollback
-from .clean import latest_clean_bound
 
 log = logging.getLogger(__name__)
 
@@ -69,12 +68,12 @@ def _commit_bound(table, timeline, beyond_savepoint: bool) -> tuple[str | None, 
         bounds.append((savepoints[0].time, f"savepoint {savepoints[0].time}"))
     if table.config.is_mor:
         compactions = [i.time for i in timeline.actions(COMMIT).completed()
-                       if rollback.is_compaction(timeline, i.time)]
+                       if undo.is_compaction(timeline, i.time)]
         deltas = timeline.actions(DELTA_COMMIT).completed().times
         after = [d for d in deltas if not compactions or d > compactions[-1]]
         if after:
             bounds.append((after[0], f"deltacommit {after[0]} is needed by compaction scheduling"))
-    clean_bound = latest_clean_bound(timeline)
+    clean_bound = timeline.latest_clean_bound()
     if clean_bound:
         bounds.append((clean_bound, f"the latest clean retains commits from {clean_bound}"))
     replaces = [i.time for i in timeline.actions(REPLACE_COMMIT).completed()

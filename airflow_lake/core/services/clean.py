@@ -20,12 +20,12 @@ from ..config import Option
 from ..context import TableContext
 from ..errors import InstantNotFoundError, InvalidOptionError
 from ..model import FileGroup
+from ..paths import absolute_path, relative_path
 from ..timeline import tokens
 from ..timeline.clock import format_instant, parse_instant
 from ..timeline.instant import CLEAN, SAVEPOINT, Instant, State
 from ..timeline.metadata import clean_metadata_bytes, cleaner_plan_bytes, read_avro
 from ..view import FileSystemView
-from .rollback import _absolute, _relative
 
 log = logging.getLogger(__name__)
 
@@ -57,15 +57,6 @@ def savepointed_files(timeline) -> set[str]:
         for part in (meta.get("partitionMetadata") or {}).values():
             names.update(part.get("savepointDataFile") or [])
     return names
-
-
-def latest_clean_bound(timeline) -> str | None:
-    """`earliestCommitToRetain` of the latest completed clean, if any."""
-    cleans = timeline.actions(CLEAN).completed().instants
-    if not cleans:
-        return None
-    meta = read_avro(timeline.read_details(cleans[-1])) or {}
-    return meta.get("earliestCommitToRetain") or None
 
 
 def _earliest_to_retain(timeline, policy: str, retained: int) -> Instant | None:
@@ -168,7 +159,7 @@ def clean(table, *, policy: str = "KEEP_LATEST_COMMITS", retained: int | None = 
                 "filesToBeDeletedPerPartition": {},
                 "version": 2,
                 "filePathsToBeDeletedPerPartition": {
-                    p: [{"filePath": _absolute(table.storage, f), "isBootstrapBaseFile": False} for f in fs]
+                    p: [{"filePath": absolute_path(table.storage, f), "isBootstrapBaseFile": False} for f in fs]
                     for p, fs in files.items()},
                 "partitionsToBeDeleted": [],
                 "extraMetadata": dict(extra_metadata) if extra_metadata else None,
@@ -185,7 +176,7 @@ def _execute(table, timeline, instant: Instant, plan_record: dict) -> CleanResul
     policy = plan_record["policy"]
     partitions = {}
     deleted: dict[str, list[str]] = {}
-    per_partition = {partition: [_relative(table.storage, info["filePath"]) for info in infos]
+    per_partition = {partition: [relative_path(table.storage, info["filePath"]) for info in infos]
                      for partition, infos in (plan_record.get("filePathsToBeDeletedPerPartition") or {}).items()}
     # one engine task per partition deletes its files (on Spark: executors, not the driver)
     table.engine.map(partial(delete_files, table.context()), list(per_partition.values()))

@@ -19,6 +19,7 @@ from functools import partial
 
 import pyarrow as pa
 
+from .. import undo
 from ..config import DEFAULT_PAYLOAD, Option, WriteOptions
 from ..context import TableContext
 from ..errors import CorruptLogError, InstantNotFoundError, InvalidOptionError, WriteConflictError
@@ -35,7 +36,6 @@ from ..timeline.metadata import CommitMetadata, compaction_plan_bytes, read_comp
 from ..view import FileSystemView
 from ..write.heartbeat import Heartbeat, is_expired
 from ..write.markers import CREATE, create_marker, delete_markers
-from . import rollback
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +73,7 @@ class CompactionResult:
 
 
 def _completed_compactions(table, timeline) -> list[str]:
-    return [i.time for i in timeline.actions(COMMIT).completed() if rollback.is_compaction(timeline, i.time)]
+    return [i.time for i in timeline.actions(COMMIT).completed() if undo.is_compaction(timeline, i.time)]
 
 
 def _trigger_met(table, timeline, strategy: str, max_commits: int, max_seconds: int, now: str) -> tuple[bool, str]:
@@ -208,7 +208,7 @@ def run(table, instant: str | None = None, *, order: str = "FIFO",
         if chosen.state == State.INFLIGHT:
             if not is_expired(table.storage, chosen.time, interval, misses):
                 raise WriteConflictError(f"table {uri}: compaction {chosen.time} is being executed by another task")
-            rollback.rollback_instant(table.storage, timeline, chosen, table.new_instant_time(timeline))
+            undo.rollback_instant(table.storage, timeline, chosen, table.new_instant_time(timeline))
         requested = Instant(chosen.time, COMPACTION, State.REQUESTED)
         tokens.record(table.storage, token, chosen.time, COMPACTION)
         inflight = timeline.transition(requested, State.INFLIGHT)

@@ -8,6 +8,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 
+from .. import undo
 from ..config import WriteOptions
 from ..errors import InstantNotFoundError, LakeError, WriteConflictError
 from ..timeline import tokens
@@ -15,8 +16,6 @@ from ..timeline.instant import RESTORE, SAVEPOINT, Instant, State
 from ..timeline.metadata import read_avro, restore_metadata_bytes, restore_plan_bytes, savepoint_metadata_bytes
 from ..view import FileSystemView
 from ..write.heartbeat import is_expired
-from . import rollback
-from .clean import latest_clean_bound
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +38,7 @@ def savepoint(table, instant: str, *, user: str | None = None, comments: str = "
             raise InstantNotFoundError(f"table {uri}: {instant} is not a completed commit on the active timeline")
         if timeline.actions(SAVEPOINT).completed().contains(instant):
             return instant
-        bound = latest_clean_bound(timeline)
+        bound = timeline.latest_clean_bound()
         if bound and instant < bound:
             raise LakeError(f"table {uri}: cannot savepoint {instant}: older than {bound}, the earliest commit "
                             "the latest clean retained (its files may be gone)")
@@ -117,9 +116,9 @@ def _execute(table, timeline, instant: Instant, plan: dict) -> RestoreResult:
             per_instant[t] = []
             continue
         current = max((Instant.parse(n) for n in names), key=lambda i: i.state)
-        requests = rollback.rollback_requests(storage, timeline, current)
-        metadata = rollback.undo(storage, timeline, t, target["action"], requests, instant.time, start,
-                                 keep_plan=False)
+        requests = undo.rollback_requests(storage, timeline, current)
+        metadata = undo.undo(storage, timeline, t, target["action"], requests, instant.time, start,
+                             keep_plan=False)
         per_instant[t] = [metadata]
         done.append(t)
     record = {

@@ -14,8 +14,8 @@ from collections.abc import Collection, Iterable, Iterator
 from ..errors import InstantNotFoundError, TimelineError
 from ..storage import Storage
 from . import tokens
-from .instant import COMMIT_ACTIONS, WRITE_ACTIONS, Instant, State
-from .metadata import CommitMetadata
+from .instant import CLEAN, COMMIT_ACTIONS, WRITE_ACTIONS, Instant, State
+from .metadata import CommitMetadata, read_avro
 
 META = ".hoodie"
 
@@ -132,6 +132,15 @@ class Timeline:
 
     def commit_metadata(self, instant: Instant) -> CommitMetadata:
         return CommitMetadata.from_bytes(self.read_details(instant), f"{self.storage.uri}/{META}/{instant.file_name}")
+
+    def latest_clean_bound(self) -> str | None:
+        """`earliestCommitToRetain` of the latest completed clean, if any: queries before it
+        may miss file versions the cleaner removed."""
+        cleans = self.actions(CLEAN).completed().instants
+        if not cleans:
+            return None
+        meta = read_avro(self.read_details(cleans[-1])) or {}
+        return meta.get("earliestCommitToRetain") or None
 
     def find_by_metadata(self, key: str, value: str) -> Instant | None:
         """The newest completed instant whose extraMetadata[key] == value, if any.

@@ -19,6 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .. import undo
 from ..config import DEFAULT_PAYLOAD, TableOptions, WriteOptions
 from ..engine import Engine
 from ..errors import UnsupportedTableVersionError, WriteConflictError
@@ -28,7 +29,6 @@ from ..index.simple import read_keys
 from ..merge import KEY
 from ..model import BaseFile, WriteStat
 from ..schema import from_avro
-from ..services import rollback
 from ..timeline import tokens
 from ..timeline.active import ActiveTimeline
 from ..timeline.instant import COMMIT, COMMIT_ACTIONS, COMPACTION, DELTA_COMMIT, REPLACE_COMMIT, Instant, State
@@ -123,7 +123,7 @@ class WriteClient:
                 timeline = self.table.timeline
                 current = next((i for i in timeline.pending() if i.time == instant.time), None)
                 if current is not None:
-                    rollback.rollback_instant(self.storage, timeline, current, self.table.new_instant_time(timeline))
+                    undo.rollback_instant(self.storage, timeline, current, self.table.new_instant_time(timeline))
             raise WriteConflictError(f"table {self.storage.uri}: write {instant.time} read a file that another "
                                      f"writer or service removed meanwhile ({e.filename or e}); it was rolled "
                                      "back, retry it") from e
@@ -268,7 +268,7 @@ class WriteClient:
                 theirs = {key(p, f) for p, f in meta.file_ids() | meta.replaced_file_ids()}
                 dup = self._same_new_keys(meta, new_keys(), is_global) if meta.file_ids() else None
                 if dup:
-                    rollback.rollback_instant(self.storage, timeline, inflight, self.table.new_instant_time(timeline))
+                    undo.rollback_instant(self.storage, timeline, inflight, self.table.new_instant_time(timeline))
                     raise WriteConflictError(
                         f"table {self.storage.uri}: write {inflight.time} inserts key {dup!r}, which "
                         f"{other.action} {other.time} inserted after this write started; it was rolled back, "
@@ -277,7 +277,7 @@ class WriteClient:
                 continue
             clash = mine & theirs
             if clash:
-                rollback.rollback_instant(self.storage, timeline, inflight, self.table.new_instant_time(timeline))
+                undo.rollback_instant(self.storage, timeline, inflight, self.table.new_instant_time(timeline))
                 p, f = sorted(clash)[0]
                 raise WriteConflictError(
                     f"table {self.storage.uri}: write {inflight.time} conflicts with {other.action} {other.time}, "
