@@ -14,7 +14,7 @@ import numpy as np
 from ..formats.log import data_block_bytes, delete_block_bytes
 from ..formats.log.blocks import wrap_ordering
 from ..model import BaseFile, LogFile, WriteStat
-from .files import WriteContext, _meta_columns, _with_meta
+from .files import WriteContext, meta_columns, with_meta
 from .markers import APPEND, create_marker
 from .prepare import Batch
 
@@ -43,7 +43,7 @@ def append_log(ctx: WriteContext, task: int, target: SliceRef, batch: Batch, *, 
     parts = []
     records = batch.take(np.nonzero(~batch.is_delete)[0]) if batch.is_delete.any() else batch
     if len(records):
-        table = _with_meta(ctx, _meta_columns(ctx, task, records.keys, target.partition, target.file_id),
+        table = with_meta(ctx, meta_columns(ctx, task, records.keys, target.partition, target.file_id),
                            records.data)
         parts.append(data_block_bytes(ctx.instant, schema, table, fmt=block_format, compression=ctx.compression))
     deletes = batch.take(np.nonzero(batch.is_delete)[0]) if batch.is_delete.any() else batch.slice(0, 0)
