@@ -39,6 +39,7 @@ from .errors import (
 from .keygen_timestamp import INPUT_TIMEZONE, OUTPUT_TIMEZONE, TIMEZONE, setting
 from .keys import KEYGEN_CLASSES, WRITE_PARTITION_FIELD, KeyGenerator, declared_keygen, split_typed_fields
 from .lock import FileSystemLock
+from .paths import Deleter
 from .read import Reader
 from .schema import NAME_RULE, from_avro, is_avro_name
 from .services import archive, clean, compaction, rollback, savepoint
@@ -187,6 +188,10 @@ class Table:
         """This table as a picklable value for tasks that run elsewhere."""
         return TableContext.of(self)
 
+    def deleter(self) -> Deleter:
+        """Deletes table files as this table's engine tasks (services and rollbacks use it)."""
+        return Deleter(self.engine, self.context())
+
     def option(self, option) -> Any:
         return options_value(self.options, option, self.config.props)
 
@@ -321,13 +326,13 @@ class Table:
         (expired heartbeats), drop marker folders of instants no longer pending; returns the
         timeline. One listing of `.hoodie/`: the repairs update it in memory."""
         timeline = self.timeline
-        undo.finish_pending_rollbacks(self.storage, timeline)
+        undo.finish_pending_rollbacks(self.storage, timeline, self.deleter())
         savepoint.finish_pending_restores(self, timeline)
         undo.forget_rolled_back(self.storage, timeline)
         failed = rollback.failed_writes(self.storage, timeline, self.option(WriteOptions.HEARTBEAT_INTERVAL_MS),
                                         self.option(WriteOptions.HEARTBEAT_TOLERABLE_MISSES))
         for target in failed:
-            undo.rollback_instant(self.storage, timeline, target, self.new_instant_time(timeline))
+            undo.rollback_instant(self.storage, timeline, target, self.new_instant_time(timeline), self.deleter())
         pending = {i.time for i in timeline.pending()}
         for folder in self.storage.list_dirs(".hoodie/.temp"):
             if folder.rsplit("/", 1)[-1] not in pending:

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 
 from .model import BaseFile, LogFile
-from .paths import absolute_path, relative_path
+from .paths import Deleter, absolute_path, relative_path
 from .storage import Storage
 from .timeline.active import ActiveTimeline
 from .timeline.instant import COMMIT_ACTIONS, COMPACTION, ROLLBACK, Instant, State
@@ -79,14 +79,16 @@ def files_of(storage: Storage, timeline: ActiveTimeline, target: Instant) -> lis
     return sorted(f for f in found if storage.exists(f))
 
 
-def rollback_instant(storage: Storage, timeline: ActiveTimeline, target: Instant, rollback_time: str) -> RollbackResult:
-    """Roll back `target` (pending, or completed) at a new instant `rollback_time`."""
+def rollback_instant(storage: Storage, timeline: ActiveTimeline, target: Instant, rollback_time: str,
+                     deleter: Deleter | None = None) -> RollbackResult:
+    """Roll back `target` (pending, or completed) at a new instant `rollback_time`. Files are
+    deleted by `deleter` (engine tasks, one per partition), else here, one by one."""
     start = time.time()
     plan = rollback_requests(storage, timeline, target)
     action = COMPACTION if is_compaction(timeline, target.time) and target.is_pending else target.action
     rb = Instant(rollback_time, ROLLBACK, State.REQUESTED)
     timeline.create(rb, rollback_plan_bytes(target.time, action, plan))
-    return _execute(storage, timeline, rb, target.time, action, plan, start)
+    return _execute(storage, timeline, rb, target.time, action, plan, start, deleter)
 
 
 def rolled_back_by(timeline: ActiveTimeline, time_: str) -> Instant | None:
@@ -112,7 +114,8 @@ def forget_rolled_back(storage: Storage, timeline: ActiveTimeline) -> None:
             timeline.delete_file(name)
 
 
-def finish_pending_rollbacks(storage: Storage, timeline: ActiveTimeline) -> list[RollbackResult]:
+def finish_pending_rollbacks(storage: Storage, timeline: ActiveTimeline,
+                             deleter: Deleter | None = None) -> list[RollbackResult]:
     """Complete rollbacks that a crash left requested or inflight (idempotent)."""
     done = []
     for rb in timeline.actions(ROLLBACK).pending():
@@ -121,17 +124,17 @@ def finish_pending_rollbacks(storage: Storage, timeline: ActiveTimeline) -> list
             continue
         target = plan["instantToRollback"]
         done.append(_execute(storage, timeline, rb, target["commitTime"], target["action"],
-                             plan["RollbackRequests"] or [], time.time()))
+                             plan["RollbackRequests"] or [], time.time(), deleter))
     return done
 
 
 def _execute(storage: Storage, timeline: ActiveTimeline, rb: Instant, target_time: str, target_action: str,
-             plan: list[dict], start: float) -> RollbackResult:
+             plan: list[dict], start: float, deleter: Deleter | None) -> RollbackResult:
     if rb.state == State.REQUESTED:
         rb = timeline.transition(rb, State.INFLIGHT)
     metadata = undo(storage, timeline, target_time, target_action, plan, rb.time, start,
-                    keep_plan=is_compaction(timeline, target_time), finish=lambda m: timeline.transition(
-                        rb, State.COMPLETED, rollback_metadata_bytes(m)))
+                    keep_plan=is_compaction(timeline, target_time), deleter=deleter,
+                    finish=lambda m: timeline.transition(rb, State.COMPLETED, rollback_metadata_bytes(m)))
     result = RollbackResult(rb.time, target_time, target_action,
                             [f for p in metadata["partitionMetadata"].values() for f in p["successDeleteFiles"]])
     log.info("table %s: rolled back %s %s at %s (%d files)", storage.uri, target_action, target_time, rb.time,
@@ -140,21 +143,25 @@ def _execute(storage: Storage, timeline: ActiveTimeline, rb: Instant, target_tim
 
 
 def undo(storage: Storage, timeline: ActiveTimeline, target_time: str, target_action: str, plan: list[dict],
-         by: str, start: float, *, keep_plan: bool, finish=None) -> dict:
-    """Make the target invisible, delete its files, call `finish(metadata)`, forget the target.
+         by: str, start: float, *, keep_plan: bool, finish=None, deleter: Deleter | None = None) -> dict:
+    """Make the target invisible, delete its files (by `deleter`: one engine task per
+    partition), call `finish(metadata)`, forget the target.
 
     Returns the HoodieRollbackMetadata record. With `keep_plan`, a compaction's requested
     plan survives (it runs again)."""
     for name in timeline.state_files(target_time):
         if Instant.parse(name).is_completed:
             timeline.delete_file(name)
+    groups = [[relative_path(storage, path) for path in req["filesToBeDeleted"]] for req in plan]
+    if deleter is not None:
+        deleter(groups)
+    else:
+        for path in (p for group in groups for p in group):
+            storage.delete(path)
     partition_meta = {}
     total = 0
     for req in plan:
-        deleted = []
-        for path in req["filesToBeDeleted"]:
-            storage.delete(relative_path(storage, path))
-            deleted.append(path)
+        deleted = list(req["filesToBeDeleted"])
         total += len(deleted)
         partition_meta[req["partitionPath"]] = {
             "partitionPath": req["partitionPath"], "successDeleteFiles": deleted, "failedDeleteFiles": [],

@@ -14,10 +14,8 @@ import logging
 import time
 from dataclasses import dataclass, field
 from datetime import timedelta
-from functools import partial
 
 from ..config import Option
-from ..context import TableContext
 from ..errors import InstantNotFoundError, InvalidOptionError
 from ..model import FileGroup
 from ..paths import absolute_path, relative_path
@@ -178,8 +176,7 @@ def _execute(table, timeline, instant: Instant, plan_record: dict) -> CleanResul
     deleted: dict[str, list[str]] = {}
     per_partition = {partition: [relative_path(table.storage, info["filePath"]) for info in infos]
                      for partition, infos in (plan_record.get("filePathsToBeDeletedPerPartition") or {}).items()}
-    # one engine task per partition deletes its files (on Spark: executors, not the driver)
-    table.engine.map(partial(delete_files, table.context()), list(per_partition.values()))
+    table.deleter()(list(per_partition.values()))  # one engine task per partition
     for partition, paths in per_partition.items():
         names = [rel.rsplit("/", 1)[-1] for rel in paths]
         deleted[partition] = names
@@ -201,13 +198,6 @@ def _execute(table, timeline, instant: Instant, plan_record: dict) -> CleanResul
         timeline.transition(instant, State.COMPLETED, clean_metadata_bytes(metadata))
     log.info("table %s: clean %s deleted %d files", table.storage.uri, instant.time, metadata["totalFilesDeleted"])
     return CleanResult(instant.time, policy, earliest or None, deleted)
-
-
-def delete_files(ctx: TableContext, paths: list[str]) -> int:
-    """Delete these files (paths relative to the table); already gone counts as deleted."""
-    for path in paths:
-        ctx.storage.delete(path)
-    return len(paths)
 
 
 def _stored_result(timeline, instant: Instant, policy: str) -> CleanResult:

@@ -208,7 +208,8 @@ def run(table, instant: str | None = None, *, order: str = "FIFO",
         if chosen.state == State.INFLIGHT:
             if not is_expired(table.storage, chosen.time, interval, misses):
                 raise WriteConflictError(f"table {uri}: compaction {chosen.time} is being executed by another task")
-            undo.rollback_instant(table.storage, timeline, chosen, table.new_instant_time(timeline))
+            undo.rollback_instant(table.storage, timeline, chosen, table.new_instant_time(timeline),
+                                   table.deleter())
         requested = Instant(chosen.time, COMPACTION, State.REQUESTED)
         tokens.record(table.storage, token, chosen.time, COMPACTION)
         inflight = timeline.transition(requested, State.INFLIGHT)

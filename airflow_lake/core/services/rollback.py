@@ -35,7 +35,7 @@ def rollback(table, instant: str, *, extra_metadata: dict[str, str] | None = Non
             raise WriteConflictError(f"table {table.storage.uri}: {target} is still running (live heartbeat)")
         time_ = table.new_instant_time(timeline)
         tokens.record(table.storage, token, time_, ROLLBACK)
-        return rollback_instant(table.storage, timeline, target, time_)
+        return rollback_instant(table.storage, timeline, target, time_, table.deleter())
 
 
 def failed_writes(storage: Storage, timeline: ActiveTimeline, interval_ms: int, misses: int) -> list[Instant]:

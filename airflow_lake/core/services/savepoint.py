@@ -118,7 +118,7 @@ def _execute(table, timeline, instant: Instant, plan: dict) -> RestoreResult:
         current = max((Instant.parse(n) for n in names), key=lambda i: i.state)
         requests = undo.rollback_requests(storage, timeline, current)
         metadata = undo.undo(storage, timeline, t, target["action"], requests, instant.time, start,
-                             keep_plan=False)
+                             keep_plan=False, deleter=table.deleter())
         per_instant[t] = [metadata]
         done.append(t)
     record = {

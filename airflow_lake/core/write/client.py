@@ -123,7 +123,8 @@ class WriteClient:
                 timeline = self.table.timeline
                 current = next((i for i in timeline.pending() if i.time == instant.time), None)
                 if current is not None:
-                    undo.rollback_instant(self.storage, timeline, current, self.table.new_instant_time(timeline))
+                    undo.rollback_instant(self.storage, timeline, current, self.table.new_instant_time(timeline),
+                                          self.table.deleter())
             raise WriteConflictError(f"table {self.storage.uri}: write {instant.time} read a file that another "
                                      f"writer or service removed meanwhile ({e.filename or e}); it was rolled "
                                      "back, retry it") from e
@@ -268,7 +269,8 @@ class WriteClient:
                 theirs = {key(p, f) for p, f in meta.file_ids() | meta.replaced_file_ids()}
                 dup = self._same_new_keys(meta, new_keys(), is_global) if meta.file_ids() else None
                 if dup:
-                    undo.rollback_instant(self.storage, timeline, inflight, self.table.new_instant_time(timeline))
+                    undo.rollback_instant(self.storage, timeline, inflight, self.table.new_instant_time(timeline),
+                                          self.table.deleter())
                     raise WriteConflictError(
                         f"table {self.storage.uri}: write {inflight.time} inserts key {dup!r}, which "
                         f"{other.action} {other.time} inserted after this write started; it was rolled back, "
@@ -277,7 +279,8 @@ class WriteClient:
                 continue
             clash = mine & theirs
             if clash:
-                undo.rollback_instant(self.storage, timeline, inflight, self.table.new_instant_time(timeline))
+                undo.rollback_instant(self.storage, timeline, inflight, self.table.new_instant_time(timeline),
+                                          self.table.deleter())
                 p, f = sorted(clash)[0]
                 raise WriteConflictError(
                     f"table {self.storage.uri}: write {inflight.time} conflicts with {other.action} {other.time}, "
