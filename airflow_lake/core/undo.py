@@ -33,6 +33,17 @@ class RollbackResult:
     rolled_back: str
     action: str
     files_deleted: list[str] = field(default_factory=list)
+    already_done: bool = False  # a retry: what an earlier call (or this run token's) did
+
+    @staticmethod
+    def stored(timeline: ActiveTimeline, rb: Instant, time_: str) -> RollbackResult:
+        """What the completed rollback `rb` did (from its metadata; only its instant once
+        that is no longer kept)."""
+        meta = timeline.stored_avro_metadata(rb)
+        target = (meta.get("instantsRollback") or [{}])[0]
+        files = [f for p in (meta.get("partitionMetadata") or {}).values() for f in p.get("successDeleteFiles") or []]
+        return RollbackResult(rb.time, target.get("commitTime") or time_, target.get("action") or "", files,
+                              already_done=True)
 
 
 def is_compaction(timeline: ActiveTimeline, time_: str) -> bool:

@@ -111,11 +111,13 @@ def test_archive_job_says_what_blocked_it(spark, table_path):
     t = cow(table_path, commits=12)
     t.clean(retained=4)
     latest = rows(t.read(), COLS)
-    result = load("archive").main(["--table", table_path, "--min-commits", "3", "--max-commits", "5"])
-    assert result["instant"] is None and result["operation"] == "archive"
+    result = load("archive").main(["--table", table_path, "--min-commits", "3", "--max-commits", "5",
+                                   "--run-token", "r/a"])
+    assert result["instant"] is None and result["operation"] == "archive" and not result["already_done"]
     assert result["archived"] == len(result["archived_instants"]) > 0 and result["archive_file"]
     assert "clean" in result["blocked_by"]
     assert rows(hudi_read(table_path), COLS) == latest
+    assert load("archive").main(["--table", table_path, "--run-token", "r/a"]) == {**result, "already_done": True}
     again = load("archive").main(["--table", table_path, "--option", "hoodie.keep.min.commits=3",
                                   "--option", "hoodie.keep.max.commits=5"])
     assert again["archived"] == 0
@@ -136,7 +138,10 @@ def test_rollback_savepoint_restore_jobs_and_their_tokens(spark, table_path, cap
     rb = rollback(["--table", table_path, "--instant", times[-1], "--run-token", "r/rb", *FAST])
     assert rb["rolled_back"] == times[-1] and rb["rolled_back_action"] == "deltacommit" and rb["files_deleted"]
     assert any(" done " in m for m in _spark_deletions(caplog))  # the rollback's deletions ran as Spark tasks
-    assert rollback(["--table", table_path, "--instant", times[-1], "--run-token", "r/rb"])["instant"] == rb["instant"]
+    rb_again = rollback(["--table", table_path, "--instant", times[-1], "--run-token", "r/rb"])
+    assert (rb_again["instant"], rb_again["files_deleted"], rb_again["already_done"]) == \
+        (rb["instant"], rb["files_deleted"], True)
+    assert not rb["already_done"]
     sp = savepoint(["--table", table_path, "--instant", times[1], "--comments", "before the backfill"])
     assert sp["instant"] == times[1] and sp["action"] == "savepoint" and not sp["already_done"]
     assert savepoint(["--table", table_path, "--instant", times[1]])["already_done"]

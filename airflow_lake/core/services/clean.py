@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from ..config import Option
-from ..errors import InstantNotFoundError, InvalidOptionError
+from ..errors import InvalidOptionError
 from ..model import FileGroup
 from ..paths import absolute_path, relative_path
 from ..timeline import tokens
@@ -202,10 +202,7 @@ def _execute(table, timeline, instant: Instant, plan_record: dict) -> CleanResul
 
 def _stored_result(timeline, instant: Instant, policy: str) -> CleanResult:
     """What the completed clean `instant` did (its metadata, or nothing if archived)."""
-    try:
-        meta = read_avro(timeline.read_details(instant)) or {}
-    except InstantNotFoundError:
-        return CleanResult(instant.time, policy, None)
+    meta = timeline.stored_avro_metadata(instant)
     files = {p: list(m.get("successDeleteFiles") or []) for p, m in (meta.get("partitionMetadata") or {}).items()}
     return CleanResult(instant.time, meta.get("policy") or policy, meta.get("earliestCommitToRetain") or None, files)
 

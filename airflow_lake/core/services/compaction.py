@@ -187,15 +187,12 @@ def run(table, instant: str | None = None, *, order: str = "FIFO",
         pending = timeline.actions(COMPACTION).pending().instants
         token = tokens.token_of(extra_metadata)
         done = timeline.find_token(token, actions=(COMMIT,)) if token else None
-        if done is not None and instant is None:  # a retry: this run's compaction is done
-            instant = done.time
+        if done is not None and instant in (None, done.time):  # a retry: this run's compaction is done
+            return _stored_result(timeline.stored_commit_metadata(done), done.time)
         if instant is not None:
             check_instant_time(instant)
             if instant in _completed_compactions(table, timeline):
-                meta = timeline.commit_metadata(timeline.get(instant))
-                return CompactionResult(instant, len(meta.write_stats()),
-                                        sum(s.get("numWrites") or 0 for s in meta.write_stats()),
-                                        files=[s["path"] for s in meta.write_stats()], already_done=True)
+                return _stored_result(timeline.commit_metadata(timeline.get(instant)), instant)
             chosen = next((i for i in pending if i.time == instant), None)
             if chosen is None:
                 raise InstantNotFoundError(f"table {uri}: no pending compaction {instant}")
@@ -218,6 +215,14 @@ def run(table, instant: str | None = None, *, order: str = "FIFO",
         return _execute(table, timeline, inflight, extra_metadata)
     finally:
         heartbeat.stop()
+
+
+def _stored_result(meta, instant: str) -> CompactionResult:
+    """What the completed compaction `instant` did, from its commit metadata."""
+    stats = meta.write_stats()
+    return CompactionResult(instant, len(stats), sum(s.get("numWrites") or 0 for s in stats),
+                            sum(s.get("totalLogRecords") or 0 for s in stats), files=[s["path"] for s in stats],
+                            already_done=True)
 
 
 @dataclass(frozen=True)

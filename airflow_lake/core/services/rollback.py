@@ -23,11 +23,11 @@ def rollback(table, instant: str, *, extra_metadata: dict[str, str] | None = Non
         timeline = table.repair_timeline()
         done = timeline.find_token(token, actions=(ROLLBACK,)) if token else None
         if done is not None:
-            return RollbackResult(done.time, instant, "", [])
+            return RollbackResult.stored(timeline, done, instant)
         if not timeline.contains(instant):
             done = rolled_back_by(timeline, instant)
             if done is not None:  # an earlier call already did it (a retried task)
-                return RollbackResult(done.time, instant, "", [])
+                return RollbackResult.stored(timeline, done, instant)
         target = rollback_target(timeline, instant, table.storage.uri)
         if target.is_pending and not is_expired(table.storage, target.time,
                                                 table.option(WriteOptions.HEARTBEAT_INTERVAL_MS),

@@ -29,10 +29,15 @@ class RestoreResult:
 
 def savepoint(table, instant: str, *, user: str | None = None, comments: str = "",
               extra_metadata: dict[str, str] | None = None) -> str:
-    """Savepoint the completed commit `instant` (`<instant>.savepoint`); returns the instant."""
+    """Savepoint the completed commit `instant` (`<instant>.savepoint`); returns the instant
+    (a retry with the same run token: the one its first call savepointed)."""
     uri = table.storage.uri
+    token = tokens.token_of(extra_metadata)
     with table.lock():
         timeline = table.repair_timeline()
+        done = timeline.find_token(token, actions=(SAVEPOINT,)) if token else None
+        if done is not None:
+            return done.time
         commits = timeline.commits().completed()
         if not commits.contains(instant):
             raise InstantNotFoundError(f"table {uri}: {instant} is not a completed commit on the active timeline")
@@ -54,8 +59,7 @@ def savepoint(table, instant: str, *, user: str | None = None, comments: str = "
         comment = comments or ",".join(f"{k}={v}" for k, v in (extra_metadata or {}).items())
         record = {"savepointedBy": user or getpass.getuser(), "savepointedAt": int(time.time() * 1000),
                   "comments": comment, "partitionMetadata": partitions, "version": 1}
-        inflight = timeline.create(Instant(instant, SAVEPOINT, State.INFLIGHT),
-                                   token=tokens.token_of(extra_metadata))
+        inflight = timeline.create(Instant(instant, SAVEPOINT, State.INFLIGHT), token=token)
         timeline.transition(inflight, State.COMPLETED, savepoint_metadata_bytes(record))
     return instant
 
@@ -88,10 +92,7 @@ def restore(table, instant: str, *, extra_metadata: dict[str, str] | None = None
 
 def _stored_result(timeline, done: Instant, instant: str) -> RestoreResult:
     """What the completed restore `done` undid (nothing known once it is archived)."""
-    try:
-        record = read_avro(timeline.read_details(done)) or {}
-    except InstantNotFoundError:
-        record = {}
+    record = timeline.stored_avro_metadata(done)
     return RestoreResult(done.time, instant, list(record.get("instantsToRollback") or []))
 
 

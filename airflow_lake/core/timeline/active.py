@@ -160,14 +160,17 @@ class Timeline:
         completed (on the active timeline, or archived), or, with `pending`, still pending;
         only of `actions` (completed action names: a compaction completes as `commit`) when
         given. A rolled-back attempt, or one that died before creating its instant, is not
-        found. Cost: one small listing, plus the archived timeline only for an attempt older
-        than the active timeline."""
+        found. An archive run (no instant of its own) is found as `<time>.archive` once done.
+        Cost: one small listing, plus the archived timeline only for an attempt older than the
+        active timeline."""
         by_key = {(i.time, i.comparable_action): i for i in self.instants}
         archived = None
         for time, action in tokens.entries(self.storage, token):
             comparable = Instant(time, action, State.REQUESTED).comparable_action
             if actions is not None and comparable not in actions:
                 continue
+            if action == tokens.ARCHIVE:  # no instant: the entry exists once it is done
+                return Instant(time, action, State.COMPLETED)
             instant = by_key.get((time, comparable))
             if instant is not None:
                 if instant.is_completed or pending:
@@ -194,6 +197,17 @@ class Timeline:
             return self.commit_metadata(instant)
         return CommitMetadata(payload.get("operationType") or "UNKNOWN", payload.get("partitionToWriteStats") or {},
                               dict(payload.get("extraMetadata") or {}))
+
+    def stored_avro_metadata(self, instant: Instant) -> dict:
+        """The Avro metadata (clean, rollback, restore, savepoint) of a completed instant
+        `find_token` returned, active or archived; empty when it is no longer kept."""
+        payload = self._archived.get(instant)
+        if payload is not None:
+            return payload
+        try:
+            return read_avro(self.read_details(instant)) or {}
+        except InstantNotFoundError:
+            return {}
 
     def _may_be_archived(self, time: str, comparable: str) -> bool:
         """An instant absent from the active timeline can only have been archived if it is
