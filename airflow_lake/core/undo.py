@@ -78,9 +78,7 @@ def files_of(storage: Storage, timeline: ActiveTimeline, target: Instant) -> lis
             if lf is not None and (lf.file_id, lf.base_instant, lf.write_token) in wanted:
                 found.add(lf.path)
     if target.is_completed:
-        for stat in timeline.commit_metadata(target).write_stats():
-            if stat.get("path"):
-                found.add(stat["path"])
+        found.update(stat.path for stat in timeline.commit_metadata(target).stats() if stat.path)
     if not found and not markers:
         for partition, statuses in list_partition_files(storage).items():
             for st in statuses:

@@ -10,7 +10,7 @@ from ..storage import Storage
 from ..timeline import tokens
 from ..timeline.active import ActiveTimeline
 from ..timeline.instant import COMMIT_ACTIONS, COMPACTION, ROLLBACK, Instant, State
-from ..timeline.metadata import read_compaction_plan
+from ..timeline.payloads import CompactionPlan
 from ..undo import RollbackResult, rollback_instant, rolled_back_by
 from ..write.heartbeat import is_expired
 
@@ -67,20 +67,18 @@ def _check_not_compacting(timeline: ActiveTimeline, target: Instant, uri: str) -
     """A completed write whose files a pending compaction plan reads cannot be rolled back:
     the plan would merge a deleted file (as in Apache Hudi, roll back only what no later
     instant builds on)."""
-    written = {str(s.get("path") or "").rsplit("/", 1)[-1] for s in timeline.commit_metadata(target).write_stats()}
-    written.discard("")
+    written = {s.path.rsplit("/", 1)[-1] for s in timeline.commit_metadata(target).stats() if s.path}
     for plan_instant in timeline.actions(COMPACTION).pending():
         if plan_instant.time < target.time:
             continue
-        plan = read_compaction_plan(timeline.read_details(plan_instant.to(State.REQUESTED)))
-        for op in plan.get("operations") or []:
-            names = [op.get("dataFilePath") or ""] + list(op.get("deltaFilePaths") or [])
-            hit = next((n for n in names if n and n.rsplit("/", 1)[-1] in written), None)
+        plan = CompactionPlan.from_bytes(timeline.read_details(plan_instant.to(State.REQUESTED)))
+        for op in plan.operations:
+            hit = next((n for n in op.file_names() if n in written), None)
             if hit:
                 raise LakeError(
                     f"table {uri}: {target.action} {target.time} cannot be rolled back: pending compaction "
                     f"{plan_instant.time} includes its file {hit.rsplit('/', 1)[-1]!r} (partition "
-                    f"{op.get('partitionPath')!r}); run that compaction, then restore a savepoint taken "
+                    f"{op.partition!r}); run that compaction, then restore a savepoint taken "
                     f"before {target.time} to undo the write")
 
 

@@ -67,14 +67,13 @@ def append_log(ctx: WriteContext, task: int, target: SliceRef, batch: Batch, *, 
                      num_writes=len(records), num_deletes=len(deletes),
                      num_update_writes=len(records) - inserts, num_inserts=inserts,
                      total_write_bytes=len(content), file_size=len(content),
-                     upsert_ms=int((time.monotonic() - start) * 1000))
-    stat.delta = {
-        "logVersion": log.version,
-        "logOffset": 0,
-        "baseFile": target.base_file.name if target.base_file else "",
-        "logFiles": [f.name for f in target.log_files] + [log.name],
-        "recordsStats": {"val": None},
-    }
+                     upsert_ms=int((time.monotonic() - start) * 1000), delta={
+                         "logVersion": log.version,
+                         "logOffset": 0,
+                         "baseFile": target.base_file.name if target.base_file else "",
+                         "logFiles": [f.name for f in target.log_files] + [log.name],
+                         "recordsStats": {"val": None},
+                     })
     return stat
 
 
