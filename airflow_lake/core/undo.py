@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .model import BaseFile, LogFile
@@ -19,7 +20,8 @@ from .paths import Deleter, absolute_path, relative_path
 from .storage import Storage
 from .timeline.active import ActiveTimeline
 from .timeline.instant import COMMIT_ACTIONS, COMPACTION, ROLLBACK, Instant, State
-from .timeline.metadata import read_avro, rollback_metadata_bytes, rollback_plan_bytes
+from .timeline.metadata import read_avro
+from .timeline.payloads import ActionInstant, RollbackMetadata, RollbackPlan, RollbackRequest
 from .view import list_partition_files
 from .write.heartbeat import FOLDER as HEARTBEAT_FOLDER
 from .write.markers import APPEND, delete_markers, read_markers
@@ -39,11 +41,12 @@ class RollbackResult:
     def stored(timeline: ActiveTimeline, rb: Instant, time_: str) -> RollbackResult:
         """What the completed rollback `rb` did (from its metadata; only its instant once
         that is no longer kept)."""
-        meta = timeline.stored_avro_metadata(rb)
-        target = (meta.get("instantsRollback") or [{}])[0]
-        files = [f for p in (meta.get("partitionMetadata") or {}).values() for f in p.get("successDeleteFiles") or []]
-        return RollbackResult(rb.time, target.get("commitTime") or time_, target.get("action") or "", files,
-                              already_done=True)
+        record = timeline.stored_avro_metadata(rb)
+        if not record:
+            return RollbackResult(rb.time, time_, "", [], already_done=True)
+        meta = RollbackMetadata.from_avro(record)
+        target = meta.rolled_back[0] if meta.rolled_back else ActionInstant(time_, "")
+        return RollbackResult(rb.time, target.time, target.action, meta.files, already_done=True)
 
 
 def is_compaction(timeline: ActiveTimeline, time_: str) -> bool:
@@ -93,18 +96,18 @@ def rollback_instant(storage: Storage, timeline: ActiveTimeline, target: Instant
     """Roll back `target` (pending, or completed) at a new instant `rollback_time`. Files are
     deleted by `deleter` (engine tasks, one per partition), else here, one by one."""
     start = time.time()
-    plan = rollback_requests(storage, timeline, target)
     action = COMPACTION if is_compaction(timeline, target.time) and target.is_pending else target.action
+    plan = RollbackPlan(target.time, action, rollback_requests(storage, timeline, target))
     rb = Instant(rollback_time, ROLLBACK, State.REQUESTED)
-    timeline.create(rb, rollback_plan_bytes(target.time, action, plan))
-    return _execute(storage, timeline, rb, target.time, action, plan, start, deleter)
+    timeline.create(rb, plan.to_bytes())
+    return _execute(storage, timeline, rb, plan, start, deleter)
 
 
 def rolled_back_by(timeline: ActiveTimeline, time_: str) -> Instant | None:
     """The completed rollback that rolled back `time_`, if any."""
     for rb in reversed(timeline.actions(ROLLBACK).completed().instants):
-        meta = read_avro(timeline.read_details(rb)) or {}
-        if time_ in (meta.get("commitsRollback") or []):
+        record = read_avro(timeline.read_details(rb))
+        if record and any(i.time == time_ for i in RollbackMetadata.from_avro(record).rolled_back):
             return rb
     return None
 
@@ -128,63 +131,47 @@ def finish_pending_rollbacks(storage: Storage, timeline: ActiveTimeline,
     """Complete rollbacks that a crash left requested or inflight (idempotent)."""
     done = []
     for rb in timeline.actions(ROLLBACK).pending():
-        plan = read_avro(timeline.read_details(rb.to(State.REQUESTED)))
-        if plan is None:
-            continue
-        target = plan["instantToRollback"]
-        done.append(_execute(storage, timeline, rb, target["commitTime"], target["action"],
-                             plan["RollbackRequests"] or [], time.time(), deleter))
+        plan = RollbackPlan.from_bytes(timeline.read_details(rb.to(State.REQUESTED)))
+        if plan is not None:
+            done.append(_execute(storage, timeline, rb, plan, time.time(), deleter))
     return done
 
 
-def _execute(storage: Storage, timeline: ActiveTimeline, rb: Instant, target_time: str, target_action: str,
-             plan: list[dict], start: float, deleter: Deleter | None) -> RollbackResult:
+def _execute(storage: Storage, timeline: ActiveTimeline, rb: Instant, plan: RollbackPlan, start: float,
+             deleter: Deleter | None) -> RollbackResult:
     if rb.state == State.REQUESTED:
         rb = timeline.transition(rb, State.INFLIGHT)
-    metadata = undo(storage, timeline, target_time, target_action, plan, rb.time, start,
-                    keep_plan=is_compaction(timeline, target_time), deleter=deleter,
-                    finish=lambda m: timeline.transition(rb, State.COMPLETED, rollback_metadata_bytes(m)))
-    result = RollbackResult(rb.time, target_time, target_action,
-                            [f for p in metadata["partitionMetadata"].values() for f in p["successDeleteFiles"]])
-    log.info("table %s: rolled back %s %s at %s (%d files)", storage.uri, target_action, target_time, rb.time,
+    metadata = undo(storage, timeline, plan, rb.time, start, keep_plan=is_compaction(timeline, plan.instant),
+                    deleter=deleter, finish=lambda m: timeline.transition(rb, State.COMPLETED, m.to_bytes()))
+    result = RollbackResult(rb.time, plan.instant, plan.action, metadata.files)
+    log.info("table %s: rolled back %s %s at %s (%d files)", storage.uri, plan.action, plan.instant, rb.time,
              len(result.files_deleted))
     return result
 
 
-def undo(storage: Storage, timeline: ActiveTimeline, target_time: str, target_action: str, plan: list[dict],
-         by: str, start: float, *, keep_plan: bool, finish=None, deleter: Deleter | None = None) -> dict:
+def undo(storage: Storage, timeline: ActiveTimeline, plan: RollbackPlan, by: str, start: float, *, keep_plan: bool,
+         finish: Callable[[RollbackMetadata], object] | None = None,
+         deleter: Deleter | None = None) -> RollbackMetadata:
     """Make the target invisible, delete its files (by `deleter`: one engine task per
     partition), call `finish(metadata)`, forget the target.
 
-    Returns the HoodieRollbackMetadata record. With `keep_plan`, a compaction's requested
-    plan survives (it runs again)."""
+    Returns the rollback metadata. With `keep_plan`, a compaction's requested plan survives
+    (it runs again)."""
+    target_time = plan.instant
     for name in timeline.state_files(target_time):
         if Instant.parse(name).is_completed:
             timeline.delete_file(name)
-    groups = [[relative_path(storage, path) for path in req["filesToBeDeleted"]] for req in plan]
+    groups = [[relative_path(storage, path) for path in req.files] for req in plan.requests]
     if deleter is not None:
         deleter(groups)
     else:
         for path in (p for group in groups for p in group):
             storage.delete(path)
-    partition_meta = {}
-    total = 0
-    for req in plan:
-        deleted = list(req["filesToBeDeleted"])
-        total += len(deleted)
-        partition_meta[req["partitionPath"]] = {
-            "partitionPath": req["partitionPath"], "successDeleteFiles": deleted, "failedDeleteFiles": [],
-            "rollbackLogFiles": {}, "logFilesFromFailedCommit": {},
-        }
-    metadata = {
-        "startRollbackTime": by,
-        "timeTakenInMillis": int((time.time() - start) * 1000),
-        "totalFilesDeleted": total,
-        "commitsRollback": [target_time],
-        "partitionMetadata": partition_meta,
-        "version": 1,
-        "instantsRollback": [{"commitTime": target_time, "action": target_action}],
-    }
+    deleted: dict[str, tuple[str, ...]] = {}
+    for req in plan.requests:  # Apache Hudi's plans have one request per file group
+        deleted[req.partition] = deleted.get(req.partition, ()) + req.files
+    metadata = RollbackMetadata(by, (ActionInstant(target_time, plan.action),), deleted,
+                                int((time.time() - start) * 1000))
     if finish is not None:
         finish(metadata)
     for name in reversed(timeline.state_files(target_time)):
@@ -197,11 +184,10 @@ def undo(storage: Storage, timeline: ActiveTimeline, target_time: str, target_ac
     return metadata
 
 
-def rollback_requests(storage: Storage, timeline: ActiveTimeline, target: Instant) -> list[dict]:
-    """HoodieRollbackRequest records: the target's files per partition (absolute paths)."""
+def rollback_requests(storage: Storage, timeline: ActiveTimeline, target: Instant) -> tuple[RollbackRequest, ...]:
+    """The target's files per partition (absolute paths)."""
     requests: dict[str, list[str]] = {}
     for path in files_of(storage, timeline, target):
         partition = path.rsplit("/", 1)[0] if "/" in path else ""
         requests.setdefault(partition, []).append(absolute_path(storage, path))
-    return [{"partitionPath": p, "fileId": "", "latestBaseInstant": None, "filesToBeDeleted": fs,
-             "logBlocksToBeDeleted": None} for p, fs in sorted(requests.items())]
+    return tuple(RollbackRequest(p, tuple(fs)) for p, fs in sorted(requests.items()))

@@ -1,6 +1,6 @@
-"""Typed timeline payloads (compaction plans, cleaner plans, clean metadata, write stats) read
-back every record the services wrote with the same fields and values, and read Apache
-Hudi's commit stats."""
+"""Typed timeline payloads (compaction plans, cleaner plans, clean metadata, rollback plans
+and metadata, write stats) read back every record the services wrote with the same fields
+and values, and read Apache Hudi's commit stats."""
 
 from __future__ import annotations
 
@@ -13,9 +13,18 @@ from airflow_lake.core import Table
 from airflow_lake.core.model import WriteStat
 from airflow_lake.core.storage import open_storage
 from airflow_lake.core.timeline.active import ActiveTimeline
-from airflow_lake.core.timeline.instant import CLEAN, COMPACTION, Instant, State
+from airflow_lake.core.timeline.instant import CLEAN, COMPACTION, RESTORE, ROLLBACK, SAVEPOINT, Instant, State
 from airflow_lake.core.timeline.metadata import CommitMetadata, read_avro
-from airflow_lake.core.timeline.payloads import CleanerPlan, CleanMetadata, CompactionPlan
+from airflow_lake.core.timeline.payloads import (
+    CleanerPlan,
+    CleanMetadata,
+    CompactionPlan,
+    RestoreMetadata,
+    RestorePlan,
+    RollbackMetadata,
+    RollbackPlan,
+    SavepointMetadata,
+)
 from tests.conftest import FIXTURES, fixture_zip
 
 
@@ -36,7 +45,14 @@ def test_payloads_the_services_wrote_read_back_field_for_field(table_path):
     t.write(pa.table({"id": ["k1"], "ts": [9], "part": ["b"]}))
     t.run_compaction(t.schedule_compaction(max_delta_commits=1))
     assert t.clean(policy="KEEP_LATEST_FILE_VERSIONS", retained=1).total_files > 0
-    seen = {"plan": 0, "cleaner": 0, "clean": 0, "stats": 0}
+    t.write(pa.table({"id": ["k2"], "ts": [10], "part": ["c"]}))
+    assert t.rollback(t.timeline.commits().completed().last.time).files_deleted
+    saved = t.timeline.commits().completed().last.time
+    t.savepoint(saved, comments="before k3")
+    t.write(pa.table({"id": ["k3"], "ts": [11], "part": ["a"]}))
+    assert t.restore(saved).rolled_back
+    seen = {"plan": 0, "cleaner": 0, "clean": 0, "stats": 0, "rollback plan": 0, "rollback": 0, "savepoint": 0,
+            "restore plan": 0, "restore": 0}
     for name in sorted(os.listdir(f"{table_path}/.hoodie")):
         instant = Instant.parse(name)
         if instant is None:
@@ -54,6 +70,31 @@ def test_payloads_the_services_wrote_read_back_field_for_field(table_path):
             meta = CleanMetadata.from_avro(read_avro(data))
             assert meta.to_avro() == read_avro(data) and meta.policy == "KEEP_LATEST_FILE_VERSIONS"
             seen["clean"] += 1
+        elif instant.action == ROLLBACK and instant.state == State.REQUESTED:
+            plan = RollbackPlan.from_bytes(data)
+            assert read_avro(plan.to_bytes()) == read_avro(data) and plan.requests
+            seen["rollback plan"] += 1
+        elif instant.action == ROLLBACK and instant.is_completed:
+            meta = RollbackMetadata.from_avro(read_avro(data))
+            assert meta.to_avro() == read_avro(data) and meta.files
+            seen["rollback"] += 1
+        elif instant.action == SAVEPOINT and instant.is_completed:
+            meta = SavepointMetadata.from_avro(read_avro(data))
+            assert read_avro(meta.to_bytes()) == read_avro(data) and meta.comments == "before k3" and meta.files
+            seen["savepoint"] += 1
+        elif instant.action == RESTORE and instant.state == State.REQUESTED:
+            plan = RestorePlan.from_bytes(data)
+            assert read_avro(plan.to_bytes()) == read_avro(data) and plan.savepoint == saved and plan.instants
+            seen["restore plan"] += 1
+        elif instant.action == RESTORE and instant.is_completed:
+            record = read_avro(data)
+            metas = {k: tuple(RollbackMetadata.from_avro(m) for m in ms)
+                     for k, ms in record["hoodieRestoreMetadata"].items()}
+            requested = open(f"{table_path}/.hoodie/{instant.time}.restore.requested", "rb").read()
+            again = RestoreMetadata(record["startRestoreTime"], RestorePlan.from_bytes(requested), metas,
+                                    record["timeTakenInMillis"])
+            assert read_avro(again.to_bytes()) == record and RestoreMetadata.undone(record)
+            seen["restore"] += 1
         elif instant.is_completed and data.strip():
             commit = CommitMetadata.from_bytes(data)
             for docs in commit.partition_to_write_stats.values():
@@ -61,7 +102,9 @@ def test_payloads_the_services_wrote_read_back_field_for_field(table_path):
                     assert WriteStat.from_json(doc).to_json() == doc
                     seen["stats"] += 1
             assert [s.path for s in commit.stats()] == [d["path"] for d in commit.write_stats()]
-    assert seen["plan"] == 2 and seen["cleaner"] == 2 and seen["clean"] == 1 and seen["stats"] > 10, seen
+    assert seen == {**seen, "plan": 2, "cleaner": 2, "clean": 1, "rollback plan": 1, "rollback": 1, "savepoint": 1,
+                    "restore plan": 1, "restore": 1}
+    assert seen["stats"] > 10
 
 
 def test_apache_hudi_commit_stats_read_as_values(tmp_path):

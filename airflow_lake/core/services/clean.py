@@ -23,7 +23,7 @@ from ..timeline import tokens
 from ..timeline.clock import format_instant, parse_instant
 from ..timeline.instant import CLEAN, SAVEPOINT, Instant, State
 from ..timeline.metadata import read_avro
-from ..timeline.payloads import ActionInstant, CleanerPlan, CleanMetadata
+from ..timeline.payloads import ActionInstant, CleanerPlan, CleanMetadata, SavepointMetadata
 from ..view import FileSystemView
 
 log = logging.getLogger(__name__)
@@ -50,11 +50,10 @@ class CleanResult:
 
 
 def savepointed_files(timeline) -> set[str]:
+    """Names of the files the completed savepoints protect."""
     names: set[str] = set()
     for sp in timeline.actions(SAVEPOINT).completed():
-        meta = read_avro(timeline.read_details(sp)) or {}
-        for part in (meta.get("partitionMetadata") or {}).values():
-            names.update(part.get("savepointDataFile") or [])
+        names |= SavepointMetadata.from_avro(read_avro(timeline.read_details(sp)) or {}).file_names()
     return names
 
 

@@ -132,28 +132,3 @@ def requested_replace_bytes() -> bytes:
     """`T.replacecommit.requested` for insert_overwrite: every field null (spec §2.3)."""
     record = {"operationType": None, "clusteringPlan": None, "extraMetadata": None, "version": None}
     return write_avro(avro_schemas.REQUESTED_REPLACE, record)
-
-
-def rollback_plan_bytes(instant_time: str, action: str, requests: list[dict]) -> bytes:
-    record = {
-        "instantToRollback": {"commitTime": instant_time, "action": action},
-        "RollbackRequests": requests,
-        "version": 1,
-    }
-    return write_avro(avro_schemas.ROLLBACK_PLAN, record)
-
-
-def rollback_metadata_bytes(record: dict) -> bytes:
-    return write_avro(avro_schemas.ROLLBACK_METADATA, record)
-
-
-def savepoint_metadata_bytes(record: dict) -> bytes:
-    return write_avro(avro_schemas.SAVEPOINT_METADATA, record)
-
-
-def restore_plan_bytes(record: dict) -> bytes:
-    return write_avro(avro_schemas.RESTORE_PLAN, record)
-
-
-def restore_metadata_bytes(record: dict) -> bytes:
-    return write_avro(avro_schemas.RESTORE_METADATA, record)

@@ -196,3 +196,165 @@ class CleanMetadata:
 
     def to_bytes(self) -> bytes:
         return write_avro(avro_schemas.CLEAN_METADATA, self.to_avro())
+
+
+# -- rollback ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class RollbackRequest:
+    """`HoodieRollbackRequest`: the files of the rolled-back instant in one partition."""
+
+    partition: str
+    files: tuple[str, ...]  # absolute paths
+    file_id: str = ""
+    latest_base_instant: str | None = None
+
+    @staticmethod
+    def from_avro(record: dict[str, Any]) -> RollbackRequest:
+        return RollbackRequest(record.get("partitionPath") or "", tuple(record.get("filesToBeDeleted") or []),
+                               record.get("fileId") or "", record.get("latestBaseInstant"))
+
+    def to_avro(self) -> dict[str, Any]:
+        return {"partitionPath": self.partition, "fileId": self.file_id, "latestBaseInstant": self.latest_base_instant,
+                "filesToBeDeleted": list(self.files), "logBlocksToBeDeleted": None}
+
+
+@dataclass(frozen=True)
+class RollbackPlan:
+    """`R.rollback.requested`: which instant is rolled back and the files to delete."""
+
+    instant: str  # the instant rolled back
+    action: str
+    requests: tuple[RollbackRequest, ...]
+
+    @staticmethod
+    def from_bytes(data: bytes) -> RollbackPlan | None:
+        record = read_avro(data)
+        if record is None:
+            return None
+        target = record["instantToRollback"]
+        return RollbackPlan(target["commitTime"], target["action"],
+                            tuple(RollbackRequest.from_avro(r) for r in record.get("RollbackRequests") or []))
+
+    def to_bytes(self) -> bytes:
+        record = {"instantToRollback": {"commitTime": self.instant, "action": self.action},
+                  "RollbackRequests": [r.to_avro() for r in self.requests], "version": 1}
+        return write_avro(avro_schemas.ROLLBACK_PLAN, record)
+
+
+@dataclass(frozen=True)
+class RollbackMetadata:
+    """`R.rollback` (also one entry of a restore's metadata): what a rollback deleted."""
+
+    instant: str  # the rollback's own instant (`startRollbackTime`)
+    rolled_back: tuple[ActionInstant, ...]  # the instants undone (one, for a rollback)
+    deleted: Mapping[str, tuple[str, ...]]  # partition -> absolute paths deleted
+    time_taken_ms: int = 0
+
+    @property
+    def files(self) -> list[str]:
+        return [f for fs in self.deleted.values() for f in fs]
+
+    @staticmethod
+    def from_avro(record: dict[str, Any]) -> RollbackMetadata:
+        infos = record.get("instantsRollback") or []
+        rolled_back = tuple(ActionInstant(i["commitTime"], i["action"]) for i in infos) or tuple(
+            ActionInstant(t, "") for t in record.get("commitsRollback") or [])
+        return RollbackMetadata(record.get("startRollbackTime") or "", rolled_back,
+                                {p: tuple(m.get("successDeleteFiles") or [])
+                                 for p, m in (record.get("partitionMetadata") or {}).items()},
+                                int(record.get("timeTakenInMillis") or 0))
+
+    def to_avro(self) -> dict[str, Any]:
+        return {
+            "startRollbackTime": self.instant,
+            "timeTakenInMillis": self.time_taken_ms,
+            "totalFilesDeleted": len(self.files),
+            "commitsRollback": [i.time for i in self.rolled_back],
+            "partitionMetadata": {
+                p: {"partitionPath": p, "successDeleteFiles": list(fs), "failedDeleteFiles": [],
+                    "rollbackLogFiles": {}, "logFilesFromFailedCommit": {}}
+                for p, fs in self.deleted.items()},
+            "version": 1,
+            "instantsRollback": [{"commitTime": i.time, "action": i.action} for i in self.rolled_back],
+        }
+
+    def to_bytes(self) -> bytes:
+        return write_avro(avro_schemas.ROLLBACK_METADATA, self.to_avro())
+
+
+# -- savepoint and restore ----------------------------------------------------------------------
+@dataclass(frozen=True)
+class SavepointMetadata:
+    """`T.savepoint`: the files (names, per partition) a savepoint protects."""
+
+    user: str
+    at_ms: int
+    comments: str
+    files: Mapping[str, tuple[str, ...]]  # partition -> file names
+
+    def file_names(self) -> set[str]:
+        return {n for names in self.files.values() for n in names}
+
+    @staticmethod
+    def from_avro(record: dict[str, Any]) -> SavepointMetadata:
+        return SavepointMetadata(record.get("savepointedBy") or "", int(record.get("savepointedAt") or 0),
+                                 record.get("comments") or "",
+                                 {p: tuple(m.get("savepointDataFile") or [])
+                                  for p, m in (record.get("partitionMetadata") or {}).items()})
+
+    def to_bytes(self) -> bytes:
+        record = {"savepointedBy": self.user, "savepointedAt": self.at_ms, "comments": self.comments,
+                  "partitionMetadata": {p: {"partitionPath": p, "savepointDataFile": list(names)}
+                                        for p, names in self.files.items()},
+                  "version": 1}
+        return write_avro(avro_schemas.SAVEPOINT_METADATA, record)
+
+
+@dataclass(frozen=True)
+class RestorePlan:
+    """`R.restore.requested`: the savepoint restored to and the instants to undo, newest first."""
+
+    savepoint: str
+    instants: tuple[ActionInstant, ...]
+
+    @staticmethod
+    def from_bytes(data: bytes) -> RestorePlan | None:
+        record = read_avro(data)
+        if not record:
+            return None
+        return RestorePlan(record["savepointToRestoreTimestamp"],
+                           tuple(ActionInstant(i["commitTime"], i["action"]) for i in record["instantsToRollback"]))
+
+    def instant_infos(self) -> list[dict[str, str]]:
+        return [{"commitTime": i.time, "action": i.action} for i in self.instants]
+
+    def to_bytes(self) -> bytes:
+        record = {"instantsToRollback": self.instant_infos(), "version": 2,
+                  "savepointToRestoreTimestamp": self.savepoint}
+        return write_avro(avro_schemas.RESTORE_PLAN, record)
+
+
+@dataclass(frozen=True)
+class RestoreMetadata:
+    """`R.restore`: the rollback metadata of every instant a restore undid."""
+
+    instant: str
+    plan: RestorePlan
+    rollbacks: Mapping[str, tuple[RollbackMetadata, ...]]  # undone instant -> its rollback (none: already gone)
+    time_taken_ms: int = 0
+
+    @staticmethod
+    def undone(record: dict[str, Any]) -> list[str]:
+        """The instants a stored restore record undid."""
+        return list(record.get("instantsToRollback") or [])
+
+    def to_bytes(self) -> bytes:
+        record = {
+            "startRestoreTime": self.instant,
+            "timeTakenInMillis": self.time_taken_ms,
+            "instantsToRollback": [i.time for i in self.plan.instants],
+            "hoodieRestoreMetadata": {t: [m.to_avro() for m in ms] for t, ms in self.rollbacks.items()},
+            "version": 1,
+            "restoreInstantInfo": self.plan.instant_infos(),
+        }
+        return write_avro(avro_schemas.RESTORE_METADATA, record)
