@@ -31,8 +31,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
-from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
+from pyspark.sql.pandas.types import from_arrow_schema
 
+from airflow_lake.core import undo
 from airflow_lake.core.config import DEFAULT_PAYLOAD, TableOptions, WriteOptions
 from airflow_lake.core.context import TableContext
 from airflow_lake.core.errors import (
@@ -50,7 +51,6 @@ from airflow_lake.core.merge import KEY, MergeSpec, merge_slice
 from airflow_lake.core.model import BaseFile, WriteStat
 from airflow_lake.core.read import BlockFilter, Visibility
 from airflow_lake.core.schema import IS_DELETED, META_FIELDS, conform, evolve, from_avro
-from airflow_lake.core.services import rollback
 from airflow_lake.core.timeline.active import ActiveTimeline
 from airflow_lake.core.timeline.instant import COMMIT, COMPACTION, DELTA_COMMIT, REPLACE_COMMIT, State
 from airflow_lake.core.timeline.metadata import workload_metadata
@@ -60,6 +60,8 @@ from airflow_lake.core.write.files import WriteContext, insert_file, merge_file
 from airflow_lake.core.write.logs import SliceRef, append_log
 from airflow_lake.core.write.plan import Sizing, fill_small_files, new_files, slice_ref
 from airflow_lake.core.write.prepare import OPERATIONS, Batch
+
+from .schema import arrow_schema_of, exact_arrow_schema
 
 log = logging.getLogger(__name__)
 
@@ -249,7 +251,7 @@ def _write_rows(spark, table, client: WriteClient, rows: DataFrame, view: FileSy
     log.info("%s: write %s routes rows to %d file groups (%d updated, %d inserted into)", where, instant,
              len(groups), len(located), len(groups) - len(located))
 
-    route_schema = pa.schema(list(_arrow_schema(rows.schema)) + [pa.field(TARGET, pa.int64())])
+    route_schema = pa.schema(list(arrow_schema_of(rows.schema)) + [pa.field(TARGET, pa.int64())])
     routed = rows.mapInArrow(partial(route_batches, RouteSpec(located, bins, route_schema)),
                              from_arrow_schema(route_schema))
     data_columns = tuple(c for c in rows.columns if c not in WORK and not c.startswith("_al_"))
@@ -278,7 +280,7 @@ def _key_frame(table, df: DataFrame, operation: str, is_global: bool, where: str
     """The DataFrame with its key columns (computed in executors) and the table schema after
     this write (checked from the DataFrame's schema alone)."""
     cfg = table.config
-    incoming = _arrow_schema(df.schema)
+    incoming = arrow_schema_of(df.schema)
     incoming = pa.schema([f for f in incoming if f.name not in META_FIELDS])
     if len(set(incoming.names)) != len(incoming.names):
         raise SchemaError(f"{where}: duplicate column names in {incoming.names}")
@@ -301,7 +303,7 @@ def _key_frame(table, df: DataFrame, operation: str, is_global: bool, where: str
         data_schema = from_avro(avro)
     work = pa.schema([pa.field(KEY, pa.string()), pa.field(PART, pa.string()), pa.field(DEL, pa.bool_()),
                       pa.field(SEQ, pa.int64())])
-    out_schema = _exact(pa.schema(list(data_schema) + list(work)))
+    out_schema = exact_arrow_schema(pa.schema(list(data_schema) + list(work)))
     spec = KeySpec(table.context(), operation, is_global, data_schema, out_schema, where)
     source = df.drop(*[c for c in df.columns if c in META_FIELDS])
     return source.mapInArrow(partial(key_batches, spec), from_arrow_schema(out_schema)), avro
@@ -332,7 +334,7 @@ def _tag(spark, table, view: FileSystemView, keyed: DataFrame, parts: list[str] 
     otype = schema.field(field).type if field and field in schema.names else None
     out = pa.schema([pa.field(LOOKUP_KEY, pa.string()), pa.field(LOC_P, pa.string()), pa.field(LOC_F, pa.string()),
                      pa.field(STORED, otype or pa.string())])
-    out = _exact(out)
+    out = exact_arrow_schema(out)
     spec = LookupSpec(table.context(), field if otype is not None else None, otype, Visibility.of(view), out)
     task_df = spark.createDataFrame([(pickle.dumps(t),) for t in tasks], "task binary")
     if tasks:
@@ -379,7 +381,7 @@ def _abandon(table, instant: str) -> None:
             timeline = table.timeline
             current = next((i for i in timeline.pending() if i.time == instant), None)
             if current is not None:
-                rollback.rollback_instant(table.storage, timeline, current, table.new_instant_time(timeline))
+                undo.rollback_instant(table.storage, timeline, current, table.new_instant_time(timeline))
     except LakeError:
         log.exception("table %s: write %s failed and could not be rolled back now; the next writer will",
                       table.storage.uri, instant)
@@ -560,15 +562,6 @@ def _batch(spec: ExecSpec, rows: pa.Table) -> Batch:
 
 
 # -- helpers -------------------------------------------------------------------------------------
-def _arrow_schema(spark_schema) -> pa.Schema:
-    return to_arrow_schema(spark_schema, timezone="UTC", prefers_large_types=False)
-
-
-def _exact(schema: pa.Schema) -> pa.Schema:
-    """The Arrow schema Spark expects back for the Spark schema `schema` converts to."""
-    return _arrow_schema(from_arrow_schema(schema))
-
-
 def _group_ids(groups) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     for g in groups:
