@@ -69,10 +69,38 @@ def land_trips(folder: str, batches: int = 3, rows: int = 40, first: int = 1) ->
 
 
 # -- the runner ----------------------------------------------------------------------------------
+SPARK_DEFAULTS = """\
+# small tables on one machine: few shuffle partitions, no web UI
+spark.sql.shuffle.partitions 4
+spark.ui.enabled false
+"""
+LOG4J2 = """\
+# Spark's JVM logs at WARN (the jobs' own progress lines are Python logging, at INFO)
+rootLogger.level = warn
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n%ex
+logger.hadoop.name = org.apache.hadoop.util.NativeCodeLoader
+logger.hadoop.level = error
+"""
+
+
+def spark_conf_dir(folder: Path) -> Path:
+    """A `SPARK_CONF_DIR` for small local runs (`spark-defaults.conf`, `log4j2.properties`)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "spark-defaults.conf").write_text(SPARK_DEFAULTS)
+    (folder / "log4j2.properties").write_text(LOG4J2)
+    return folder
+
+
 def airflow_env(home: Path, lake: Path, master: str, dags_folder: Path = DAGS_FOLDER) -> dict[str, str]:
     """Environment of a throwaway Airflow (SQLite) whose `spark_default` submits to `master`."""
     bin_dir = str(Path(sys.executable).parent)
     return {
+        "SPARK_CONF_DIR": str(spark_conf_dir(home / "spark-conf")),
         "AIRFLOW_HOME": str(home),
         "AIRFLOW__CORE__DAGS_FOLDER": str(dags_folder),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
