@@ -4,7 +4,8 @@ on Spark `local[*]`, in a throwaway `AIRFLOW_HOME` with SQLite.
 The DAG lands three parquet batches of trips, upserts them into a MERGE_ON_READ table (one
 `spark-submit` each), waits for them with `InstantSensor`, schedules then executes a compaction,
 cleans and archives. This runner prints each task's state, the table's timeline and its row
-count (ours and hudi-rs'), and exits 1 if any task did not succeed.
+count (ours and hudi-rs'), and exits 1 if any task did not succeed. `spark-submit` gets a
+small-data `SPARK_CONF_DIR` (4 shuffle partitions, no web UI, Spark's JVM logs at WARN).
 
     python -m airflow_lake.demo [--base DIR] [--master 'local[*]']
 

@@ -46,6 +46,27 @@ def load_example(dag_id: str):
     return module.dag
 
 
+def unpause(dag_id: str) -> None:
+    """Serialise the DAGs folder to the DB (as `dag.test()` does) and unpause `dag_id`: Airflow
+    queues runs of Asset-scheduled DAGs only when they are not paused (new DAGs are)."""
+    from airflow.dag_processing.bundles.manager import DagBundlesManager
+    from airflow.dag_processing.dagbag import BundleDagBag, sync_bag_to_db
+    from airflow.models.dag import DagModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import update
+
+    manager = DagBundlesManager()
+    manager.sync_bundles_to_db()
+    for bundle in manager.get_all_dag_bundles():
+        if not bundle.is_initialized:
+            bundle.initialize()
+        bag = BundleDagBag(dag_folder=bundle.path, bundle_path=bundle.path, bundle_name=bundle.name)
+        sync_bag_to_db(bag, bundle.name, bundle.version)
+    with create_session() as session:
+        changed = session.execute(update(DagModel).where(DagModel.dag_id == dag_id).values(is_paused=False))
+        assert changed.rowcount == 1, f"DAG {dag_id} is not in the DAGs folder"
+
+
 def states(dag_run) -> dict[str, str]:
     return {ti.task_id: str(getattr(ti.state, "value", ti.state)) for ti in dag_run.get_task_instances()}
 
@@ -58,5 +79,4 @@ def xcom(dag_run, task_id: str):
         query = XComModel.get_many(run_id=dag_run.run_id, dag_ids=dag_run.dag_id, task_ids=task_id,
                                    key="return_value")
         row = session.scalars(query).first()
-        value = row.value if row is not None else None
-    return json.loads(value) if isinstance(value, str) else value
+        return XComModel.deserialize_value(row) if row is not None else None
