@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -174,6 +175,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--base", help="folder for the Airflow home and the lake (default: a new temporary folder)")
     parser.add_argument("--master", default="local[*]", help="Spark master of spark_default (default: local[*])")
     args = parser.parse_args(argv)
+    if not (shutil.which("java") or os.environ.get("JAVA_HOME")):
+        print("Spark needs a Java runtime (17 or later): put `java` on PATH or set JAVA_HOME", file=sys.stderr)
+        return 2
     base = Path(args.base or tempfile.mkdtemp(prefix="airflow-lake-demo-")).resolve()
     home, lake = base / "airflow", base / "lake"
     home.mkdir(parents=True, exist_ok=True)
