@@ -145,6 +145,17 @@ def task_states(dag_run) -> dict[str, str]:
     return states
 
 
+def task_results(dag_run) -> dict[str, object]:
+    """task_id -> its XCom `return_value` (what each lake task reported)."""
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        rows = session.scalars(XComModel.get_many(run_id=dag_run.run_id, dag_ids=dag_run.dag_id,
+                                                  key="return_value")).all()
+        return {row.task_id: XComModel.deserialize_value(row) for row in rows}
+
+
 def failed_tasks(dag_run) -> list[str]:
     """Tasks of a `dag.test()` run that did not succeed (it does not raise by itself)."""
     return [t for t, s in task_states(dag_run).items() if s not in OK_STATES]
@@ -191,8 +202,10 @@ def main(argv: list[str] | None = None) -> int:
     dag_run = dag.test()
 
     print(f"\nDAG run {dag_run.run_id}: {dag_run.state}")
+    results = task_results(dag_run)
     for task_id, state in task_states(dag_run).items():
-        print(f"  {task_id:<22} {state}")
+        shown = json.dumps(results[task_id], default=str) if task_id in results else ""
+        print(f"  {task_id:<20} {state:<16} {shown if len(shown) < 160 else shown[:157] + '...'}")
     table_path = str(lake / "demo" / "trips")
     if os.path.isdir(os.path.join(table_path, ".hoodie")):
         print("\n" + "\n".join(describe_table(table_path)))

@@ -42,7 +42,7 @@ def test_a_failed_task_fails_the_demo(airflow_db):
 def test_make_demo_runs_the_pipeline_end_to_end(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "PYSPARK", "SPARK"))}
     proc = subprocess.run([sys.executable, "-m", "airflow_lake.demo", "--base", str(tmp_path), "--master", "local[2]"],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=1200)
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=3600)
     out = proc.stdout
     assert proc.returncode == 0, out[-5000:] + proc.stderr[-5000:]
     summary = out[out.index("\nDAG run "):]
