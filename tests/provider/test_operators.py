@@ -11,6 +11,7 @@ import json
 import os
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -342,6 +343,7 @@ def test_bad_arguments_fail_at_parse_time_naming_the_value(tmp_path):
     assert UpsertOperator(task_id="u", table_path="rel/t", source="s", asset=False).outlets == []
     assert CleanOperator(task_id="c", table_path=path).outlets[0].uri == f"hudi:{path}"
     assert ArchiveOperator(task_id="a", table_path=path).outlets == []  # no data changes: no event by default
+    assert CleanOperator(task_id="c", table_path=path, dry_run=True).outlets == []
 
 
 def test_bad_rendered_arguments_fail_before_submitting(airflow_db, tmp_path, monkeypatch, capfd):
@@ -394,3 +396,64 @@ def test_the_submitted_command_and_its_options(tmp_path, monkeypatch):
     assert hook._env_vars == {"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
     with pytest.raises(ValueError, match="no spark job 'vacuum'"):
         LakeHook("lake_cmd").spark_submit_hook("vacuum", "sales", spark_conn_id="spark_cmd")
+
+
+def test_hook_returns_a_committed_token_and_waits_for_a_live_attempt(tmp_path, monkeypatch):
+    """`LakeHook.submit_job` submits nothing for a token already committed (no spark-submit is
+    on PATH here), and waits while an attempt with the token has a live heartbeat instead of
+    submitting (or rolling it back); once the heartbeat is gone the caller may submit."""
+    import threading
+
+    from airflow_lake.core.timeline.instant import Instant, State
+    from airflow_lake.core.write.heartbeat import FOLDER, Heartbeat
+    from airflow_lake.hooks import LakeHook
+    from airflow_lake.hooks.submit import LakeJobError
+
+    monkeypatch.setenv("PATH", "/nonexistent")
+    path = str(tmp_path / "t")
+    t = Table.create(path, name="t", record_key="id", precombine_field="ts")
+    done = t.write(batch([1, 2]), extra_metadata={"airflow_lake.token": "d/r/up/-1"}).instant
+    hook = LakeHook()
+    result = hook.submit_job("upsert", path, ["--source", "x"], token="d/r/up/-1")
+    assert (result["instant"], result["action"], result["inserts"], result["already_done"]) == (
+        done, "commit", 2, True)
+
+    # another try's job still runs with the token: pending, heartbeat alive
+    with t.lock():
+        timeline = t.timeline
+        running = t.new_instant_time(timeline)
+        timeline.create(Instant(running, "commit", State.REQUESTED), token="d/r/up2/-1")
+        timeline.transition(Instant(running, "commit", State.REQUESTED), State.INFLIGHT)
+    beat = Heartbeat(t.storage, running, 200).start()
+    assert hook.live_attempt(path, "d/r/up2/-1") == running
+    waited = threading.Event()
+
+    def stop_later():
+        while not waited.is_set():  # until the hook has looked at least twice
+            time.sleep(0.05)
+        beat.stop()
+
+    polls = []
+    original = hook.live_attempt
+
+    def counting(*args, **kwargs):
+        polls.append(original(*args, **kwargs))
+        if len(polls) >= 2:
+            waited.set()
+        return polls[-1]
+
+    hook.live_attempt = counting
+    stopper = threading.Thread(target=stop_later)
+    stopper.start()
+    assert hook.await_attempt(path, "d/r/up2/-1", poll=0.1) is None  # the attempt died: the caller submits
+    stopper.join()
+    assert polls[0] == running and polls[-1] is None
+    assert not t.storage.exists(f"{FOLDER}/{running}")
+    assert t.timeline.get(running).state == State.INFLIGHT  # left for the job's own repair, not rolled back here
+    hook.live_attempt = original
+    beat = Heartbeat(t.storage, running, 200).start()  # alive again, for longer than the caller waits
+    try:
+        with pytest.raises(LakeJobError, match=f"instant {running} of run token d/r/up2/-1 is still running"):
+            hook.await_attempt(path, "d/r/up2/-1", poll=0.1, timeout=0.3)
+    finally:
+        beat.stop()
