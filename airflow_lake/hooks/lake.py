@@ -24,7 +24,9 @@ from airflow_lake.watch import TimelineWatch
 
 
 class LakeHook(BaseHook):
-    """Hudi tables at a path or URI.
+    """Hudi tables at a path or URI: timeline reads (core, no Spark), and the packaged jobs
+    (`spark_jobs/`) submitted through the Spark provider's `SparkSubmitHook`, their results
+    read back from the timeline by run token (`submit_job`).
 
     :param lake_conn_id: a `lake` connection (base path, storage options, table options);
         None for tables given by absolute local path or by URI with ambient credentials.

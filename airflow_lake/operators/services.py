@@ -41,7 +41,9 @@ class CleanOperator(LakeJobOperator):
 
     XCom: `{"instant" (None when nothing needed deleting or dry run), "policy",
     "earliest_instant_to_retain", "files_planned", "files_deleted", "dry_run"}`. The table's
-    Asset gets an event (instant and counts) unless `dry_run`. A clean left half done is
+    Asset is an outlet and gets an event (instant, files deleted) unless `dry_run`; a clean
+    with nothing to delete still succeeds, its event's `instant` None (Airflow emits an
+    outlet's event on every success). A clean left half done is
     finished from its plan; a retry returns the clean its first try completed.
     """
 
@@ -51,6 +53,8 @@ class CleanOperator(LakeJobOperator):
 
     def __init__(self, *, table_path: str, policy: str | None = None, retained: int | None = None,
                  dry_run: bool = False, **kwargs) -> None:
+        if dry_run and kwargs.get("asset") is None:
+            kwargs["asset"] = False  # a dry run changes nothing: no outlet, no event
         super().__init__(table_path=table_path, **kwargs)
         self.policy = choice(self, "policy", policy, POLICIES, str.upper)
         self.retained = retained
@@ -64,11 +68,6 @@ class CleanOperator(LakeJobOperator):
         if retained is not None:
             args += ["--retained", str(retained)]
         return args + (["--dry-run"] if self.dry_run else [])
-
-    def execute(self, context: Context) -> Any:
-        if self.dry_run:
-            self.asset = None  # nothing changes: no event
-        return super().execute(context)
 
     def to_xcom(self, result: dict[str, Any], context: Context) -> dict[str, Any]:
         return {"instant": result.get("instant"), "policy": result.get("policy"),
@@ -131,7 +130,27 @@ class ArchiveOperator(LakeJobOperator):
         return {"operation": "archive", **self.to_xcom(result, {})}
 
 
-class RollbackOperator(LakeJobOperator):
+class _OneInstantOperator(LakeJobOperator):
+    """A service given one instant (`--instant`, required, templated)."""
+
+    template_fields: Sequence[str] = (*COMMON_TEMPLATE_FIELDS, "instant")
+    xcom_keys: tuple[str, ...] = ()
+
+    def __init__(self, *, table_path: str, instant: str, **kwargs) -> None:
+        super().__init__(table_path=table_path, **kwargs)
+        self.instant = instant
+
+    def job_args(self) -> list[str]:
+        return ["--instant", _instant(self, self.instant)]
+
+    def to_xcom(self, result: dict[str, Any], context: Context) -> dict[str, Any]:
+        return {key: result.get(key) for key in self.xcom_keys}
+
+    def event_extra(self, result: dict[str, Any]) -> dict[str, Any]:
+        return {"action": self.job, "operation": self.job, **self.to_xcom(result, {})}
+
+
+class RollbackOperator(_OneInstantOperator):
     """Rolls back one instant with the `rollback` job: a pending write or compaction whose
     heartbeat has expired, or the latest completed write. Deletes the files it wrote and
     records a new `R.rollback`; a rolled-back compaction keeps its plan.
@@ -145,21 +164,7 @@ class RollbackOperator(LakeJobOperator):
 
     job = "rollback"
     result_actions = ("rollback",)
-    template_fields: Sequence[str] = (*COMMON_TEMPLATE_FIELDS, "instant")
-
-    def __init__(self, *, table_path: str, instant: str, **kwargs) -> None:
-        super().__init__(table_path=table_path, **kwargs)
-        self.instant = instant
-
-    def job_args(self) -> list[str]:
-        return ["--instant", _instant(self, self.instant)]
-
-    def to_xcom(self, result: dict[str, Any], context: Context) -> dict[str, Any]:
-        return {"instant": result.get("instant"), "rolled_back": result.get("rolled_back"),
-                "rolled_back_action": result.get("rolled_back_action"), "files_deleted": result.get("files_deleted")}
-
-    def event_extra(self, result: dict[str, Any]) -> dict[str, Any]:
-        return {"action": "rollback", "operation": "rollback", **self.to_xcom(result, {})}
+    xcom_keys = ("instant", "rolled_back", "rolled_back_action", "files_deleted")
 
 
 class SavepointOperator(LakeJobOperator):
@@ -205,7 +210,7 @@ class SavepointOperator(LakeJobOperator):
         return {"instant": result.get("instant"), "already_done": bool(result.get("already_done"))}
 
 
-class RestoreOperator(LakeJobOperator):
+class RestoreOperator(_OneInstantOperator):
     """Restores the table to a savepoint with the `restore` job: every write, compaction and
     plan after it is rolled back (a new `R.restore` records what was undone).
 
@@ -218,18 +223,4 @@ class RestoreOperator(LakeJobOperator):
 
     job = "restore"
     result_actions = ("restore",)
-    template_fields: Sequence[str] = (*COMMON_TEMPLATE_FIELDS, "instant")
-
-    def __init__(self, *, table_path: str, instant: str, **kwargs) -> None:
-        super().__init__(table_path=table_path, **kwargs)
-        self.instant = instant
-
-    def job_args(self) -> list[str]:
-        return ["--instant", _instant(self, self.instant)]
-
-    def to_xcom(self, result: dict[str, Any], context: Context) -> dict[str, Any]:
-        return {"instant": result.get("instant"), "savepoint": result.get("savepoint"),
-                "rolled_back": result.get("rolled_back")}
-
-    def event_extra(self, result: dict[str, Any]) -> dict[str, Any]:
-        return {"action": "restore", "operation": "restore", **self.to_xcom(result, {})}
+    xcom_keys = ("instant", "savepoint", "rolled_back")

@@ -11,6 +11,7 @@ import json
 import os
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -18,6 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_lake.core.table import Table
+from airflow_lake.core.timeline.tokens import entries
 from tests.conftest import hudi_read
 from tests.provider.conftest import batch
 
@@ -161,3 +163,297 @@ def test_ingest_compact_clean_archive_pipeline(airflow_db, spark_env, tmp_path):
         ("first", up1["instant"]), ("second", up2["instant"]), ("execute", planned), ("clean", cleaned["instant"])]
     assert events[1]["extra"]["inserts"] == 20 and events[1]["extra"]["updates"] == 20
     assert events[1]["extra"]["action"] == "deltacommit"
+
+
+def state_store(dr, task_id: str, key: str = "airflow_lake.job"):
+    from airflow.models.task_state_store import TaskStateStoreModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        row = session.scalars(select(TaskStateStoreModel).where(
+            TaskStateStoreModel.dag_id == dr.dag_id, TaskStateStoreModel.run_id == dr.run_id,
+            TaskStateStoreModel.task_id == task_id, TaskStateStoreModel.key == key)).first()
+        return None if row is None else json.loads(row.value)
+
+
+def try_numbers(dr) -> dict[str, int]:
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        return {ti.task_id: ti.try_number for ti in dr.get_task_instances(session=session)}
+
+
+RETRY_DAG = """
+class LostAfterCommit(UpsertOperator):
+    '''First try: the job commits, then the worker is lost before Airflow records anything
+    (before the task state store is written). Later tries cannot submit at all: their
+    spark-submit binary does not exist.'''
+
+    def submit_job(self, context):
+        if context["ti"].try_number > 1:
+            self.spark_args = {"spark_binary": "spark3-submit"}
+        result = super().submit_job(context)
+        if context["ti"].try_number == 1:
+            raise RuntimeError("worker lost after the job committed")
+        return result
+
+
+class LostAfterSubmit(UpsertOperator):
+    '''First try: the job commits and the submission is kept in the task state store, then
+    the worker is lost. Later tries cannot submit at all.'''
+
+    def execute(self, context):
+        if context["ti"].try_number > 1:
+            self.spark_args = {"spark_binary": "spark3-submit"}
+        result = super().execute(context)
+        if context["ti"].try_number == 1:
+            raise RuntimeError("worker lost after the task state store was written")
+        return result
+
+
+RETRY = dict(retries=1, retry_delay=timedelta(0), create_if_missing=True, record_key="id", precombine_field="ts")
+LostAfterCommit(task_id="lost_after_commit", table_path={a!r}, source={src!r}, **RETRY, **SPARK)
+LostAfterSubmit(task_id="lost_after_submit", table_path={b!r}, source={src!r}, table_type="MERGE_ON_READ", **RETRY,
+                **SPARK)
+"""
+
+
+def test_a_retried_upsert_returns_the_same_instant_and_writes_once(airflow_db, spark_env, tmp_path):
+    import shutil
+
+    assert shutil.which("spark3-submit") is None  # what the retries are given: they cannot submit
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+    data = batch([1, 2, 3], ts=5)
+    src = source(tmp_path / "landing", "b1", data)
+    dag = load_dag(airflow_db, "lake_retry", RETRY_DAG.format(a=a, b=b, src=src))
+    dr = dag.test()
+    assert states(dr) == {"lost_after_commit": "success", "lost_after_submit": "success"}
+    assert try_numbers(dr) == {"lost_after_commit": 2, "lost_after_submit": 2}
+    for path, task_id, action in ((a, "lost_after_commit", "commit"), (b, "lost_after_submit", "deltacommit")):
+        t = Table.open(path)
+        commits = t.timeline.commits().completed().instants
+        assert [i.action for i in commits] == [action]  # one commit: nothing written twice
+        token = f"lake_retry/{dr.run_id}/{task_id}/-1"
+        assert entries(t.storage, token) == [(commits[0].time, action)]  # one attempt ever started
+        assert xcom(dr, task_id) == {"instant": commits[0].time, "operation": "upsert", "inserts": 3, "updates": 0,
+                                     "deletes": 0, "files_written": 1}
+        assert hudi_rows(path) == expected(data)
+    # the first try of lost_after_submit kept its finished submission in the task state store
+    stored = state_store(dr, "lost_after_submit")
+    assert stored["token"].endswith("/lost_after_submit/-1") and stored["result"]["instant"] == xcom(
+        dr, "lost_after_submit")["instant"]
+    assert state_store(dr, "lost_after_commit") is None  # lost before it was written: the timeline answered
+
+
+def test_services_savepoint_rollback_restore(airflow_db, spark_env, tmp_path):
+    path = str(tmp_path / "ledger")
+    t = Table.create(path, name="ledger", record_key="id", precombine_field="ts")
+    first, second, third = batch([1, 2], ts=1), batch([2, 3], ts=2), batch([4], ts=3)
+    c1, c2, c3 = (t.write(b).instant for b in (first, second, third))
+    dag = load_dag(airflow_db, "lake_services", f"""
+        savepoint = SavepointOperator(task_id="savepoint", table_path={path!r}, instant={c1!r}, comments="before",
+                                      **SPARK)
+        rollback = RollbackOperator(task_id="rollback", table_path={path!r}, instant="{{{{ params.last }}}}",
+                                    params={{"last": {c3!r}}}, **SPARK)
+        restore = RestoreOperator(task_id="restore", table_path={path!r},
+                                  instant="{{{{ ti.xcom_pull(task_ids='savepoint')['instant'] }}}}", **SPARK)
+        savepoint >> rollback >> restore
+    """)
+    dr = dag.test()
+    assert states(dr) == {"savepoint": "success", "rollback": "success", "restore": "success"}
+    assert xcom(dr, "savepoint") == {"instant": c1, "already_done": False}
+    rolled = xcom(dr, "rollback")
+    assert rolled["rolled_back"] == c3 and rolled["rolled_back_action"] == "commit" and rolled["files_deleted"] >= 1
+    restored = xcom(dr, "restore")
+    assert restored["savepoint"] == c1 and restored["rolled_back"] == [c2] and restored["instant"] > rolled["instant"]
+    assert hudi_rows(path) == expected(first)
+    timeline = Table.open(path).timeline
+    assert timeline.get(rolled["instant"]).action == "rollback"
+    assert timeline.get(restored["instant"]).action == "restore"
+    assert [(e["task_id"], e["extra"]["instant"]) for e in asset_events(f"hudi:{path}")] == [
+        ("rollback", rolled["instant"]), ("restore", restored["instant"])]
+
+
+def test_nothing_to_compact_skips_and_a_busy_plan_fails_the_second_executor(airflow_db, spark_env, tmp_path, capfd):
+    from airflow_lake.core.timeline.instant import COMPACTION, Instant, State
+    from airflow_lake.core.write.heartbeat import Heartbeat
+
+    quiet = Table.create(str(tmp_path / "quiet"), name="quiet", record_key="id", precombine_field="ts",
+                         table_type="MERGE_ON_READ")
+    quiet.write(batch([1, 2]))  # base files only: nothing to compact
+    busy = Table.create(str(tmp_path / "busy"), name="busy", record_key="id", precombine_field="ts",
+                        table_type="MERGE_ON_READ")
+    busy.write(batch([1, 2]))
+    busy.write(batch([2], ts=2))
+    plan = busy.plan_compaction(max_delta_commits=1).instant
+    assert plan
+    # another executor runs the plan: inflight, heartbeat alive for the whole test
+    busy.timeline.transition(Instant(plan, COMPACTION, State.REQUESTED), State.INFLIGHT)
+    beat = Heartbeat(busy.storage, plan, 1000).start()
+    dag = load_dag(airflow_db, "lake_guards", f"""
+        schedule = CompactionScheduleOperator(task_id="schedule", table_path={quiet.storage.uri!r}, **SPARK)
+        execute = CompactionExecuteOperator(task_id="execute", table_path={quiet.storage.uri!r},
+                                            instant="{{{{ ti.xcom_pull(task_ids='schedule') }}}}", **SPARK)
+        schedule >> execute
+        CompactionExecuteOperator(task_id="second_executor", table_path={busy.storage.uri!r}, instant={plan!r},
+                                  **SPARK)
+    """)
+    try:
+        dr = dag.test()
+    finally:
+        beat.stop()
+    assert states(dr) == {"schedule": "skipped", "execute": "skipped", "second_executor": "failed"}
+    out = capfd.readouterr()
+    assert f"compaction {plan} is being executed by another task" in out.out + out.err
+    timeline = Table.open(busy.storage.uri).timeline
+    assert timeline.actions(COMPACTION).pending().instants == [Instant(plan, COMPACTION, State.INFLIGHT)]
+    assert quiet.timeline.actions(COMPACTION).instants == []
+
+
+# -- arguments, and what is submitted (no Spark) --------------------------------------------
+def test_bad_arguments_fail_at_parse_time_naming_the_value(tmp_path):
+    from airflow_lake.core.errors import InvalidOptionError
+    from airflow_lake.operators import (
+        ArchiveOperator,
+        CleanOperator,
+        CompactionExecuteOperator,
+        CompactionScheduleOperator,
+        UpsertOperator,
+    )
+
+    path = str(tmp_path / "t")
+    cases = [
+        (lambda: UpsertOperator(task_id="u", table_path=path, source="s", operation="merge"), "operation.*'merge'"),
+        (lambda: UpsertOperator(task_id="u", table_path=path, source="s", table_type="cow"), "table_type.*'cow'"),
+        (lambda: UpsertOperator(task_id="u", table_path=path, source="s", source_format="xls"), "source_format"),
+        (lambda: UpsertOperator(task_id="u", table_path=path, source="s", create_if_missing=True), "needs record_key"),
+        (lambda: CompactionScheduleOperator(task_id="s", table_path=path, strategy="SOMETIMES"), "strategy"),
+        (lambda: CompactionExecuteOperator(task_id="e", table_path=path, order="RANDOM"), "order.*'RANDOM'"),
+        (lambda: CompactionExecuteOperator(task_id="e", table_path=path, max_plans=0), "max_plans.*at least 1"),
+        (lambda: CleanOperator(task_id="c", table_path=path, policy="KEEP_ALL"), "policy.*'KEEP_ALL'"),
+        (lambda: ArchiveOperator(task_id="a", table_path=path, min_commits=5, max_commits=3), "greater than"),
+        (lambda: UpsertOperator(task_id="u", table_path="rel/t", source="s"), "relative or templated"),
+        (lambda: UpsertOperator(task_id="u", table_path="{{ params.t }}", source="s"), "relative or templated"),
+    ]
+    for make, message in cases:
+        with pytest.raises(InvalidOptionError, match=message):
+            make()
+    # named explicitly, or none: a relative or templated table is fine
+    assert UpsertOperator(task_id="u", table_path="rel/t", source="s", asset=False).outlets == []
+    assert CleanOperator(task_id="c", table_path=path).outlets[0].uri == f"hudi:{path}"
+    assert ArchiveOperator(task_id="a", table_path=path).outlets == []  # no data changes: no event by default
+    assert CleanOperator(task_id="c", table_path=path, dry_run=True).outlets == []
+
+
+def test_bad_rendered_arguments_fail_before_submitting(airflow_db, tmp_path, monkeypatch, capfd):
+    """Checked once templates are rendered, before any spark-submit (none is on PATH here)."""
+    monkeypatch.setenv("PATH", "/nonexistent")
+    path = str(tmp_path / "t")
+    t = Table.create(path, name="t", record_key="id", precombine_field="ts")
+    t.write(batch([1]))
+    dag = load_dag(airflow_db, "lake_bad_args", f"""
+        RollbackOperator(task_id="rollback", table_path={path!r}, instant="{{{{ 'yesterday' }}}}")
+        UpsertOperator(task_id="missing", table_path={str(tmp_path / 'nothing')!r}, source={path!r})
+        UpsertOperator(task_id="other_type", table_path={path!r}, source={path!r}, table_type="MERGE_ON_READ")
+        CompactionExecuteOperator(task_id="plans", table_path={path!r}, max_plans="{{{{ 'many' }}}}")
+    """)
+    dr = dag.test()
+    assert set(states(dr).values()) == {"failed"}
+    out = capfd.readouterr()
+    text = out.out + out.err
+    assert f"RollbackOperator rollback: table {path}: instant 'yesterday' is not an instant time" in text
+    assert f"table {tmp_path / 'nothing'} does not exist; pass create_if_missing=True" in text
+    assert "table_type MERGE_ON_READ given but the table is COPY_ON_WRITE" in text
+    assert "max_plans must be a whole number of at least 1, got 'many'" in text
+    assert len(t.timeline.instants) == 1 and not (tmp_path / "nothing").exists()
+
+
+def test_the_submitted_command_and_its_options(tmp_path, monkeypatch):
+    from airflow_lake.hooks import LakeHook
+    from airflow_lake.spark import job_path, package_zip
+
+    extra = {"base_path": str(tmp_path), "storage_options": {"region": "eu-west-1", "access_key": "0123"},
+             "table_options": {"hoodie.cleaner.commits.retained": 3, "hoodie.metadata.enable": False}}
+    monkeypatch.setenv("AIRFLOW_CONN_LAKE_CMD", json.dumps({"conn_type": "lake", "extra": extra}))
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_CMD", json.dumps({"conn_type": "spark", "host": "local[3]",
+                                                             "extra": {"deploy-mode": "client"}}))
+    monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
+    monkeypatch.delenv("PYSPARK_DRIVER_PYTHON", raising=False)
+    hook = LakeHook("lake_cmd").spark_submit_hook(
+        "clean", "sales", ["--retained", "2"], token="d/r/t/-1", spark_conn_id="spark_cmd",
+        spark_conf={"spark.executor.memory": "1g"}, spark_args={"num_executors": 2, "py_files": "extra.zip"},
+        table_options={"hoodie.cleaner.commits.retained": 4})
+    command = hook._build_spark_submit_command(str(job_path("clean")))
+    text = " ".join(command)
+    assert command[:3] == ["spark-submit", "--master", "local[3]"]
+    assert "--conf spark.executor.memory=1g" in text and "--num-executors 2" in text and "--deploy-mode client" in text
+    assert f"--py-files {package_zip()},extra.zip" in text
+    assert command[command.index(str(job_path("clean"))) + 1:] == [
+        "--table", str(tmp_path / "sales"), "--option", "hoodie.cleaner.commits.retained=4",
+        "--option", "hoodie.metadata.enable=false", "--option", 'region="eu-west-1"',
+        "--option", 'access_key="0123"', "--run-token", "d/r/t/-1", "--retained", "2"]
+    assert hook._env_vars == {"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    with pytest.raises(ValueError, match="no spark job 'vacuum'"):
+        LakeHook("lake_cmd").spark_submit_hook("vacuum", "sales", spark_conn_id="spark_cmd")
+
+
+def test_hook_returns_a_committed_token_and_waits_for_a_live_attempt(tmp_path, monkeypatch):
+    """`LakeHook.submit_job` submits nothing for a token already committed (no spark-submit is
+    on PATH here), and waits while an attempt with the token has a live heartbeat instead of
+    submitting (or rolling it back); once the heartbeat is gone the caller may submit."""
+    import threading
+
+    from airflow_lake.core.timeline.instant import Instant, State
+    from airflow_lake.core.write.heartbeat import FOLDER, Heartbeat
+    from airflow_lake.hooks import LakeHook
+    from airflow_lake.hooks.submit import LakeJobError
+
+    monkeypatch.setenv("PATH", "/nonexistent")
+    path = str(tmp_path / "t")
+    t = Table.create(path, name="t", record_key="id", precombine_field="ts")
+    done = t.write(batch([1, 2]), extra_metadata={"airflow_lake.token": "d/r/up/-1"}).instant
+    hook = LakeHook()
+    result = hook.submit_job("upsert", path, ["--source", "x"], token="d/r/up/-1")
+    assert (result["instant"], result["action"], result["inserts"], result["already_done"]) == (
+        done, "commit", 2, True)
+
+    # another try's job still runs with the token: pending, heartbeat alive
+    with t.lock():
+        timeline = t.timeline
+        running = t.new_instant_time(timeline)
+        timeline.create(Instant(running, "commit", State.REQUESTED), token="d/r/up2/-1")
+        timeline.transition(Instant(running, "commit", State.REQUESTED), State.INFLIGHT)
+    beat = Heartbeat(t.storage, running, 200).start()
+    assert hook.live_attempt(path, "d/r/up2/-1") == running
+    waited = threading.Event()
+
+    def stop_later():
+        while not waited.is_set():  # until the hook has looked at least twice
+            time.sleep(0.05)
+        beat.stop()
+
+    polls = []
+    original = hook.live_attempt
+
+    def counting(*args, **kwargs):
+        polls.append(original(*args, **kwargs))
+        if len(polls) >= 2:
+            waited.set()
+        return polls[-1]
+
+    hook.live_attempt = counting
+    stopper = threading.Thread(target=stop_later)
+    stopper.start()
+    assert hook.await_attempt(path, "d/r/up2/-1", poll=0.1) is None  # the attempt died: the caller submits
+    stopper.join()
+    assert polls[0] == running and polls[-1] is None
+    assert not t.storage.exists(f"{FOLDER}/{running}")
+    assert t.timeline.get(running).state == State.INFLIGHT  # left for the job's own repair, not rolled back here
+    hook.live_attempt = original
+    beat = Heartbeat(t.storage, running, 200).start()  # alive again, for longer than the caller waits
+    try:
+        with pytest.raises(LakeJobError, match=f"instant {running} of run token d/r/up2/-1 is still running"):
+            hook.await_attempt(path, "d/r/up2/-1", poll=0.1, timeout=0.3)
+    finally:
+        beat.stop()
