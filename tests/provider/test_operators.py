@@ -376,6 +376,7 @@ def test_bad_rendered_arguments_fail_before_submitting(airflow_db, tmp_path, mon
 
 def test_the_submitted_command_and_its_options(tmp_path, monkeypatch):
     from airflow_lake.hooks import LakeHook
+    from airflow_lake.hooks.submit import LakeJobError
     from airflow_lake.spark import job_path, package_zip
 
     extra = {"base_path": str(tmp_path), "storage_options": {"region": "eu-west-1", "access_key": "0123"},
@@ -399,8 +400,16 @@ def test_the_submitted_command_and_its_options(tmp_path, monkeypatch):
         "--option", "hoodie.metadata.enable=false", "--option", 'region="eu-west-1"',
         "--option", 'access_key="0123"', "--run-token", "d/r/t/-1", "--retained", "2"]
     assert hook._env_vars == {"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    assert not hook.tracks_driver()
     with pytest.raises(ValueError, match="no spark job 'vacuum'"):
         LakeHook("lake_cmd").spark_submit_hook("vacuum", "sales", spark_conn_id="spark_cmd")
+    # a standalone cluster-mode driver outlives spark-submit: only the operators track it
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_CLUSTER", json.dumps({"conn_type": "spark", "host": "spark://127.0.0.1",
+                                                                 "port": 7077, "extra": {"deploy-mode": "cluster"}}))
+    cluster = LakeHook("lake_cmd").spark_submit_hook("clean", "sales", spark_conn_id="spark_cluster")
+    assert cluster.tracks_driver() and cluster._env_vars == {}  # no worker Python forced on the cluster
+    with pytest.raises(LakeJobError, match="tracked cluster-mode driver"):
+        LakeHook("lake_cmd").submit_job("clean", "sales", spark_conn_id="spark_cluster")
 
 
 def test_hook_returns_a_committed_token_and_waits_for_a_live_attempt(tmp_path, monkeypatch):
