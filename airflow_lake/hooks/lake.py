@@ -164,6 +164,10 @@ class LakeHook(BaseHook):
                               done["instant"])
                 return done
         hook = self.spark_submit_hook(job, table_path, args, token=token, **submit)
+        if hook.tracks_driver():
+            raise LakeJobError(f"{job}: table {self.resolve(table_path)}: spark-submit returns before a tracked "
+                               "cluster-mode driver ends; run the job with the airflow_lake operators, which track "
+                               "and reattach to it")
         self.run_spark_submit(hook)
         return self.job_result(job, table_path, token, hook.result_line, actions=actions, pending_done=pending_done)
 

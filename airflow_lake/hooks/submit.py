@@ -36,6 +36,12 @@ class JobSubmitHook(SparkSubmitHook):
         self.result_line: dict[str, Any] | None = None
         self.error_line: str | None = None
 
+    def tracks_driver(self) -> bool:
+        """Cluster deploy modes where spark-submit returns before the driver ends and the Spark
+        provider tracks the driver: standalone cluster, Kubernetes (API tracking), YARN (RM API)."""
+        return bool(self._should_track_driver_status or self._should_track_driver_via_k8s_api()
+                    or self._should_track_yarn_application_via_rm_api())
+
     def _process_spark_submit_log(self, itr: Iterator[Any]) -> None:
         super()._process_spark_submit_log(self._tap(itr))
 

@@ -170,7 +170,7 @@ class LakeJobOperator(ResumableJobMixin, BaseOperator):
             self._result = done
             return None
         spark = self._spark_hook = self.spark_submit_hook()
-        if _tracked_cluster_mode(spark):
+        if spark.tracks_driver():
             return {"spark": self._spark_operator(spark).submit_job(context)}
         hook.run_spark_submit(spark)
         self._result = hook.job_result(self.job, self.table_path, self._token, spark.result_line, **self._lookup())
@@ -243,13 +243,6 @@ class LakeJobOperator(ResumableJobMixin, BaseOperator):
             op.on_kill()
         elif spark is not None:
             spark.on_kill()
-
-
-def _tracked_cluster_mode(spark: JobSubmitHook) -> bool:
-    """Cluster deploy modes where spark-submit returns before the driver ends and the Spark
-    provider tracks the driver: standalone cluster, Kubernetes (API tracking), YARN (RM API)."""
-    return bool(spark._should_track_driver_status or spark._should_track_driver_via_k8s_api()
-                or spark._should_track_yarn_application_via_rm_api())
 
 
 def none_if_empty(value: Any) -> Any:

@@ -83,7 +83,8 @@ class CompactionExecuteOperator(LakeJobOperator):
 
     XCom: `{"instants": [executed plans], "instant": the first or None, "file_groups",
     "records_written", "log_records", "files_written", "already_done"}`; with no pending plan
-    `instants` is empty. The table's Asset gets an event carrying the instant and counts.
+    `instants` is empty. The table's Asset gets an event carrying the instant and counts
+    (`instant` None when nothing was pending: Airflow emits an outlet's event on every success).
 
     Failure: a plan being executed by another task (live heartbeat) fails this task clearly
     (`WriteConflictError` in the job's message), it is never run twice; a plan left inflight
