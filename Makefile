@@ -24,7 +24,7 @@ demo: venv
 	$(PY) -m airflow_lake.demo
 
 lint: venv
-	$(VENV)/bin/ruff check airflow_lake tests bench spark_jobs
+	$(VENV)/bin/ruff check airflow_lake tests bench spark_jobs dags
 
 clean:
 	rm -rf $(VENV) .pytest_cache

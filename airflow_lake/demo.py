@@ -1,63 +1,219 @@
-"""`make demo`: a core-only tour — create a table, insert, upsert, delete, read, show the timeline.
+"""`make demo`: the end-to-end example DAG (`dags/lake_demo.py`) run by Airflow's `dag.test()`
+on Spark `local[*]`, in a throwaway `AIRFLOW_HOME` with SQLite.
 
-Runs on the local file system under a temporary folder (or the folder given as argument).
+The DAG lands three parquet batches of trips, upserts them into a MERGE_ON_READ table (one
+`spark-submit` each), waits for them with `InstantSensor`, schedules then executes a compaction,
+cleans and archives. This runner prints each task's state, the table's timeline and its row
+count (ours and hudi-rs'), and exits 1 if any task did not succeed. `spark-submit` gets a
+small-data `SPARK_CONF_DIR` (4 shuffle partitions, no web UI, Spark's JVM logs at WARN).
+
+    python -m airflow_lake.demo [--base DIR] [--master 'local[*]']
+
+Airflow is imported only inside `main()`, after the environment is set.
 """
 
 from __future__ import annotations
 
+import argparse
+import json
+import os
+import shutil
+import subprocess
 import sys
 import tempfile
+import time
+from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
-from airflow_lake.core import Table
+CITIES = ("chennai", "san_francisco", "sao_paulo")
+DAGS_FOLDER = Path(__file__).resolve().parents[1] / "dags"
+DEMO_DAG = "lake_demo"
+OK_STATES = ("success", "skipped")
 
 
-def main(base: str | None = None) -> None:
-    base = base or tempfile.mkdtemp(prefix="airflow-lake-demo-")
-    path = f"{base}/trips"
-    table = Table.create(path, name="trips", record_key="uuid", precombine_field="ts",
-                         partition_fields=["city"], hive_style_partitioning=True)
-    print(f"created {table} at {path}")
-
-    trips = pa.table({
-        "uuid": ["t1", "t2", "t3", "t4"],
-        "ts": [1, 1, 1, 1],
-        "rider": ["A", "B", "C", "D"],
-        "fare": [19.1, 27.7, 33.9, 17.8],
-        "city": ["san_francisco", "san_francisco", "sao_paulo", "chennai"],
+# -- source data ---------------------------------------------------------------------------------
+def trips_batch(batch: int, rows: int = 40) -> pa.Table:
+    """Batch `batch` (1, 2, ...) of trips: half its keys are the previous batch's (updates, with a
+    larger `ts`), half are new. Keys `trip-0000`...; `fare` encodes key and batch."""
+    start = (batch - 1) * rows // 2
+    keys = range(start, start + rows)
+    return pa.table({
+        "uuid": [f"trip-{k:04d}" for k in keys],
+        "ts": pa.array([batch] * rows, pa.int64()),
+        "rider": [f"rider-{k % 7}" for k in keys],
+        "fare": pa.array([round(10.0 + k + batch / 10, 2) for k in keys], pa.float64()),
+        "city": [CITIES[k % len(CITIES)] for k in keys],
     })
-    inserted = table.write(trips, operation="insert")
-    print(f"insert  -> {inserted.instant}: {inserted.num_inserts} rows in {len(inserted.files)} files")
 
-    changes = pa.table({"uuid": ["t3", "t5"], "ts": [2, 2], "rider": ["C", "E"], "fare": [25.0, 93.5],
-                        "city": ["sao_paulo", "chennai"]})
-    upserted = table.write(changes, operation="upsert")
-    print(f"upsert  -> {upserted.instant}: {upserted.num_updates} updated, {upserted.num_inserts} inserted")
 
-    deleted = table.write(pa.table({"uuid": ["t2"], "city": ["san_francisco"]}), operation="delete")
-    print(f"delete  -> {deleted.instant}: {deleted.num_deletes} deleted")
+def expected_trips(batches: int, rows: int = 40) -> dict[str, float]:
+    """uuid -> fare after upserting batches 1..`batches` in order (what the table must hold)."""
+    fares: dict[str, float] = {}
+    for b in range(1, batches + 1):
+        t = trips_batch(b, rows)
+        fares.update(zip(t["uuid"].to_pylist(), t["fare"].to_pylist(), strict=True))
+    return fares
 
-    columns = ["_hoodie_commit_time", "uuid", "rider", "fare", "city"]
-    print("\nsnapshot:")
-    print(table.read(columns=columns).sort_by("uuid").to_pandas().to_string(index=False))
-    print(f"\nas of the first commit ({inserted.instant}):")
-    print(table.read(as_of=inserted.instant, columns=columns).sort_by("uuid").to_pandas().to_string(index=False))
-    print(f"\nincremental after {inserted.instant}:")
-    print(table.read_incremental(inserted.instant, columns=columns).sort_by("uuid").to_pandas().to_string(index=False))
-    print("\ntimeline:")
-    for instant in table.timeline:
-        print(f"  {instant.time}  {instant.action:<14} {instant.state.name}")
 
+def land_trips(folder: str, batches: int = 3, rows: int = 40, first: int = 1) -> list[str]:
+    """Write batches `first`..`first + batches - 1` as `batch_<n>.parquet` into `folder`
+    (written under a temporary name, then renamed: a watcher never sees half a file)."""
+    os.makedirs(folder, exist_ok=True)
+    paths = []
+    for b in range(first, first + batches):
+        path = os.path.join(folder, f"batch_{b}.parquet")
+        pq.write_table(trips_batch(b, rows), path + ".tmp")
+        os.replace(path + ".tmp", path)
+        paths.append(path)
+    return paths
+
+
+# -- the runner ----------------------------------------------------------------------------------
+SPARK_DEFAULTS = """\
+# small tables on one machine: few shuffle partitions, no web UI
+spark.sql.shuffle.partitions 4
+spark.ui.enabled false
+"""
+LOG4J2 = """\
+# Spark's JVM logs at WARN (the jobs' own progress lines are Python logging, at INFO)
+rootLogger.level = warn
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n%ex
+logger.hadoop.name = org.apache.hadoop.util.NativeCodeLoader
+logger.hadoop.level = error
+"""
+
+
+def spark_conf_dir(folder: Path) -> Path:
+    """A `SPARK_CONF_DIR` for small local runs (`spark-defaults.conf`, `log4j2.properties`)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "spark-defaults.conf").write_text(SPARK_DEFAULTS)
+    (folder / "log4j2.properties").write_text(LOG4J2)
+    return folder
+
+
+def airflow_env(home: Path, lake: Path, master: str, dags_folder: Path = DAGS_FOLDER) -> dict[str, str]:
+    """Environment of a throwaway Airflow (SQLite) whose `spark_default` submits to `master`."""
+    bin_dir = str(Path(sys.executable).parent)
+    return {
+        "SPARK_CONF_DIR": str(spark_conf_dir(home / "spark-conf")),
+        "AIRFLOW_HOME": str(home),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(dags_folder),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}",
+        "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": master}),
+        "AIRFLOW_CONN_FS_DEFAULT": json.dumps({"conn_type": "fs", "extra": {"path": "/"}}),
+        "AIRFLOW_LAKE_BASE": str(lake),
+        "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON") or sys.executable,
+        "SPARK_LOCAL_IP": os.environ.get("SPARK_LOCAL_IP") or "127.0.0.1",
+        # spark-submit of the pyspark next to this Python (the venv may not be activated)
+        "PATH": bin_dir + os.pathsep + os.environ.get("PATH", ""),
+    }
+
+
+def migrate_db() -> None:
+    """`airflow db migrate` into the SQLite file of `AIRFLOW_HOME` (about 5-20 s)."""
+    airflow = Path(sys.executable).with_name("airflow")
+    proc = subprocess.run([str(airflow), "db", "migrate"], capture_output=True, text=True, timeout=600)
+    if proc.returncode != 0:
+        raise SystemExit(f"airflow db migrate failed:\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}")
+
+
+def load_dag(dag_id: str, dags_folder: Path = DAGS_FOLDER):
+    """Import `<dags_folder>/<dag_id>.py` and return its DAG."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(dag_id, dags_folder / f"{dag_id}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return next(d for d in vars(module).values() if getattr(d, "dag_id", None) == dag_id)
+
+
+def task_states(dag_run) -> dict[str, str]:
+    """task_id (with `[map_index]` for mapped tasks) -> state, in task order."""
+    states = {}
+    for ti in sorted(dag_run.get_task_instances(), key=lambda t: (t.start_date is None, t.start_date or 0)):
+        name = ti.task_id if ti.map_index < 0 else f"{ti.task_id}[{ti.map_index}]"
+        states[name] = str(getattr(ti.state, "value", ti.state))
+    return states
+
+
+def task_results(dag_run) -> dict[str, object]:
+    """task_id -> its XCom `return_value` (what each lake task reported)."""
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        rows = session.scalars(XComModel.get_many(run_id=dag_run.run_id, dag_ids=dag_run.dag_id,
+                                                  key="return_value")).all()
+        return {row.task_id: XComModel.deserialize_value(row) for row in rows}
+
+
+def failed_tasks(dag_run) -> list[str]:
+    """Tasks of a `dag.test()` run that did not succeed (it does not raise by itself)."""
+    return [t for t, s in task_states(dag_run).items() if s not in OK_STATES]
+
+
+def describe_table(path: str) -> list[str]:
+    """Timeline (active and archived) and row counts of the table, read by us and by hudi-rs."""
+    from airflow_lake.core import Table
+
+    table = Table.open(path)
+    lines = [f"table {path} ({table.config.table_type})", "  active timeline:"]
+    lines += [f"    {i.time}  {i.action:<13} {i.state.name}" for i in table.timeline]
+    archived = table.archived_timeline.completed()
+    if archived:
+        lines.append(f"  archived: {', '.join(f'{i.time} {i.action}' for i in archived)}")
+    lines.append(f"  rows: {table.read(columns=['uuid']).num_rows}")
     try:
         from hudi import HudiReadOptions, HudiTableBuilder
-
-        batches = HudiTableBuilder.from_base_uri(path).build().read(HudiReadOptions())
-        hudi_rows = sum(b.num_rows for b in batches)
-        print(f"\nhudi-rs reads the same table: {hudi_rows} rows")
     except ImportError:
-        pass
+        return lines
+    batches = HudiTableBuilder.from_base_uri(path).build().read(HudiReadOptions())
+    lines.append(f"  rows read by hudi-rs: {sum(b.num_rows for b in batches)}")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m airflow_lake.demo", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--base", help="folder for the Airflow home and the lake (default: a new temporary folder)")
+    parser.add_argument("--master", default="local[*]", help="Spark master of spark_default (default: local[*])")
+    args = parser.parse_args(argv)
+    if not (shutil.which("java") or os.environ.get("JAVA_HOME")):
+        print("Spark needs a Java runtime (17 or later): put `java` on PATH or set JAVA_HOME", file=sys.stderr)
+        return 2
+    base = Path(args.base or tempfile.mkdtemp(prefix="airflow-lake-demo-")).resolve()
+    home, lake = base / "airflow", base / "lake"
+    home.mkdir(parents=True, exist_ok=True)
+    os.environ.update(airflow_env(home, lake, args.master))
+    started = time.monotonic()
+    print(f"airflow-lake demo in {base}: AIRFLOW_HOME={home}, tables under {lake}, Spark {args.master}", flush=True)
+    migrate_db()
+
+    dag = load_dag(DEMO_DAG)
+    print(f"running DAG {DEMO_DAG} with dag.test(): {', '.join(t.task_id for t in dag.tasks)}", flush=True)
+    dag_run = dag.test()
+
+    print(f"\nDAG run {dag_run.run_id}: {dag_run.state}")
+    results = task_results(dag_run)
+    for task_id, state in task_states(dag_run).items():
+        shown = json.dumps(results[task_id], default=str) if task_id in results else ""
+        print(f"  {task_id:<20} {state:<16} {shown if len(shown) < 160 else shown[:157] + '...'}")
+    table_path = str(lake / "demo" / "trips")
+    if os.path.isdir(os.path.join(table_path, ".hoodie")):
+        print("\n" + "\n".join(describe_table(table_path)))
+    failed = failed_tasks(dag_run)
+    print(f"\n{'FAILED: ' + ', '.join(failed) if failed else 'all tasks succeeded'} "
+          f"({time.monotonic() - started:.0f} s); files kept in {base}")
+    return 1 if failed or dag_run.state != "success" else 0
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else None)
+    sys.exit(main())

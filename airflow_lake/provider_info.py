@@ -24,7 +24,7 @@ def get_provider_info() -> dict:
         "package-name": "airflow-lake",
         "name": "airflow-lake",
         "description": "Apache Hudi (table version 6) tables and table services for Apache Airflow, "
-                       "without the JVM bundle: timeline sensors now, Spark-submitted jobs next.",
+                       "without the JVM bundle: operators submitting packaged PySpark jobs, and timeline sensors.",
         "versions": [_version()],
         "integrations": [
             {
@@ -33,7 +33,11 @@ def get_provider_info() -> dict:
                 "tags": ["software"],
             }
         ],
-        "hooks": [{"integration-name": INTEGRATION, "python-modules": ["airflow_lake.hooks.lake"]}],
+        "hooks": [{"integration-name": INTEGRATION,
+                   "python-modules": ["airflow_lake.hooks.lake", "airflow_lake.hooks.submit"]}],
+        "operators": [{"integration-name": INTEGRATION,
+                       "python-modules": ["airflow_lake.operators.upsert", "airflow_lake.operators.compaction",
+                                          "airflow_lake.operators.services"]}],
         "sensors": [{"integration-name": INTEGRATION, "python-modules": ["airflow_lake.sensors.instant"]}],
         "triggers": [{"integration-name": INTEGRATION, "python-modules": ["airflow_lake.triggers.instant"]}],
         "connection-types": [

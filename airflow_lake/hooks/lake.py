@@ -1,24 +1,33 @@
-"""`LakeHook`: opens tables for timeline reads and finds instants by run token."""
+"""`LakeHook`: opens tables for timeline reads, submits the packaged jobs through the Spark
+provider's `SparkSubmitHook`, and reads their results back from the timeline by run token."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Collection, Mapping, Sequence
 from functools import cached_property
 from typing import Any
 
 from airflow.sdk import Asset, BaseHook
 
 from airflow_lake.core import properties
+from airflow_lake.core.config import WriteOptions
 from airflow_lake.core.errors import TableNotFoundError
 from airflow_lake.core.storage import Storage, open_storage
 from airflow_lake.core.table import Table
 from airflow_lake.core.timeline.active import ActiveTimeline
+from airflow_lake.core.timeline.instant import Instant
 from airflow_lake.core.write.client import TOKEN_KEY
+from airflow_lake.core.write.heartbeat import is_expired
+from airflow_lake.hooks.submit import JobSubmitHook, LakeJobError, job_options, python_env
 from airflow_lake.location import LakeSettings, asset_uri
 from airflow_lake.watch import TimelineWatch
 
 
 class LakeHook(BaseHook):
-    """Hudi tables at a path or URI.
+    """Hudi tables at a path or URI: timeline reads (core, no Spark), and the packaged jobs
+    (`spark_jobs/`) submitted through the Spark provider's `SparkSubmitHook`, their results
+    read back from the timeline by run token (`submit_job`).
 
     :param lake_conn_id: a `lake` connection (base path, storage options, table options);
         None for tables given by absolute local path or by URI with ambient credentials.
@@ -107,6 +116,149 @@ class LakeHook(BaseHook):
             "num_writes": sum(s.num_writes for s in stats),
             "files": sorted(s.path for s in stats if s.path),
         }
+
+    # -- job submission ----------------------------------------------------------------------
+    def spark_submit_hook(self, job: str, table_path: str, args: Sequence[str] = (), *, token: str | None = None,
+                          spark_conn_id: str = "spark_default", spark_conf: Mapping[str, Any] | None = None,
+                          spark_args: Mapping[str, Any] | None = None, env_vars: Mapping[str, Any] | None = None,
+                          table_options: Mapping[str, Any] | None = None) -> JobSubmitHook:
+        """The `SparkSubmitHook` (a `JobSubmitHook`) that runs `spark_jobs/<job>.py` on the table:
+        `--py-files` the package zip, master, deploy mode and conf from the Spark connection (then
+        `spark_conf`, `spark_args`: any other `SparkSubmitHook` keyword), `--option` from the lake
+        connection's storage and table options (then `table_options`), `--run-token token`."""
+        from airflow_lake.spark.packaging import job_path, package_zip  # no pyspark import
+
+        job_path(job)  # an unknown job fails here, naming the known ones
+        location = self.resolve(table_path)
+        options = {**self.settings.table_options, **(table_options or {})}
+        argv = ["--table", location, *job_options(options, self.settings.storage_options)]
+        if token:
+            argv += ["--run-token", token]
+        argv += [str(a) for a in args]
+        extra = dict(spark_args or {})
+        py_files = ",".join(p for p in (str(package_zip()), extra.pop("py_files", None)) if p)
+        hook = JobSubmitHook(job=job, conf=dict(spark_conf or {}), conn_id=spark_conn_id, py_files=py_files,
+                             name=extra.pop("name", f"airflow-lake {job}"), application_args=argv, **extra)
+        conf = hook._conf
+        cluster = hook._connection.get("deploy_mode") == "cluster"
+        configured = "spark.pyspark.python" in conf or "spark.pyspark.driver.python" in conf
+        hook._env_vars = dict(env_vars or {}) if cluster or configured else python_env(env_vars)
+        return hook
+
+    def submit_job(self, job: str, table_path: str, args: Sequence[str] = (), *, token: str | None = None,
+                   actions: Collection[str] | None = None, pending_done: bool = False,
+                   wait_timeout: float | None = None, **submit: Any) -> dict[str, Any]:
+        """Run job `job` on the table and return its result (the job's JSON fields and
+        `already_done`).
+
+        With a run `token`: an instant already committed with it is returned without
+        submitting anything; an attempt still running with it (live heartbeat) is waited for,
+        never rolled back. After the job exits, the instant carrying the token is read from the
+        timeline (the result channel, also in cluster mode) and cross-checked with the job's
+        JSON line when spark-submit's output carried it (client mode). `actions` / `pending_done`
+        say which instants the job makes (`find_result`). `submit`: `spark_submit_hook` keywords."""
+        if token:
+            done = self.await_attempt(table_path, token, actions=actions, pending_done=pending_done,
+                                      timeout=wait_timeout)
+            if done is not None:
+                self.log.info("table %s: run token %s already committed %s: not resubmitting", table_path, token,
+                              done["instant"])
+                return done
+        hook = self.spark_submit_hook(job, table_path, args, token=token, **submit)
+        if hook.tracks_driver():
+            raise LakeJobError(f"{job}: table {self.resolve(table_path)}: spark-submit returns before a tracked "
+                               "cluster-mode driver ends; run the job with the airflow_lake operators, which track "
+                               "and reattach to it")
+        self.run_spark_submit(hook)
+        return self.job_result(job, table_path, token, hook.result_line, actions=actions, pending_done=pending_done)
+
+    def run_spark_submit(self, hook: JobSubmitHook) -> str | None:
+        """`hook.submit(job file)`: the driver id (standalone cluster mode) or None; a failed job
+        raises `LakeJobError` with the job's own one-line error when spark-submit showed it."""
+        from airflow_lake.spark.packaging import job_path
+
+        try:
+            return hook.submit(str(job_path(hook.job)))
+        except Exception as e:
+            if hook.error_line:
+                raise LakeJobError(hook.error_line) from e
+            raise LakeJobError(f"{hook.job} failed: {e}") from e
+
+    def find_result(self, table_path: str, token: str, *, actions: Collection[str] | None = None,
+                    pending_done: bool = False) -> dict[str, Any] | None:
+        """The result of the instant started with `token` that is done (completed; or, with
+        `pending_done`, a plan left requested such as a compaction schedule), else None."""
+        timeline = self.get_timeline(table_path)
+        instant = timeline.find_token(token, pending=pending_done, actions=actions)
+        return None if instant is None else self._summary(timeline, instant)
+
+    def await_attempt(self, table_path: str, token: str, *, actions: Collection[str] | None = None,
+                      pending_done: bool = False, timeout: float | None = None,
+                      poll: float = 5.0) -> dict[str, Any] | None:
+        """The done result of `token` (`find_result`); while an attempt with `token` is still
+        pending and its heartbeat alive (a previous try's job still running), wait for it to
+        complete or die. None when nothing is done: the caller submits (the job rolls back a
+        dead attempt under the table lock)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        if not self.storage(table_path).exists(".hoodie"):
+            return None  # no table yet (the job may create it): nothing was done
+        while True:
+            done = self.find_result(table_path, token, actions=actions, pending_done=pending_done)
+            if done is not None:
+                return {**done, "already_done": True}
+            alive = self.live_attempt(table_path, token, actions=actions)
+            if alive is None:
+                return None
+            if deadline is not None and time.monotonic() > deadline:
+                raise LakeJobError(f"table {self.resolve(table_path)}: instant {alive} of run token {token} is "
+                                   f"still running (live heartbeat) after {timeout:.0f} s")
+            self.log.info("table %s: instant %s of run token %s is still running: waiting", table_path, alive, token)
+            time.sleep(poll)
+
+    def live_attempt(self, table_path: str, token: str, *, actions: Collection[str] | None = None) -> str | None:
+        """The pending instant started with `token` whose heartbeat is alive, if any."""
+        timeline = self.get_timeline(table_path)
+        instant = timeline.find_token(token, pending=True, actions=actions)
+        if instant is None or instant.is_completed:
+            return None
+        table = self.get_table(table_path)
+        interval = table.option(WriteOptions.HEARTBEAT_INTERVAL_MS)
+        misses = table.option(WriteOptions.HEARTBEAT_TOLERABLE_MISSES)
+        if not timeline.storage.exists(f".hoodie/.heartbeat/{instant.time}"):
+            return None  # a requested plan or a dead attempt: nothing runs it
+        return None if is_expired(timeline.storage, instant.time, interval, misses) else instant.time
+
+    def job_result(self, job: str, table_path: str, token: str | None, line: dict[str, Any] | None, *,
+                   actions: Collection[str] | None = None, pending_done: bool = False) -> dict[str, Any]:
+        """A finished job's result: the instant its token names on the timeline, the job's JSON
+        line (client mode) cross-checked against it; the timeline alone in cluster mode."""
+        found = self.find_result(table_path, token, actions=actions, pending_done=pending_done) if token else None
+        if line is None:
+            if found is None:
+                self.log.info("table %s: job %s left no instant with run token %s and no result line (nothing "
+                              "to do, or its output is on the cluster)", table_path, job, token)
+                return {"job": job, "table": self.resolve(table_path), "instant": None, "action": None,
+                        "already_done": False, "source": "timeline"}
+            return {**found, "job": job, "already_done": False, "source": "timeline"}
+        if found is not None and line.get("instant") != found["instant"]:
+            raise LakeJobError(f"{job}: table {self.resolve(table_path)}: the job reported instant "
+                               f"{line.get('instant')} but run token {token} names {found['instant']} on the timeline")
+        return {**line, "source": "job"}
+
+    def _summary(self, timeline: ActiveTimeline, instant: Instant) -> dict[str, Any]:
+        """An instant's result as the jobs print it, from the timeline: counts for commits."""
+        result: dict[str, Any] = {"table": timeline.storage.uri, "instant": instant.time, "action": instant.action}
+        if instant.is_completed and instant.comparable_action in ("commit", "deltacommit", "replacecommit"):
+            meta = timeline.commit_metadata(instant)
+            stats = meta.stats()
+            result.update(
+                operation=(meta.operation_type or "").lower() or None,
+                inserts=sum(s.num_inserts for s in stats),
+                updates=sum(s.num_update_writes for s in stats),
+                deletes=sum(s.num_deletes for s in stats),
+                files_written=len([s for s in stats if s.path]),
+                records_written=sum(s.num_writes for s in stats))
+        return result
 
     def test_connection(self) -> tuple[bool, str]:
         """The base path (when set) must be reachable."""

@@ -188,7 +188,8 @@ def test_provider_info_lists_what_exists():
 
     info = get_provider_info()
     assert info["package-name"] == "airflow-lake"
-    modules = [m for key in ("hooks", "sensors", "triggers") for entry in info[key] for m in entry["python-modules"]]
+    modules = [m for key in ("hooks", "operators", "sensors", "triggers") for entry in info[key]
+               for m in entry["python-modules"]]
     for module in modules:
         import_module(module)
     hook = info["connection-types"][0]

@@ -1,0 +1,285 @@
+"""`LakeJobOperator`: what every operator shares. Arguments become one packaged job's flags;
+`LakeHook` submits it through the Spark provider's `SparkSubmitHook` and reads the result back
+from the table's timeline by run token (`dag_id/run_id/task_id/map_index`, the same for every
+try of a task instance).
+
+Retries never run a job twice:
+
+- before submitting, an instant already done with the run token is returned as the result,
+  and an attempt still running with it (live heartbeat) is waited for, never rolled back;
+- with `durable=True` (the default, Airflow 3.3's `ResumableJobMixin`), the submission is kept
+  in the task state store: a retry reattaches to a cluster-mode driver still running (through
+  the Spark provider's own trackers: standalone driver id, YARN application, Kubernetes pod),
+  and in client mode it finds the finished job's result there and checks it on the timeline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from airflow.sdk import Asset, BaseOperator, ResumableJobMixin
+
+from airflow_lake.core.errors import InvalidOptionError
+from airflow_lake.hooks.lake import LakeHook, table_asset
+from airflow_lake.hooks.submit import LakeJobError
+from airflow_lake.location import is_absolute
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+    from airflow_lake.hooks.submit import JobSubmitHook
+
+COMMON_TEMPLATE_FIELDS = ("table_path", "lake_conn_id", "storage_options", "table_options", "spark_conn_id",
+                          "spark_conf", "env_vars")
+EVENT_KEYS = ("instant", "action", "operation", "inserts", "updates", "deletes", "files_written", "records_written")
+
+
+class LakeJobOperator(ResumableJobMixin, BaseOperator):
+    """Runs one packaged job (`spark_jobs/<job>.py`) on a table with `spark-submit`.
+
+    :param table_path: absolute path or URI of the table, or a path relative to the lake
+        connection's base path (templated).
+    :param lake_conn_id: a `lake` connection (base path, storage options, default table
+        options); not needed for absolute local paths (templated).
+    :param storage_options: file-system options over the connection's (templated).
+    :param table_options: `hoodie.*` options over the connection's, given to the job as
+        `--option` (templated).
+    :param spark_conn_id: the Spark provider's connection giving master, deploy mode, queue,
+        binary (default `spark_default`; templated).
+    :param spark_conf: `--conf` settings (templated).
+    :param spark_args: any other `SparkSubmitHook` keyword (`executor_memory`, `num_executors`,
+        `archives`, `py_files` added to the package zip, `deploy_mode`, `name`, ...).
+    :param env_vars: environment of spark-submit; `PYSPARK_PYTHON` and
+        `PYSPARK_DRIVER_PYTHON` default to the worker's Python in client mode (templated).
+    :param asset: the table's Asset, declared as outlet and given an event carrying the
+        instant and counts; default `hudi:/abs/path` (`hudi+s3://...`) of `table_path` for the
+        operators that change the table's files, which needs an absolute, untemplated path
+        (else pass `asset=table_asset(...)`, or `asset=False` for none).
+    :param wait_timeout: seconds to wait for a previous try's job still running with this
+        task's run token (default: no limit but the task's own timeout).
+    :param durable: keep the submission in the task state store so a retry reattaches to it
+        (Airflow 3.3 `ResumableJobMixin`; default True).
+    """
+
+    job: ClassVar[str]
+    # the instants the job makes, for the run-token lookup (completed action names)
+    result_actions: ClassVar[Collection[str] | None] = None
+    # a plan left requested counts as done (compaction schedule)
+    pending_done: ClassVar[bool] = False
+    # declares the table's Asset as outlet by default
+    writes_files: ClassVar[bool] = True
+    external_id_key = "airflow_lake.job"
+    template_fields: Sequence[str] = COMMON_TEMPLATE_FIELDS
+    template_fields_renderers = {"table_options": "json", "storage_options": "json", "spark_conf": "json"}
+    ui_color = "#d8e8f0"
+
+    def __init__(self, *, table_path: str, lake_conn_id: str | None = None,
+                 storage_options: dict[str, Any] | None = None, table_options: dict[str, Any] | None = None,
+                 spark_conn_id: str = "spark_default", spark_conf: dict[str, Any] | None = None,
+                 spark_args: dict[str, Any] | None = None, env_vars: dict[str, Any] | None = None,
+                 asset: Asset | bool | None = None, wait_timeout: float | None = None, **kwargs) -> None:
+        asset = self._default_asset(table_path, asset, kwargs.get("task_id"))
+        if asset is not None:
+            outlets = list(kwargs.pop("outlets", None) or [])
+            if asset not in outlets:
+                outlets.append(asset)
+            kwargs["outlets"] = outlets
+        super().__init__(**kwargs)
+        self.table_path = table_path
+        self.lake_conn_id = lake_conn_id
+        self.storage_options = storage_options
+        self.table_options = table_options
+        self.spark_conn_id = spark_conn_id
+        self.spark_conf = spark_conf
+        self.spark_args = spark_args
+        self.env_vars = env_vars
+        self.asset = asset
+        self.wait_timeout = wait_timeout
+        self._token: str | None = None
+        self._result: dict[str, Any] | None = None
+
+    def _default_asset(self, table_path: str, asset: Asset | bool | None, task_id: str | None) -> Asset | None:
+        if asset is False or (asset is None and not self.writes_files):
+            return None
+        if isinstance(asset, Asset):
+            return asset
+        if asset not in (None, True):
+            raise InvalidOptionError(f"{type(self).__name__} {task_id}: asset must be an Asset, True, False or "
+                                     f"None, got {asset!r}")
+        if not isinstance(table_path, str) or "{{" in table_path or not is_absolute(table_path):
+            raise InvalidOptionError(
+                f"{type(self).__name__} {task_id}: table_path {table_path!r} is relative or templated, so the "
+                "table's Asset cannot be named at parse time: pass asset=table_asset(...) or asset=False")
+        return table_asset(table_path)
+
+    # -- what subclasses give ------------------------------------------------------------------
+    def job_args(self) -> list[str]:
+        """The job's own flags, from the rendered arguments (raise `InvalidOptionError`)."""
+        return []
+
+    def to_xcom(self, result: dict[str, Any], context: Context) -> Any:
+        """The task's return value (its XCom) from the job's result."""
+        return result
+
+    def event_extra(self, result: dict[str, Any]) -> dict[str, Any]:
+        """The asset event's extra: the instant and the counts."""
+        return {key: result.get(key) for key in EVENT_KEYS if key in result}
+
+    # -- running -------------------------------------------------------------------------------
+    @cached_property
+    def hook(self) -> LakeHook:
+        return LakeHook(self.lake_conn_id, self.storage_options)
+
+    def invalid(self, message: str) -> InvalidOptionError:
+        """A bad argument, naming the task and the table."""
+        return InvalidOptionError(f"{type(self).__name__} {self.task_id}: table {self.table_path}: {message}")
+
+    def execute(self, context: Context) -> Any:
+        self._args = self.job_args()
+        self._token = LakeHook.run_token(context)
+        self.log.info("table %s: %s with run token %s", self.table_path, self.job, self._token)
+        result = self.execute_resumable(context)
+        if result is None:
+            raise LakeJobError(f"{self.job}: table {self.table_path}: no result")
+        self.log.info("table %s: %s result: %s", self.table_path, self.job, result)
+        if self.asset is not None:
+            context["outlet_events"][self.asset].extra = self.event_extra(result)
+        return self.to_xcom(result, context)
+
+    def spark_submit_hook(self) -> JobSubmitHook:
+        return self.hook.spark_submit_hook(
+            self.job, self.table_path, self._args, token=self._token, spark_conn_id=self.spark_conn_id,
+            spark_conf=self.spark_conf, spark_args=self.spark_args, env_vars=self.env_vars,
+            table_options=self.table_options)
+
+    def _lookup(self) -> dict[str, Any]:
+        return {"actions": self.result_actions, "pending_done": self.pending_done}
+
+    # -- ResumableJobMixin -----------------------------------------------------------------------
+    def submit_job(self, context: Context) -> dict[str, Any] | None:
+        """Submit unless the run token's result is already on the timeline. The external id:
+        `{"spark": id}` for a cluster-mode driver the Spark provider tracks, else (client mode,
+        the job already finished) `{"token", "result"}`."""
+        hook = self.hook
+        done = hook.await_attempt(self.table_path, self._token, timeout=self.wait_timeout, **self._lookup())
+        if done is not None:
+            self.log.info("table %s: run token %s already has %s %s: not resubmitting", self.table_path,
+                          self._token, done.get("action"), done["instant"])
+            self._result = done
+            return None
+        spark = self._spark_hook = self.spark_submit_hook()
+        if spark.tracks_driver():
+            return {"spark": self._spark_operator(spark).submit_job(context)}
+        hook.run_spark_submit(spark)
+        self._result = hook.job_result(self.job, self.table_path, self._token, spark.result_line, **self._lookup())
+        return {"token": self._token, "result": self._result}
+
+    def get_job_status(self, external_id: Any, context: Context) -> str:
+        if "spark" in external_id:
+            return "spark:" + self._spark_operator(self.spark_submit_hook()).get_job_status(
+                external_id["spark"], context)
+        stored = external_id.get("result") or {}
+        if not stored.get("instant"):
+            return "lake:SUCCEEDED"  # nothing was written: the stored result stands
+        found = self.hook.find_result(self.table_path, self._token, **self._lookup())
+        if found is not None and found["instant"] == stored["instant"]:
+            return "lake:SUCCEEDED"
+        if self.hook.live_attempt(self.table_path, self._token, actions=self.result_actions):
+            return "lake:RUNNING"
+        return "lake:FAILED"  # rolled back or restored away since: run again
+
+    def is_job_active(self, status: str) -> bool:
+        kind, _, value = status.partition(":")
+        if kind == "spark":
+            return self._spark_operator(self.spark_submit_hook()).is_job_active(value)
+        return value == "RUNNING"
+
+    def is_job_succeeded(self, status: str) -> bool:
+        kind, _, value = status.partition(":")
+        if kind == "spark":
+            return self._spark_operator(self.spark_submit_hook()).is_job_succeeded(value)
+        return value == "SUCCEEDED"
+
+    def poll_until_complete(self, external_id: Any, context: Context) -> None:
+        if external_id is None or self._result is not None:
+            return
+        if "spark" in external_id:
+            self._spark_operator(self.spark_submit_hook()).poll_until_complete(external_id["spark"], context)
+            return
+        done = self.hook.await_attempt(self.table_path, self._token, timeout=self.wait_timeout, **self._lookup())
+        if done is None:
+            raise LakeJobError(f"{self.job}: table {self.table_path}: the attempt of run token {self._token} "
+                               "stopped without completing; the next try submits it again")
+        self._result = done
+
+    def get_job_result(self, external_id: Any, context: Context) -> dict[str, Any] | None:
+        if self._result is not None:
+            return self._result
+        if external_id is not None and "result" in external_id:
+            return {**external_id["result"], "already_done": True}
+        # a cluster-mode driver: its output stayed on the cluster, the timeline has the result
+        return self.hook.job_result(self.job, self.table_path, self._token, None, **self._lookup())
+
+    def _spark_operator(self, spark: JobSubmitHook):
+        """The Spark provider's own `SparkSubmitOperator` tracking logic, on our hook."""
+        from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+
+        from airflow_lake.spark.packaging import job_path
+
+        cached = getattr(self, "_spark_op", None)
+        if cached is None:
+            cached = SparkSubmitOperator(task_id=f"{self.task_id}__spark_submit", application=str(job_path(self.job)),
+                                         conn_id=self.spark_conn_id, durable=self.durable)
+            self._spark_op = cached
+            cached._hook = spark
+        return cached
+
+    def on_kill(self) -> None:
+        op = getattr(self, "_spark_op", None)
+        spark = getattr(self, "_spark_hook", None)
+        if op is not None:
+            op.on_kill()
+        elif spark is not None:
+            spark.on_kill()
+
+
+def none_if_empty(value: Any) -> Any:
+    """None for None, "" and "None" (what `{{ ti.xcom_pull(...) }}` renders for no value)."""
+    if value is None or (isinstance(value, str) and value.strip() in ("", "None")):
+        return None
+    return value
+
+
+def choice(op: LakeJobOperator, name: str, value: str | None, choices: Sequence[str], norm=str) -> str | None:
+    """`value` normalised by `norm` if it is one of `choices` (None passes), else `InvalidOptionError`."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or norm(value) not in choices:
+        raise op.invalid(f"{name} must be one of {', '.join(choices)}, got {value!r}")
+    return norm(value)
+
+
+def fields(op: LakeJobOperator, name: str, value: str | Sequence[str] | None, *, required: bool = False) -> str:
+    """A field name or list of names as the jobs take them (`a,b`)."""
+    value = none_if_empty(value)
+    names = [value] if isinstance(value, str) else list(value or [])
+    names = [n.strip() for part in names for n in str(part).split(",") if n.strip()]
+    if required and not names:
+        raise op.invalid(f"{name} is empty")
+    return ",".join(names)
+
+
+def count(op: LakeJobOperator, name: str, value: Any, *, minimum: int = 0) -> int | None:
+    """An optional whole number of at least `minimum` (templated values arrive as strings)."""
+    value = none_if_empty(value)
+    if value is None:
+        return None
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        number = None
+    if number is None or number < minimum or (isinstance(value, float) and value != number):
+        raise op.invalid(f"{name} must be a whole number of at least {minimum}, got {value!r}")
+    return number

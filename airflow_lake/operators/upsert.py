@@ -1,0 +1,108 @@
+"""`UpsertOperator`: write a source (file or folder) to a table as one commit."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from airflow_lake.core.errors import TableNotFoundError
+from airflow_lake.core.write.prepare import OPERATIONS
+from airflow_lake.operators.base import COMMON_TEMPLATE_FIELDS, LakeJobOperator, choice, fields, none_if_empty
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+SOURCE_FORMATS = ("parquet", "json", "csv", "orc", "avro", "sql", "table")
+TABLE_TYPES = ("COPY_ON_WRITE", "MERGE_ON_READ")
+
+
+class UpsertOperator(LakeJobOperator):
+    """Writes `source` to the table as one commit with the `upsert` job (rows stay in Spark
+    executors; the driver holds only the timeline).
+
+    :param table_path: the table (templated; see `LakeJobOperator` for the common arguments).
+    :param source: a file or folder (path or URI) of parquet, json, csv, orc or avro; a Spark
+        SQL query with `source_format="sql"`; a table name with `source_format="table"` (templated).
+    :param source_format: default: from the file extension, else parquet (templated).
+    :param operation: `upsert` (default), `insert`, `bulk_insert`, `delete`,
+        `insert_overwrite`, `insert_overwrite_table`.
+    :param record_key: field or list of fields; with `precombine_field`, `partition_fields`
+        (a list), `table_type` (`COPY_ON_WRITE` default, `MERGE_ON_READ`),
+        `hive_style_partitioning` and `table_name`: the new table's settings with
+        `create_if_missing` (templated, except the flags).
+    :param create_if_missing: create the table when the path holds none (needs `record_key`);
+        a no-op when the table exists. Without it a missing table fails the task.
+    :param table_options: `hoodie.*` write options for this write (templated).
+
+    XCom: `{"instant", "operation", "inserts", "updates", "deletes", "files_written"}`;
+    `inserts` counts records with new keys, `updates` incoming records matching a stored key.
+    The table's Asset gets an event whose extra carries the instant, action and counts.
+
+    Failure: bad arguments fail at parse time or before submitting (`InvalidOptionError`); a
+    failed job fails the task with the job's one-line error (table and instant) and leaves no
+    visible commit. A retry of a task whose job already committed returns that commit and
+    writes nothing again; one whose job is still running waits for it.
+    """
+
+    job = "upsert"
+    template_fields: Sequence[str] = (*COMMON_TEMPLATE_FIELDS, "source", "source_format", "record_key",
+                                      "precombine_field", "partition_fields", "table_name")
+
+    def __init__(self, *, table_path: str, source: str, source_format: str | None = None, operation: str = "upsert",
+                 record_key: str | Sequence[str] | None = None, precombine_field: str | None = None,
+                 partition_fields: Sequence[str] | str | None = None, table_type: str | None = None,
+                 table_options: dict[str, Any] | None = None, create_if_missing: bool = False,
+                 hive_style_partitioning: bool = False, table_name: str | None = None, **kwargs) -> None:
+        super().__init__(table_path=table_path, table_options=table_options, **kwargs)
+        self.source = source
+        self.source_format = source_format
+        self.operation = choice(self, "operation", operation, OPERATIONS, str.lower)
+        self.record_key = record_key
+        self.precombine_field = precombine_field
+        self.partition_fields = partition_fields
+        self.table_type = choice(self, "table_type", table_type, TABLE_TYPES, str.upper)
+        self.create_if_missing = bool(create_if_missing)
+        self.hive_style_partitioning = bool(hive_style_partitioning)
+        self.table_name = table_name
+        if self.create_if_missing and not record_key:
+            raise self.invalid("create_if_missing=True needs record_key (the new table's key field)")
+        if isinstance(source_format, str) and "{{" not in source_format:
+            choice(self, "source_format", source_format, SOURCE_FORMATS, str.lower)
+
+    def job_args(self) -> list[str]:
+        source = none_if_empty(self.source)
+        if source is None:
+            raise self.invalid("source is empty")
+        fmt = choice(self, "source_format", none_if_empty(self.source_format), SOURCE_FORMATS, str.lower)
+        args = ["--source", str(source), "--operation", self.operation]
+        if fmt:
+            args += ["--source-format", fmt]
+        try:
+            existing = self.hook.get_table(self.table_path).config.table_type
+        except TableNotFoundError:
+            if not self.create_if_missing:
+                where = self.hook.resolve(self.table_path)
+                raise TableNotFoundError(f"{type(self).__name__} {self.task_id}: table {where} does not exist; pass "
+                                         "create_if_missing=True with record_key to create it") from None
+            existing = None
+        if existing and self.table_type and existing != self.table_type:
+            raise self.invalid(f"table_type {self.table_type} given but the table is {existing}")
+        if self.create_if_missing:
+            args.append("--create-if-missing")
+            args += ["--record-key", fields(self, "record_key", self.record_key, required=True)]
+            args += ["--table-type", self.table_type or "COPY_ON_WRITE"]
+            if none_if_empty(self.precombine_field):
+                args += ["--precombine-field", str(self.precombine_field)]
+            partitions = fields(self, "partition_fields", self.partition_fields)
+            if partitions:
+                args += ["--partition-fields", partitions]
+            if self.hive_style_partitioning:
+                args.append("--hive-style-partitioning")
+            if none_if_empty(self.table_name):
+                args += ["--table-name", str(self.table_name)]
+        return args
+
+    def to_xcom(self, result: dict[str, Any], context: Context) -> dict[str, Any]:
+        return {"instant": result.get("instant"), "operation": self.operation, "inserts": result.get("inserts"),
+                "updates": result.get("updates"), "deletes": result.get("deletes"),
+                "files_written": result.get("files_written")}
