@@ -23,18 +23,16 @@ TABLE_PREFIXES = ("hoodie.", "airflow_lake.")
 
 
 class CommandError(click.ClickException):
-    """A failure the command explains itself (one line); exit code 1."""
+    """A failure the command explains itself (one line on stderr; with `--json` also
+    {"error": ...} on stdout); exit code 1."""
+
+    as_json = False
 
     def show(self, file=None) -> None:
-        _report(self.format_message())
-
-
-def _report(message: str) -> None:
-    ctx = click.get_current_context(silent=True)
-    line = "airflow-lake: error: " + " ".join(message.split())
-    if ctx is not None and ctx.find_root().meta.get("airflow_lake.json"):
-        render.emit_json({"error": " ".join(message.split())})
-    click.echo(line, err=True)
+        message = " ".join(self.format_message().split())
+        if self.as_json:
+            render.emit_json({"error": message})
+        click.echo(f"airflow-lake: error: {message}", err=True)
 
 
 class LakeGroup(click.Group):
@@ -43,17 +41,26 @@ class LakeGroup(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except CommandError as e:
+            e.as_json = bool(ctx.find_root().meta.get("airflow_lake.json"))
+            raise
         except LakeError as e:
-            raise CommandError(_with_table(ctx, str(e))) from e
+            raise _failure(ctx, str(e)) from e
         except (OSError, ValueError) as e:
             if isinstance(e, click.ClickException):
                 raise
-            raise CommandError(_with_table(ctx, f"{type(e).__name__}: {e}")) from e
+            raise _failure(ctx, f"{type(e).__name__}: {e}") from e
+
+
+def _failure(ctx: click.Context, message: str) -> CommandError:
+    error = CommandError(_with_table(ctx, message))
+    error.as_json = bool(ctx.find_root().meta.get("airflow_lake.json"))
+    return error
 
 
 def _with_table(ctx: click.Context, message: str) -> str:
     path = ctx.find_root().meta.get("airflow_lake.path")
-    return message if path is None or "table " in message else f"table {path}: {message}"
+    return message if path is None or path in message or "table " in message else f"table {path}: {message}"
 
 
 def _key_value(_ctx, _param, values: Iterable[str]) -> dict[str, str]:

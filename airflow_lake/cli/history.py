@@ -92,15 +92,17 @@ def archived_records(table: Table) -> list[InstantRecord]:
 
 def trusted_times(records: list[InstantRecord]) -> bool:
     """False when state-file times cannot be the times of the transitions: most completions
-    before their instant, or all of them within a second while the instants span much more
-    (files copied or unpacked without their times)."""
+    before their instant or more than a day after the newest instant began, or all of them
+    close together while the instants span much more (files copied or unpacked without
+    their times)."""
     done = [(r.start_ms, r.state_ms.get("COMPLETED")) for r in records if r.state_ms.get("COMPLETED")]
     if not done:
         return True
-    before = sum(1 for start, end in done if end < start - 60_000)
-    if before * 2 > len(done):
-        return False
     starts = [s for s, _ in done]
+    before = sum(1 for start, end in done if end < start - 60_000)
+    late = sum(1 for _, end in done if end > max(starts) + 86_400_000)  # a day after the newest instant began
+    if (before + late) * 2 > len(done):
+        return False
     ends = [e for _, e in done]
     span = max(starts) - min(starts)
     return not (len(done) >= 3 and span > 10_000 and max(ends) - min(ends) < span / 20)
