@@ -130,7 +130,7 @@ def write(data: pa.Table, fmt: str, output: str | None, uri: str) -> None:
             with open(output, "w") as f:
                 Console(file=f, width=220, no_color=True).print(grid)
         else:
-            render.console().print(grid)
+            render.emit(False, None, lambda out: out.print(grid))
 
 
 COMMANDS = [read]

@@ -30,10 +30,14 @@ def emit_json(data: Any) -> None:
 
 
 def emit(as_json: bool, data: Any, human: Callable[[Console], None]) -> None:
+    """`data` as JSON, or what `human` prints (lines without the padding rich adds)."""
     if as_json:
         emit_json(data)
-    else:
-        human(console())
+        return
+    out = console()
+    with out.capture() as captured:
+        human(out)
+    sys.stdout.write("".join(line.rstrip() + "\n" for line in captured.get().splitlines()))
 
 
 def grid(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any]], *,
