@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import click
 
@@ -20,6 +21,8 @@ from ..core.lock import LOCK_PATH
 from ..core.services import archive as archive_service
 from ..core.services.clean import RETAINED, latest_clean_bound, savepointed_files
 from ..core.storage import open_storage
+from ..core.table import Table
+from ..core.timeline.active import ActiveTimeline
 from ..core.timeline.archived import ArchivedTimeline
 from ..core.timeline.instant import CLEAN, COMMIT_ACTIONS, COMPACTION, RESTORE, ROLLBACK, SAVEPOINT, State
 from ..core.timeline.metadata import read_compaction_plan
@@ -41,7 +44,7 @@ class Finding:
     instant: str | None = None
 
 
-def check_properties(path: str, storage_options: dict) -> list[Finding]:
+def check_properties(path: str, storage_options: dict[str, Any]) -> list[Finding]:
     """hoodie.properties: present, checksum matches (CRC-32 of database.table), no backup left."""
     storage = open_storage(path, storage_options or None)
     found = []
@@ -66,7 +69,7 @@ def check_properties(path: str, storage_options: dict) -> list[Finding]:
     return found
 
 
-def check_lock(table) -> list[Finding]:
+def check_lock(table: Table) -> list[Finding]:
     status = table.storage.status(LOCK_PATH)
     if status is None:
         return [Finding("lock", "ok", "the table lock is free")]
@@ -83,7 +86,7 @@ def check_lock(table) -> list[Finding]:
     return [Finding("lock", "info", f"the table lock is held by {owner} since {render.age(status.mtime_ms)}")]
 
 
-def check_pending(table, timeline, path: str) -> list[Finding]:
+def check_pending(table: Table, timeline: ActiveTimeline, path: str) -> list[Finding]:
     """Every pending instant: whose it is, whether its writer beats, what to do."""
     interval = table.option(WriteOptions.HEARTBEAT_INTERVAL_MS)
     misses = table.option(WriteOptions.HEARTBEAT_TOLERABLE_MISSES)
@@ -126,7 +129,8 @@ def check_pending(table, timeline, path: str) -> list[Finding]:
     return found
 
 
-def check_archival(table, timeline, min_commits: int = 20, max_commits: int = 30) -> list[Finding]:
+def check_archival(table: Table, timeline: ActiveTimeline, min_commits: int = 20,
+                   max_commits: int = 30) -> list[Finding]:
     """What stops archival; a warning when it is due (more than `max_commits` active commits)
     and stopped short."""
     commits = timeline.commits().completed().instants
@@ -148,7 +152,7 @@ def check_archival(table, timeline, min_commits: int = 20, max_commits: int = 30
                     blockers[0][0])]
 
 
-def check_cleaning(table, timeline) -> list[Finding]:
+def check_cleaning(table: Table, timeline: ActiveTimeline) -> list[Finding]:
     """What the cleaner must keep, and what it would delete now with the default policy."""
     found = []
     protected = savepointed_files(timeline)
@@ -172,7 +176,7 @@ def check_cleaning(table, timeline) -> list[Finding]:
     return found
 
 
-def check_files(table, timeline) -> list[Finding]:
+def check_files(table: Table, timeline: ActiveTimeline) -> list[Finding]:
     files = list_partition_files(table.storage)
     orphans = unreferenced_files(table.storage, timeline, table.config.archive_folder, files)
     if not orphans:
@@ -183,7 +187,7 @@ def check_files(table, timeline) -> list[Finding]:
             for o in orphans]
 
 
-def check_archive(table) -> list[Finding]:
+def check_archive(table: Table) -> list[Finding]:
     archived = ArchivedTimeline(table.storage, table.config.archive_folder)
     if archived.corrupt_blocks:
         return [Finding("archive", "warn", f"{archived.corrupt_blocks} archived log blocks are unreadable",

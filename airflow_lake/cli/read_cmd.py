@@ -62,7 +62,9 @@ def _typed(raw: str, kind: pa.DataType, text: str, uri: str) -> Any:
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "csv", "parquet"]), default="table",
               show_default=True)
 @click.option("--output", type=click.Path(dir_okay=False), help="write to this file (required for parquet)")
-def read(path, options, as_json, as_of, start, end, read_optimized, columns, filters, limit, fmt, output) -> None:
+def read(path: str, options: dict[str, str], as_json: bool, as_of: str | None, start: str | None,
+         end: str | None, read_optimized: bool, columns: str | None, filters: tuple[str, ...],
+         limit: int | None, fmt: str, output: str | None) -> None:
     """Read the table at PATH: the latest snapshot, `--as-of` an instant, or `--incremental
     START [--end END]`; a progress bar counts the file groups read."""
     fmt = "json" if as_json else fmt

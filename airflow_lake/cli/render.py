@@ -20,7 +20,7 @@ def console(*, stderr: bool = False) -> Console:
     keeps whole paths and instant times on one line."""
     stream = sys.stderr if stderr else sys.stdout
     terminal = stream.isatty()
-    return Console(file=stream, width=None if terminal else 220, soft_wrap=not terminal,
+    return Console(file=stream, width=None if terminal else 4000, soft_wrap=not terminal,
                    highlight=False, no_color=not terminal)
 
 

@@ -5,12 +5,16 @@ Spark job through spark-submit (then the job's JSON result is the command's)."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 import click
+from rich.console import Console
 
 from ..core.errors import InstantNotFoundError
 from ..core.services.compaction import TRIGGERS
 from ..core.services.rollback import is_compaction
+from ..core.table import Table
+from ..core.timeline.active import ActiveTimeline, Timeline
 from ..core.timeline.instant import COMMIT, COMPACTION, SAVEPOINT, Instant, State, check_instant_time
 from ..core.timeline.metadata import read_avro, read_compaction_plan
 from ..core.write.heartbeat import last_beat_ms
@@ -19,7 +23,8 @@ from .app import LakeGroup, common, open_table
 from .spark import spark_options, submit
 
 
-def _spark_or_local(use_spark: bool, job: str, path: str, args: list[str], options: dict, master, conf, local):
+def _spark_or_local(use_spark: bool, job: str, path: str, args: list[str], options: dict[str, str],
+                    master: str | None, conf: tuple[str, ...], local: Callable[[], dict]) -> dict:
     """The job's JSON result with --spark, else `local()`'s."""
     if use_spark:
         return {"engine": "spark", **submit(job, path, args, options, master=master, conf=conf)}
@@ -36,7 +41,8 @@ def _flags(**values) -> list[str]:
     return out
 
 
-def _summary(doc: dict, headline: str):
+def _summary(doc: dict, headline: str) -> Callable[[Console], None]:
+    """Print the headline, then the result's fields as key/value lines."""
     def human(out) -> None:
         out.print(headline)
         details = [(k.replace("_", " "), v) for k, v in doc.items()
@@ -60,8 +66,9 @@ def compaction_group() -> None:
 @click.option("--max-delta-commits", type=int, help="delta commits that trigger it (default 5)")
 @click.option("--max-delta-seconds", type=int, help="seconds that trigger it (default 3600)")
 @click.option("--target-io-mb", type=int, help="IO budget of one plan")
-def compaction_schedule(path, options, as_json, use_spark, master, spark_conf, strategy, max_delta_commits,
-                        max_delta_seconds, target_io_mb) -> None:
+def compaction_schedule(path: str, options: dict[str, str], as_json: bool, use_spark: bool,
+                        master: str | None, spark_conf: tuple[str, ...], strategy: str | None,
+                        max_delta_commits: int | None, max_delta_seconds: int | None, target_io_mb: int | None) -> None:
     """Write a compaction plan (`T.compaction.requested`) if the trigger holds; "not now" is
     an answer (no plan, and why), not an error."""
     def local() -> dict:
@@ -84,7 +91,8 @@ def compaction_schedule(path, options, as_json, use_spark, master, spark_conf, s
 @click.option("--instant", help="the plan to run (default: the oldest pending, see --order)")
 @click.option("--order", type=click.Choice(["FIFO", "LIFO"], case_sensitive=False), default="FIFO",
               show_default=True)
-def compaction_run(path, options, as_json, use_spark, master, spark_conf, instant, order) -> None:
+def compaction_run(path: str, options: dict[str, str], as_json: bool, use_spark: bool, master: str | None,
+                   spark_conf: tuple[str, ...], instant: str | None, order: str) -> None:
     """Execute a pending compaction plan (merge each slice's base and log files into a new
     base file, `T.commit`); a progress bar counts the file groups."""
     def local() -> dict:
@@ -100,7 +108,7 @@ def compaction_run(path, options, as_json, use_spark, master, spark_conf, instan
                                             + (" (already done)" if doc.get("already_done") else "")))
 
 
-def plan_doc(table, timeline, instant: Instant) -> dict:
+def plan_doc(table: Table, timeline: Timeline, instant: Instant) -> dict:
     """A compaction instant with its plan (operations, sizes) and, once done, its commit."""
     plan = read_compaction_plan(timeline.read_details(Instant(instant.time, COMPACTION, State.REQUESTED)))
     ops = plan.get("operations") or []
@@ -120,7 +128,7 @@ def plan_doc(table, timeline, instant: Instant) -> dict:
     }
 
 
-def _compactions(timeline) -> list[Instant]:
+def _compactions(timeline: ActiveTimeline) -> list[Instant]:
     """Compaction instants (pending plans, and completed commits that were compactions)."""
     pending = list(timeline.actions(COMPACTION).pending())
     done = [i for i in timeline.actions(COMMIT).completed() if is_compaction(timeline, i.time)]
@@ -129,7 +137,7 @@ def _compactions(timeline) -> list[Instant]:
 
 @compaction_group.command("list")
 @common
-def compaction_list(path, options, as_json) -> None:
+def compaction_list(path: str, options: dict[str, str], as_json: bool) -> None:
     """Compaction plans on the active timeline: pending (since when) and completed."""
     table = open_table(path, options)
     timeline = table.timeline
@@ -146,7 +154,7 @@ def compaction_list(path, options, as_json) -> None:
 @compaction_group.command("show")
 @common
 @click.argument("instant")
-def compaction_show(path, options, as_json, instant) -> None:
+def compaction_show(path: str, options: dict[str, str], as_json: bool, instant: str) -> None:
     """The plan of compaction INSTANT: the file slices it merges."""
     check_instant_time(instant)
     table = open_table(path, options)
@@ -176,7 +184,8 @@ def compaction_show(path, options, as_json, instant) -> None:
               help="what to keep (default KEEP_LATEST_COMMITS)")
 @click.option("--retained", type=int, help="commits, file versions or hours to keep")
 @click.option("--dry-run", is_flag=True, help="plan only: list what would be deleted")
-def clean(path, options, as_json, use_spark, master, spark_conf, policy, retained, dry_run) -> None:
+def clean(path: str, options: dict[str, str], as_json: bool, use_spark: bool, master: str | None,
+          spark_conf: tuple[str, ...], policy: str | None, retained: int | None, dry_run: bool) -> None:
     """Delete file slices outside the retained window (plan, delete, `T.clean`)."""
     def local() -> dict:
         table = open_table(path, options, progress="deleting files (partitions)")
@@ -205,7 +214,8 @@ def clean(path, options, as_json, use_spark, master, spark_conf, policy, retaine
 @click.option("--min-commits", type=int, default=20, show_default=True, help="active commits to keep")
 @click.option("--max-commits", type=int, default=30, show_default=True, help="archive once more are active")
 @click.option("--batch", type=int, default=10, show_default=True, help="instants per archive log block")
-def archive(path, options, as_json, use_spark, master, spark_conf, min_commits, max_commits, batch) -> None:
+def archive(path: str, options: dict[str, str], as_json: bool, use_spark: bool, master: str | None,
+            spark_conf: tuple[str, ...], min_commits: int, max_commits: int, batch: int) -> None:
     """Move the oldest completed instants to the archived timeline; says what stopped it."""
     def local() -> dict:
         r = open_table(path, options).archive(min_commits=min_commits, max_commits=max_commits, batch=batch)
@@ -222,7 +232,8 @@ def archive(path, options, as_json, use_spark, master, spark_conf, min_commits, 
 @common
 @spark_options
 @click.argument("instant")
-def rollback(path, options, as_json, use_spark, master, spark_conf, instant) -> None:
+def rollback(path: str, options: dict[str, str], as_json: bool, use_spark: bool, master: str | None,
+             spark_conf: tuple[str, ...], instant: str) -> None:
     """Roll back INSTANT: a pending write or compaction, or the latest completed write."""
     check_instant_time(instant)
 
@@ -249,7 +260,8 @@ def savepoint_group() -> None:
 @click.argument("instant")
 @click.option("--user", help="recorded as savepointedBy (default: the OS user)")
 @click.option("--comments", default="", help="recorded with the savepoint")
-def savepoint_create(path, options, as_json, use_spark, master, spark_conf, instant, user, comments) -> None:
+def savepoint_create(path: str, options: dict[str, str], as_json: bool, use_spark: bool, master: str | None,
+                     spark_conf: tuple[str, ...], instant: str, user: str | None, comments: str) -> None:
     """Savepoint the completed commit INSTANT."""
     check_instant_time(instant)
 
@@ -263,7 +275,7 @@ def savepoint_create(path, options, as_json, use_spark, master, spark_conf, inst
 
 @savepoint_group.command("list")
 @common
-def savepoint_list(path, options, as_json) -> None:
+def savepoint_list(path: str, options: dict[str, str], as_json: bool) -> None:
     """Savepoints on the active timeline: who, when, how many files they protect."""
     table = open_table(path, options)
     timeline = table.timeline
@@ -286,7 +298,8 @@ def savepoint_list(path, options, as_json) -> None:
 @common
 @spark_options
 @click.argument("instant")
-def restore(path, options, as_json, use_spark, master, spark_conf, instant) -> None:
+def restore(path: str, options: dict[str, str], as_json: bool, use_spark: bool, master: str | None,
+            spark_conf: tuple[str, ...], instant: str) -> None:
     """Roll the table back to the savepoint INSTANT (every later write, compaction and plan
     is undone)."""
     check_instant_time(instant)

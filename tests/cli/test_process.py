@@ -57,3 +57,11 @@ def test_spark_submit_runs_the_compaction_and_reports_failures(trips, monkeypatc
     assert failed.stderr == (f"airflow-lake: error: savepoint failed: table {path}, instant 20200101000000000: "
                              f"InstantNotFoundError: table {path}: 20200101000000000 is not a completed commit on "
                              "the active timeline\n")
+
+
+def test_the_command_line_imports_neither_airflow_nor_pyspark_nor_matplotlib():
+    code = ("import sys, airflow_lake.cli;"
+            "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('airflow', 'pyspark', 'matplotlib'));"
+            "print(','.join(bad)); sys.exit(1 if bad else 0)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert proc.returncode == 0, f"the command line imported: {proc.stdout} {proc.stderr}"
