@@ -30,8 +30,26 @@ def test_healthy_table(trips):
         f"hoodie.properties checksum {trips.config.props['hoodie.table.checksum']} matches"
     assert found["pending"][0]["message"] == "no pending instants"
     assert found["files"][0]["message"].startswith("every data file (6) is referenced")
+    first = trips.timeline.commits().first.time
+    assert found["archival"][0]["message"] == ("3 active commits (archival starts above 30); would stop at: "
+                                               f"deltacommit {first} is needed by compaction scheduling")
     text = invoke("doctor", path).stdout
     assert text.splitlines()[-1] == "healthy" and "OK    properties" in text
+
+
+def test_a_second_copy_of_a_log_file_is_unreferenced(trips):
+    """A log file whose blocks name a completed instant that does not list it (a retried
+    task's leftover): found by its header."""
+    path = trips.storage.uri
+    name = next(f for f in os.listdir(f"{path}/city=sao_paulo") if ".log." in f)
+    copy = name.rsplit("_", 1)[0] + "_9-9-9"
+    shutil.copy(f"{path}/city=sao_paulo/{name}", f"{path}/city=sao_paulo/{copy}")
+    writer = trips.timeline.commits().completed().times[1]
+    (found,) = unreferenced_files(trips.storage, trips.timeline)
+    assert (found.path, found.instant) == (f"city=sao_paulo/{copy}", writer)
+    assert found.reason == f"written by {writer}, whose commit does not list it"
+    files = by_check(invoke_json("doctor", path, code=3))["files"]
+    assert [f["instant"] for f in files] == [writer] and files[0]["level"] == "warn"
 
 
 def test_stuck_table_dead_writer_waiting_plan_orphan_stale_lock(trips):
