@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import click
 import pyarrow.parquet as pq
 
+from ..core.model import BaseFile
+from ..core.storage import Storage
 from ..core.table import Table
 from ..core.view import FileSystemView, list_partition_files
 from . import render
@@ -39,24 +43,27 @@ def create(path: str, options: dict, as_json: bool, name: str, table_type: str, 
                                                     f"{table.config.name!r} at {table.storage.uri}"))
 
 
+def _footer_rows(storage: Storage, base: BaseFile) -> int:
+    return pq.read_metadata(storage.open_input(base.path)).num_rows
+
+
 def describe(table: Table) -> dict:
     """Properties, schema, partitions with file groups, files, rows (base-file footers) and
     sizes of the latest slices, and the timeline's extent."""
     timeline = table.timeline
     files = list_partition_files(table.storage)
     view = FileSystemView(table.storage, timeline, partition_files=files)
+    latest = {p: [view.read_slice(g) for g in view.file_groups(p)] for p in view.partitions}
+    bases = [base for slices in latest.values() for base, _ in slices if base is not None]
+    counted = table.engine.map(partial(_footer_rows, table.storage), bases)
+    footer_rows = dict(zip([b.path for b in bases], counted, strict=True))
     partitions = []
-    for p in view.partitions:
-        groups = view.file_groups(p)
-        bases, logs = [], []
-        for g in groups:
-            base, slice_logs = view.read_slice(g)
-            bases += [base] if base else []
-            logs += slice_logs
-        rows = sum(pq.read_metadata(table.storage.open_input(b.path)).num_rows for b in bases)
-        partitions.append({"partition": p, "file_groups": len(groups), "base_files": len(bases),
-                           "log_files": len(logs), "rows_in_base_files": rows,
-                           "bytes": sum(b.size for b in bases) + sum(lf.size for lf in logs)})
+    for p, slices in latest.items():
+        mine = [base for base, _ in slices if base is not None]
+        logs = [lf for _, slice_logs in slices for lf in slice_logs]
+        partitions.append({"partition": p, "file_groups": len(slices), "base_files": len(mine),
+                           "log_files": len(logs), "rows_in_base_files": sum(footer_rows[b.path] for b in mine),
+                           "bytes": sum(b.size for b in mine) + sum(lf.size for lf in logs)})
     on_storage = sum(len(v) for v in files.values())
     commits = timeline.commits().completed()
     schema = table.schema()
@@ -86,7 +93,7 @@ def describe(table: Table) -> dict:
 def show(path: str, options: dict, as_json: bool) -> None:
     """Properties, schema, partitions, file and row counts, sizes of the table at PATH.
     Rows are counted from base-file footers (on MERGE_ON_READ, log records come on top)."""
-    doc = describe(open_table(path, options))
+    doc = describe(open_table(path, options, progress="reading base-file footers"))
 
     def human(out) -> None:
         t = doc["totals"]

@@ -58,9 +58,10 @@ def timeline(path: str, options: dict, as_json: bool, all_states: bool, archived
     def human(out) -> None:
         rows = []
         for r in shown:
-            states = " -> ".join(f"{s.lower()} {render.when(ms)[11:]}" if ms else s.lower()
-                                 for s, ms in sorted(r.state_ms.items(), key=lambda kv: ["REQUESTED", "INFLIGHT",
-                                                                                         "COMPLETED"].index(kv[0])))
+            ordered = sorted(r.state_ms.items(), key=lambda kv: ["REQUESTED", "INFLIGHT", "COMPLETED"].index(kv[0]))
+            # the first state with its date, the later ones with the time of day
+            states = " -> ".join(f"{s.lower()} {render.when(ms) if n == 0 else render.when(ms)[11:]}" if ms
+                                 else s.lower() for n, (s, ms) in enumerate(ordered))
             rows.append((r.time, r.action, r.state + (" (archived)" if r.archived else ""),
                          ", ".join(r.files) if all_states else states))
         out.print(render.grid(f"{len(shown)} instants", ["instant", "action", "state",
