@@ -47,7 +47,7 @@ def grid(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any]
     table = RichTable(title=title, title_justify="left", show_edge=False, pad_edge=False, box=None,
                       header_style="bold", show_header=header)
     for c in columns:
-        table.add_column(c, justify="right" if c in right else "left", no_wrap=True, overflow="fold")
+        table.add_column(c, justify="right" if c in right else "left", overflow="fold")
     for row in rows:
         table.add_row(*("" if v is None else str(v) for v in row))
     return table
