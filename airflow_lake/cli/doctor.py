@@ -129,7 +129,7 @@ def check_pending(table: Table, timeline: ActiveTimeline, path: str) -> list[Fin
     return found
 
 
-def check_archival(table: Table, timeline: ActiveTimeline, min_commits: int = 20,
+def check_archival(table: Table, timeline: ActiveTimeline, path: str, min_commits: int = 20,
                    max_commits: int = 30) -> list[Finding]:
     """What stops archival; a warning when it is due (more than `max_commits` active commits)
     and stopped short."""
@@ -145,14 +145,30 @@ def check_archival(table: Table, timeline: ActiveTimeline, min_commits: int = 20
     stuck = [c for c in candidates if bound is not None and c.time >= bound]
     if not stuck:
         return [Finding("archival", "info", f"{len(commits)} active commits: archival would move {len(candidates)}",
-                        f"airflow-lake archive {table.storage.uri}")]
+                        f"airflow-lake archive {path}")]
     return [Finding("archival", "warn", f"{len(commits)} active commits, {len(stuck)} of the {len(candidates)} due "
-                    f"for archival are held by: {blockers[0][1]}",
-                    "resolve that instant (run or roll back the pending one, clean, or delete the savepoint)",
+                    f"for archival are held by: {blockers[0][1]}", _unblock(blockers, path),
                     blockers[0][0])]
 
 
-def check_cleaning(table: Table, timeline: ActiveTimeline) -> list[Finding]:
+def _unblock(blockers: list[tuple[str, str]], path: str) -> str:
+    """What releases the first archival blocker (its reason as `archive.blockers` words it)."""
+    why = blockers[0][1]
+    plan = next((w for _, w in blockers if w.startswith("pending compaction")), None)
+    if plan is not None and (why == plan or "compaction scheduling" in why):
+        why = plan
+    if why.startswith("pending compaction"):
+        return f"run the plan: airflow-lake compaction run {path} --instant {why.split()[2]}"
+    if why.startswith("pending"):
+        return f"let the write finish, or roll it back: airflow-lake rollback {path} {why.split()[2]}"
+    if why.startswith("savepoint"):
+        return "the savepoint keeps everything after it active; archival resumes once it is deleted"
+    if "compaction scheduling" in why:
+        return f"compact those delta commits: airflow-lake compaction schedule {path}, then compaction run"
+    return f"clean, then archive again: airflow-lake clean {path}"
+
+
+def check_cleaning(table: Table, timeline: ActiveTimeline, path: str) -> list[Finding]:
     """What the cleaner must keep, and what it would delete now with the default policy."""
     found = []
     protected = savepointed_files(timeline)
@@ -172,7 +188,7 @@ def check_cleaning(table: Table, timeline: ActiveTimeline) -> list[Finding]:
     found.append(Finding("cleaning", "info" if plan.total_files else "ok",
                          f"a clean now (KEEP_LATEST_COMMITS, retained {retained}) would delete "
                          f"{plan.total_files} files" + (f"; the latest clean retains from {bound}" if bound else ""),
-                         f"airflow-lake clean {table.storage.uri}" if plan.total_files else ""))
+                         f"airflow-lake clean {path}" if plan.total_files else ""))
     return found
 
 
@@ -210,8 +226,8 @@ def doctor(path: str, options: dict, as_json: bool) -> None:
         table = None
     if table is not None:
         timeline = table.timeline
-        findings += check_lock(table) + check_pending(table, timeline, path) + check_archival(table, timeline) \
-            + check_cleaning(table, timeline) + check_files(table, timeline) + check_archive(table)
+        findings += check_lock(table) + check_pending(table, timeline, path) + check_archival(table, timeline, path) \
+            + check_cleaning(table, timeline, path) + check_files(table, timeline) + check_archive(table)
     worst = max((LEVELS.index(f.level) for f in findings), default=0)
     doc = {"table": path, "healthy": worst < LEVELS.index("warn"), "findings": [asdict(f) for f in findings]}
 

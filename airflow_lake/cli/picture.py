@@ -88,9 +88,10 @@ def draw(records: list[InstantRecord], target: Path, *, fmt: str, title: str, ar
             line, = ax.plot([to_num(start[id(r)]), to_num(now_ms)], [y, y], color=PENDING, linestyle=(0, (4, 3)),
                             linewidth=1.2, zorder=2)
             line.set_gid(f"pending-{r.time}")
-            ax.annotate(f"{r.time} {r.state.lower()}", (to_num(start[id(r)]), y), xytext=(3, 7),
+            right = start[id(r)] > lo + 0.75 * (hi - lo)  # near the right edge: the label goes left
+            ax.annotate(f"{r.time} {r.state.lower()}", (to_num(start[id(r)]), y), xytext=(-3 if right else 3, 7),
                         textcoords="offset points", color=PENDING, fontsize=8, fontweight="bold",
-                        gid=f"pending-label-{r.time}")
+                        ha="right" if right else "left", gid=f"pending-label-{r.time}")
         if n <= LABEL_LIMIT:  # instant labels where they do not overlap (about 7% of the axis apart)
             gap = (hi - lo + 2 * pad) * 0.07
             for action in lanes:
@@ -112,8 +113,8 @@ def draw(records: list[InstantRecord], target: Path, *, fmt: str, title: str, ar
             start = to_num(_ms(records, retained_from))
             span = ax.axvspan(start, to_num(hi + pad), color="#2ca02c", alpha=0.08)
             span.set_gid("clean-retained-window")
-            ax.annotate(f"clean retains from {retained_from}", (start, -0.65), xytext=(4, 2),
-                        textcoords="offset points", fontsize=8, color="#2a7a2a")
+            ax.annotate(f"clean retains from {retained_from}", (to_num(hi + pad), -0.65), xytext=(-4, 2),
+                        textcoords="offset points", fontsize=8, color="#2a7a2a", ha="right")
         counts = {a: sum(1 for r in records if r.action == a) for a in lanes}
         pending = {a: sum(1 for r in records if r.action == a and r.pending) for a in lanes}
         ax.set_yticks([index[a] for a in lanes],

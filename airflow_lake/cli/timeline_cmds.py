@@ -36,15 +36,18 @@ def timeline(path: str, options: dict, as_json: bool, all_states: bool, archived
         history.drop_times(records)
     archived_count = sum(r.archived for r in records)
     bound = latest_clean_bound(active)
-    first_active = active.first.time if active.first else None
+    archived_until = records[archived_count - 1].time if archived_count else None
+    # the boundary sits after the newest archived instant (active cleans and rollbacks may be older)
+    first_active = next((r.time for r in records if not r.archived and (archived_until is None or
+                                                                         r.time > archived_until)), None)
     drawn = []
     for target, fmt in ((svg, "svg"), (png, "png")):
         if target:
             from .picture import draw
 
             draw(records, Path(target), fmt=fmt, title=f"{table.config.name} ({table.config.table_type})",
-                 archived_until=records[archived_count - 1].time if archived_count else None,
-                 first_active=first_active, retained_from=bound, times_known=trusted, now_ms=int(time.time() * 1000))
+                 archived_until=archived_until, first_active=first_active, retained_from=bound,
+                 times_known=trusted, now_ms=int(time.time() * 1000))
             drawn.append(target)
     shown = [r for r in records if archived or not r.archived]
     if limit is not None:
