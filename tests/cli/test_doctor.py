@@ -7,6 +7,9 @@ import os
 import shutil
 import time
 
+import pyarrow as pa
+
+from airflow_lake.core import Table
 from airflow_lake.core.timeline.instant import Instant, State
 from airflow_lake.core.view import unreferenced_files
 from airflow_lake.core.write.heartbeat import Heartbeat
@@ -111,3 +114,19 @@ def test_damaged_properties_and_a_hudi_table(trips, unzip_fixture):
     hudi = str(unzip_fixture("sample_table/mor/parquet/v6_nonpartitioned.zip"))
     healthy = invoke_json("doctor", hudi)
     assert healthy["healthy"] and by_check(healthy)["files"][0]["level"] == "ok"
+
+
+def test_archival_due_and_held_by_a_pending_plan(tmp_path):
+    """31 delta commits, then a compaction plan nobody runs: archival is due and held back."""
+    table = Table.create(str(tmp_path / "mor"), name="mor", table_type="MERGE_ON_READ", record_key="k",
+                         precombine_field="v")
+    for v in range(31):
+        table.write(pa.table({"k": ["a"], "v": [v]}), operation="upsert")
+    plan = table.schedule_compaction(max_delta_commits=1)
+    path = table.storage.uri
+    (archival,) = by_check(invoke_json("doctor", path, code=3))["archival"]
+    first = table.timeline.commits().first.time
+    assert archival["level"] == "warn" and archival["instant"] == first
+    assert archival["message"] == (f"31 active commits, 11 of the 11 due for archival are held by: deltacommit {first} "
+                                   "is needed by compaction scheduling")
+    assert archival["advice"] == f"run the plan: airflow-lake compaction run {path} --instant {plan}"
