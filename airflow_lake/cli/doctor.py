@@ -15,17 +15,18 @@ from typing import Any
 
 import click
 
-from ..core.config import PROPERTIES, PROPERTIES_BACKUP, WriteOptions, parse_properties, table_checksum
+from ..core.config import WriteOptions
 from ..core.errors import LakeError
 from ..core.lock import LOCK_PATH
+from ..core.properties import PROPERTIES, PROPERTIES_BACKUP, parse_properties, table_checksum
 from ..core.services import archive as archive_service
-from ..core.services.clean import RETAINED, latest_clean_bound, savepointed_files
+from ..core.services.clean import RETAINED, savepointed_files
 from ..core.storage import open_storage
 from ..core.table import Table
 from ..core.timeline.active import ActiveTimeline
 from ..core.timeline.archived import ArchivedTimeline
 from ..core.timeline.instant import CLEAN, COMMIT_ACTIONS, COMPACTION, RESTORE, ROLLBACK, SAVEPOINT, State
-from ..core.timeline.metadata import read_compaction_plan
+from ..core.timeline.payloads import CompactionPlan
 from ..core.view import list_partition_files, unreferenced_files
 from ..core.write.heartbeat import is_expired, last_beat_ms
 from . import render
@@ -105,8 +106,7 @@ def check_pending(table: Table, timeline: ActiveTimeline, path: str) -> list[Fin
             else:
                 found.append(Finding("pending", "info", f"{label}: its writer is alive ({beat_text})", "", i.time))
         elif i.action == COMPACTION:
-            plan = read_compaction_plan(timeline.read_details(i.to(State.REQUESTED)))
-            groups = len(plan.get("operations") or [])
+            groups = len(CompactionPlan.from_bytes(timeline.read_details(i.to(State.REQUESTED))).operations)
             if i.state == State.REQUESTED:
                 level = "warn" if time.time() * 1000 - since > STUCK_PLAN_MS else "info"
                 found.append(Finding("compaction", level, f"compaction plan {i.time} of {groups} file groups is "
@@ -182,7 +182,7 @@ def check_cleaning(table: Table, timeline: ActiveTimeline, path: str) -> list[Fi
     if pending is not None:
         found.append(Finding("cleaning", "info", f"pending {pending.action} {pending.time} holds the retained window "
                              "back (the cleaner retains from it)", "", pending.time))
-    bound = latest_clean_bound(timeline)
+    bound = timeline.latest_clean_bound()
     plan = table.clean(dry_run=True)
     retained = table.option(RETAINED["KEEP_LATEST_COMMITS"])
     found.append(Finding("cleaning", "info" if plan.total_files else "ok",

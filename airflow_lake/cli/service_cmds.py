@@ -12,11 +12,12 @@ from rich.console import Console
 
 from ..core.errors import InstantNotFoundError
 from ..core.services.compaction import TRIGGERS
-from ..core.services.rollback import is_compaction
 from ..core.table import Table
 from ..core.timeline.active import ActiveTimeline, Timeline
 from ..core.timeline.instant import COMMIT, COMPACTION, SAVEPOINT, Instant, State, check_instant_time
-from ..core.timeline.metadata import read_avro, read_compaction_plan
+from ..core.timeline.metadata import read_avro
+from ..core.timeline.payloads import CompactionPlan, SavepointMetadata
+from ..core.undo import is_compaction
 from ..core.write.heartbeat import last_beat_ms
 from . import render
 from .app import LakeGroup, common, open_table
@@ -110,21 +111,20 @@ def compaction_run(path: str, options: dict[str, str], as_json: bool, use_spark:
 
 def plan_doc(table: Table, timeline: Timeline, instant: Instant) -> dict:
     """A compaction instant with its plan (operations, sizes) and, once done, its commit."""
-    plan = read_compaction_plan(timeline.read_details(Instant(instant.time, COMPACTION, State.REQUESTED)))
-    ops = plan.get("operations") or []
+    plan = CompactionPlan.from_bytes(timeline.read_details(Instant(instant.time, COMPACTION, State.REQUESTED)))
+    ops = plan.operations
     zone = "UTC" if table.config.timezone == "UTC" else "LOCAL"
     return {
         "instant": instant.time, "state": instant.state.name,
         "waiting_for": render.age(render.instant_epoch_ms(instant.time, zone)) if instant.is_pending else None,
         "heartbeat_ms": last_beat_ms(table.storage, instant.time) if instant.state == State.INFLIGHT else None,
         "file_groups": len(ops),
-        "log_files": sum(len(op.get("deltaFilePaths") or []) for op in ops),
-        "log_bytes": int(sum((op.get("metrics") or {}).get("TOTAL_LOG_FILES_SIZE", 0) for op in ops)),
-        "operations": [{"partition": op["partitionPath"], "file_id": op["fileId"],
-                        "base_instant": op.get("baseInstantTime"), "base_file": op.get("dataFilePath"),
-                        "log_files": op.get("deltaFilePaths") or [],
-                        "metrics": op.get("metrics") or {}} for op in ops],
-        "extra_metadata": plan.get("extraMetadata") or {},
+        "log_files": sum(len(op.delta_files) for op in ops),
+        "log_bytes": int(sum(op.log_files_size for op in ops)),
+        "operations": [{"partition": op.partition, "file_id": op.file_id, "base_instant": op.base_instant,
+                        "base_file": op.data_file, "log_files": list(op.delta_files), "metrics": dict(op.metrics)}
+                       for op in ops],
+        "extra_metadata": dict(plan.extra_metadata or {}),
     }
 
 
@@ -281,12 +281,10 @@ def savepoint_list(path: str, options: dict[str, str], as_json: bool) -> None:
     timeline = table.timeline
     points = []
     for sp in timeline.actions(SAVEPOINT):
-        meta = (read_avro(timeline.read_details(sp)) or {}) if sp.is_completed else {}
-        parts = meta.get("partitionMetadata") or {}
-        points.append({"instant": sp.time, "state": sp.state.name, "by": meta.get("savepointedBy"),
-                       "at_ms": meta.get("savepointedAt"), "comments": meta.get("comments"),
-                       "partitions": len(parts),
-                       "files": sum(len(p.get("savepointDataFile") or []) for p in parts.values())})
+        meta = SavepointMetadata.from_avro((read_avro(timeline.read_details(sp)) or {}) if sp.is_completed else {})
+        points.append({"instant": sp.time, "state": sp.state.name, "by": meta.user or None,
+                       "at_ms": meta.at_ms or None, "comments": meta.comments, "partitions": len(meta.files),
+                       "files": len(meta.file_names())})
     doc = {"table": table.storage.uri, "savepoints": points}
     render.emit(as_json, doc, lambda out: out.print(render.grid(
         f"{len(points)} savepoints", ["instant", "state", "by", "at", "files", "comments"],

@@ -8,7 +8,6 @@ from pathlib import Path
 import click
 
 from ..core.errors import InstantNotFoundError
-from ..core.services.clean import latest_clean_bound
 from ..core.timeline.instant import COMMIT_ACTIONS, check_instant_time
 from . import history, render
 from .app import common, open_table
@@ -35,7 +34,7 @@ def timeline(path: str, options: dict, as_json: bool, all_states: bool, archived
     if not trusted:
         history.drop_times(records)
     archived_count = sum(r.archived for r in records)
-    bound = latest_clean_bound(active)
+    bound = active.latest_clean_bound()
     archived_until = records[archived_count - 1].time if archived_count else None
     # the boundary sits after the newest archived instant (active cleans and rollbacks may be older)
     first_active = next((r.time for r in records if not r.archived and (archived_until is None or
