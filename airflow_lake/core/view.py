@@ -6,6 +6,7 @@ import itertools
 import posixpath
 from collections import defaultdict
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from .model import BaseFile, FileGroup, FileSlice, LogFile
 from .storage import Storage
@@ -135,3 +136,70 @@ class FileSystemView:
                 if base is not None:
                     out.append(base)
         return out
+
+
+@dataclass(frozen=True)
+class UnreferencedFile:
+    """A data file no completed instant references: `instant` is its writer (from its name
+    or its log blocks' header), None when it cannot be told."""
+
+    path: str
+    size: int
+    instant: str | None
+    reason: str
+
+
+def unreferenced_files(storage: Storage, timeline: Timeline, archive_folder: str = ".hoodie/archived",
+                       partition_files: dict[str, list] | None = None) -> list[UnreferencedFile]:
+    """Base and log files in the table's partitions that no completed commit lists in its
+    write stats (active or archived timeline) and that no pending instant is writing: left
+    by a write that died and was never rolled back, or a rollback that could not delete them.
+    No query reads them. Files older than the active timeline whose commit the archive does
+    not hold are taken as committed (nothing tells otherwise). Log files not listed are
+    judged by their first block's instant header (one read each)."""
+    from .timeline.archived import ArchivedTimeline
+
+    referenced: set[str] = set()
+    for instant in timeline.writes().completed():
+        referenced.update(s["path"] for s in timeline.commit_metadata(instant).write_stats() if s.get("path"))
+    archived_times: set[str] = set()
+    for entry in ArchivedTimeline(storage, archive_folder).entries:
+        archived_times.add(entry.instant.time)
+        payload = entry.payload if entry.instant.is_completed else None
+        if isinstance(payload, dict):
+            for stats in (payload.get("partitionToWriteStats") or {}).values():
+                referenced.update(s["path"] for s in stats or [] if s.get("path"))
+    pending = {i.time for i in timeline.pending()}
+    completed = {i.time for i in timeline.completed()}
+    files = partition_files if partition_files is not None else list_partition_files(storage)
+    found: list[UnreferencedFile] = []
+    for partition, statuses in sorted(files.items()):
+        for st in statuses:
+            base = BaseFile.parse(partition, st.name, st.size)
+            log = None if base is not None else LogFile.parse(partition, st.name, st.size)
+            if (base is None and log is None) or st.path in referenced:
+                continue
+            instant = base.instant if base is not None else _first_block_instant(storage, st.path)
+            if instant is not None and instant in pending:
+                continue  # being written
+            if instant is not None and instant not in completed and instant not in archived_times \
+                    and timeline.is_before_start(instant):
+                continue  # older than the active timeline and unknown to the archive: taken as committed
+            if instant is None:
+                reason = "its log blocks name no instant (unreadable)"
+            elif instant in completed or instant in archived_times:
+                reason = f"written by {instant}, whose commit does not list it"
+            else:
+                reason = f"written by {instant}, which is on no timeline (failed and not rolled back)"
+            found.append(UnreferencedFile(st.path, st.size, instant, reason))
+    return found
+
+
+def _first_block_instant(storage: Storage, path: str) -> str | None:
+    from .formats.log import read_log_file
+
+    try:
+        blocks = read_log_file(storage.read(path), f"{storage.uri}/{path}")
+    except FileNotFoundError:
+        return None
+    return next((b.instant for b in blocks if b.instant), None)

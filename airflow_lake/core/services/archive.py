@@ -61,6 +61,15 @@ class ArchiveResult:
 
 def _commit_bound(table, timeline, beyond_savepoint: bool) -> tuple[str | None, str | None]:
     """The earliest instant that must stay active, and why."""
+    bounds = blockers(table, timeline, beyond_savepoint)
+    return min(bounds) if bounds else (None, None)
+
+
+def blockers(table, timeline, beyond_savepoint: bool | None = None) -> list[tuple[str, str]]:
+    """(instant, why) of everything that keeps commits from being archived: archival stops
+    before the earliest of them. Empty when nothing does."""
+    if beyond_savepoint is None:
+        beyond_savepoint = table.option(BEYOND_SAVEPOINT)
     bounds: list[tuple[str, str]] = []
     pending = timeline.writes().pending().instants
     if pending:
@@ -82,9 +91,7 @@ def _commit_bound(table, timeline, beyond_savepoint: bool) -> tuple[str | None, 
                 if not clean_bound or i.time >= clean_bound]
     if replaces:
         bounds.append((replaces[0], f"replacecommit {replaces[0]}: its replaced files are not cleaned yet"))
-    if not bounds:
-        return None, None
-    return min(bounds)
+    return sorted(bounds)
 
 
 def _select(table, timeline, min_commits: int, max_commits: int) -> tuple[list[Instant], str | None]:

@@ -53,3 +53,9 @@ def is_expired(storage: Storage, instant: str, interval_ms: int, tolerable_misse
     if status is None:
         return True
     return time.time() * 1000 - status.mtime_ms > interval_ms * tolerable_misses
+
+
+def last_beat_ms(storage: Storage, instant: str) -> int | None:
+    """When the writer of `instant` last refreshed its heartbeat (epoch ms), None without one."""
+    status = storage.status(f"{FOLDER}/{instant}")
+    return None if status is None else status.mtime_ms

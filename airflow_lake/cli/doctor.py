@@ -1,0 +1,247 @@
+"""`doctor`: what is wrong or stuck on a table, and what to do about it.
+
+Checks hoodie.properties (checksum, a leftover backup), the table lock, every pending instant
+(is its writer alive: heartbeat), compaction plans waiting, what stops archival and what the
+cleaner must keep, data files no completed instant references, and the archived timeline.
+Exit code 0 when nothing is at `warn` or `error`, 3 otherwise (1 stays "the command failed").
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import click
+
+from ..core.config import WriteOptions
+from ..core.errors import LakeError
+from ..core.lock import LOCK_PATH
+from ..core.properties import PROPERTIES, PROPERTIES_BACKUP, parse_properties, table_checksum
+from ..core.services import archive as archive_service
+from ..core.services.clean import RETAINED, savepointed_files
+from ..core.storage import open_storage
+from ..core.table import Table
+from ..core.timeline.active import ActiveTimeline
+from ..core.timeline.archived import ArchivedTimeline
+from ..core.timeline.instant import CLEAN, COMMIT_ACTIONS, COMPACTION, RESTORE, ROLLBACK, SAVEPOINT, State
+from ..core.timeline.payloads import CompactionPlan
+from ..core.view import list_partition_files, unreferenced_files
+from ..core.write.heartbeat import is_expired, last_beat_ms
+from . import render
+from .app import common, open_table, split_options
+
+LEVELS = ("ok", "info", "warn", "error")
+STUCK_PLAN_MS = 3_600_000  # a compaction plan waiting longer than this is worth a warning
+
+
+@dataclass
+class Finding:
+    check: str
+    level: str
+    message: str
+    advice: str = ""
+    instant: str | None = None
+
+
+def check_properties(path: str, storage_options: dict[str, Any]) -> list[Finding]:
+    """hoodie.properties: present, checksum matches (CRC-32 of database.table), no backup left."""
+    storage = open_storage(path, storage_options or None)
+    found = []
+    if not storage.exists(PROPERTIES):
+        found.append(Finding("properties", "error", f"{PROPERTIES} is missing",
+                             "restore it from hoodie.properties.backup if present, else from a copy"))
+    else:
+        props = parse_properties(storage.read(PROPERTIES).decode("latin-1"))
+        given = props.get("hoodie.table.checksum")
+        if "hoodie.table.name" not in props:
+            found.append(Finding("properties", "error", "hoodie.table.name is missing from hoodie.properties"))
+        elif given != table_checksum(props):
+            found.append(Finding("properties", "error", f"hoodie.table.checksum is {given}, expected "
+                                 f"{table_checksum(props)} for {props.get('hoodie.database.name', '')}."
+                                 f"{props['hoodie.table.name']}",
+                                 "the file was edited or torn: Hudi refuses it; restore the backup or fix the name"))
+        else:
+            found.append(Finding("properties", "ok", f"hoodie.properties checksum {given} matches"))
+    if storage.exists(PROPERTIES_BACKUP):
+        found.append(Finding("properties", "warn", "hoodie.properties.backup is left over (an update was "
+                             "interrupted)", "the next properties update restores it; compare both files"))
+    return found
+
+
+def check_lock(table: Table) -> list[Finding]:
+    status = table.storage.status(LOCK_PATH)
+    if status is None:
+        return [Finding("lock", "ok", "the table lock is free")]
+    expire = table.option(WriteOptions.LOCK_EXPIRE_MINUTES) * 60_000
+    held = time.time() * 1000 - status.mtime_ms
+    try:
+        owner = json.loads(table.storage.read(LOCK_PATH)).get("owner")
+    except (OSError, ValueError):
+        owner = "unknown"
+    if expire > 0 and held > expire:
+        return [Finding("lock", "warn", f"the table lock is held by {owner} for {render.age(status.mtime_ms)} "
+                        f"(expiry {render.age(time.time() * 1000 - expire)})",
+                        "its holder died; the next writer takes it over")]
+    return [Finding("lock", "info", f"the table lock is held by {owner} since {render.age(status.mtime_ms)}")]
+
+
+def check_pending(table: Table, timeline: ActiveTimeline, path: str) -> list[Finding]:
+    """Every pending instant: whose it is, whether its writer beats, what to do."""
+    interval = table.option(WriteOptions.HEARTBEAT_INTERVAL_MS)
+    misses = table.option(WriteOptions.HEARTBEAT_TOLERABLE_MISSES)
+    zone = "UTC" if table.config.timezone == "UTC" else "LOCAL"
+    found = []
+    for i in timeline.pending():
+        since = render.instant_epoch_ms(i.time, zone)
+        beat = last_beat_ms(table.storage, i.time)
+        beat_text = f"last heartbeat {render.age(beat)} ago" if beat else "no heartbeat"
+        label = f"{i.action} {i.time} ({i.state.name.lower()}, started {render.age(since)} ago)"
+        if i.action in COMMIT_ACTIONS:
+            if is_expired(table.storage, i.time, interval, misses):
+                found.append(Finding("pending", "warn", f"{label}: its writer is dead ({beat_text})",
+                                     f"the next write or service rolls it back; now: airflow-lake rollback {path} "
+                                     f"{i.time}", i.time))
+            else:
+                found.append(Finding("pending", "info", f"{label}: its writer is alive ({beat_text})", "", i.time))
+        elif i.action == COMPACTION:
+            groups = len(CompactionPlan.from_bytes(timeline.read_details(i.to(State.REQUESTED))).operations)
+            if i.state == State.REQUESTED:
+                level = "warn" if time.time() * 1000 - since > STUCK_PLAN_MS else "info"
+                found.append(Finding("compaction", level, f"compaction plan {i.time} of {groups} file groups is "
+                                     f"waiting for an executor since {render.when(since)} ({render.age(since)})",
+                                     f"airflow-lake compaction run {path} --instant {i.time}", i.time))
+            elif is_expired(table.storage, i.time, interval, misses):
+                found.append(Finding("compaction", "warn", f"{label}: its executor is dead ({beat_text})",
+                                     f"airflow-lake compaction run {path} --instant {i.time} (rolls the attempt "
+                                     "back, keeps the plan, runs it again)", i.time))
+            else:
+                found.append(Finding("compaction", "info", f"{label}: executing ({beat_text})", "", i.time))
+        elif i.action in (CLEAN, ROLLBACK, RESTORE):
+            found.append(Finding("pending", "warn", f"{label}: interrupted",
+                                 f"the next {'clean' if i.action == CLEAN else 'write or service'} finishes it from "
+                                 "its plan" + (f": airflow-lake clean {path}" if i.action == CLEAN else ""), i.time))
+        else:
+            found.append(Finding("pending", "info", label, "", i.time))
+    if not found:
+        found.append(Finding("pending", "ok", "no pending instants"))
+    return found
+
+
+def check_archival(table: Table, timeline: ActiveTimeline, path: str, min_commits: int = 20,
+                   max_commits: int = 30) -> list[Finding]:
+    """What stops archival; a warning when it is due (more than `max_commits` active commits)
+    and stopped short."""
+    commits = timeline.commits().completed().instants
+    blockers = archive_service.blockers(table, timeline)
+    due = len(commits) > max_commits
+    text = "; ".join(why for _, why in blockers)
+    if not due:
+        return [Finding("archival", "ok", f"{len(commits)} active commits (archival starts above {max_commits})"
+                        + (f"; would stop at: {text}" if text else ""))]
+    candidates = commits[: len(commits) - min_commits]
+    bound = blockers[0][0] if blockers else None
+    stuck = [c for c in candidates if bound is not None and c.time >= bound]
+    if not stuck:
+        return [Finding("archival", "info", f"{len(commits)} active commits: archival would move {len(candidates)}",
+                        f"airflow-lake archive {path}")]
+    return [Finding("archival", "warn", f"{len(commits)} active commits, {len(stuck)} of the {len(candidates)} due "
+                    f"for archival are held by: {blockers[0][1]}", _unblock(blockers, path),
+                    blockers[0][0])]
+
+
+def _unblock(blockers: list[tuple[str, str]], path: str) -> str:
+    """What releases the first archival blocker (its reason as `archive.blockers` words it)."""
+    why = blockers[0][1]
+    plan = next((w for _, w in blockers if w.startswith("pending compaction")), None)
+    if plan is not None and (why == plan or "compaction scheduling" in why):
+        why = plan
+    if why.startswith("pending compaction"):
+        return f"run the plan: airflow-lake compaction run {path} --instant {why.split()[2]}"
+    if why.startswith("pending"):
+        return f"let the write finish, or roll it back: airflow-lake rollback {path} {why.split()[2]}"
+    if why.startswith("savepoint"):
+        return "the savepoint keeps everything after it active; archival resumes once it is deleted"
+    if "compaction scheduling" in why:
+        return f"compact those delta commits: airflow-lake compaction schedule {path}, then compaction run"
+    return f"clean, then archive again: airflow-lake clean {path}"
+
+
+def check_cleaning(table: Table, timeline: ActiveTimeline, path: str) -> list[Finding]:
+    """What the cleaner must keep, and what it would delete now with the default policy."""
+    found = []
+    protected = savepointed_files(timeline)
+    for sp in timeline.actions(SAVEPOINT).completed():
+        found.append(Finding("cleaning", "info", f"savepoint {sp.time} keeps its files from clean and archive "
+                             f"({len(protected)} files protected by savepoints)", "", sp.time))
+    for plan in timeline.actions(COMPACTION).pending():
+        found.append(Finding("cleaning", "info", f"pending compaction {plan.time} keeps the slices it merges",
+                             "", plan.time))
+    pending = timeline.commits().pending().first
+    if pending is not None:
+        found.append(Finding("cleaning", "info", f"pending {pending.action} {pending.time} holds the retained window "
+                             "back (the cleaner retains from it)", "", pending.time))
+    bound = timeline.latest_clean_bound()
+    plan = table.clean(dry_run=True)
+    retained = table.option(RETAINED["KEEP_LATEST_COMMITS"])
+    found.append(Finding("cleaning", "info" if plan.total_files else "ok",
+                         f"a clean now (KEEP_LATEST_COMMITS, retained {retained}) would delete "
+                         f"{plan.total_files} files" + (f"; the latest clean retains from {bound}" if bound else ""),
+                         f"airflow-lake clean {path}" if plan.total_files else ""))
+    return found
+
+
+def check_files(table: Table, timeline: ActiveTimeline) -> list[Finding]:
+    files = list_partition_files(table.storage)
+    orphans = unreferenced_files(table.storage, timeline, table.config.archive_folder, files)
+    if not orphans:
+        return [Finding("files", "ok", f"every data file ({sum(len(v) for v in files.values())}) is referenced by a "
+                        "completed instant or being written by a pending one")]
+    return [Finding("files", "warn", f"{o.path} ({render.size(o.size)}) is referenced by no completed instant: "
+                    f"{o.reason}", "no query reads it; delete it once no writer of its instant runs", o.instant)
+            for o in orphans]
+
+
+def check_archive(table: Table) -> list[Finding]:
+    archived = ArchivedTimeline(table.storage, table.config.archive_folder)
+    if archived.corrupt_blocks:
+        return [Finding("archive", "warn", f"{archived.corrupt_blocks} archived log blocks are unreadable",
+                        "their instants are missing from the archived timeline")]
+    return [Finding("archive", "ok", f"{len(archived.entries)} archived instant states readable")]
+
+
+@click.command("doctor")
+@common
+def doctor(path: str, options: dict, as_json: bool) -> None:
+    """Diagnose the table at PATH: hoodie.properties checksum, lock, pending instants and
+    whether their writers are alive, compaction plans waiting, what blocks archival and
+    cleaning, files no completed instant references. Exit 3 when something needs action."""
+    _, storage_opts = split_options(options)
+    findings = check_properties(path, storage_opts)
+    try:
+        table = open_table(path, options)
+    except LakeError as e:
+        findings.append(Finding("open", "error", str(e)))
+        table = None
+    if table is not None:
+        timeline = table.timeline
+        findings += check_lock(table) + check_pending(table, timeline, path) + check_archival(table, timeline, path) \
+            + check_cleaning(table, timeline, path) + check_files(table, timeline) + check_archive(table)
+    worst = max((LEVELS.index(f.level) for f in findings), default=0)
+    doc = {"table": path, "healthy": worst < LEVELS.index("warn"), "findings": [asdict(f) for f in findings]}
+
+    def human(out) -> None:
+        style = {"ok": "green", "info": "blue", "warn": "yellow", "error": "red"}
+        for f in findings:
+            out.print(f"[{style[f.level]}]{f.level.upper():5}[/] {f.check:<11} {f.message}")
+            if f.advice:
+                out.print(f"{'':18}-> {f.advice}")
+        out.print("healthy" if doc["healthy"] else "needs attention")
+
+    render.emit(as_json, doc, human)
+    if not doc["healthy"]:
+        raise SystemExit(3)
+
+
+COMMANDS = [doctor]

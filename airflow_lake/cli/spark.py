@@ -1,0 +1,84 @@
+"""`--spark`: run a table service as its Spark job through `spark-submit` (a subprocess of
+the virtualenv's `spark-submit`, the package shipped with `--py-files`). The job's JSON last
+line is the result; its `ERROR ...` line is the failure."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections import deque
+from pathlib import Path
+
+import click
+
+from . import render
+from .app import CommandError
+
+
+def spark_options(fn):
+    """`--spark`, `--master`, `--conf`: where a service command runs."""
+    fn = click.option("--conf", "spark_conf", multiple=True, metavar="KEY=VALUE",
+                      help="with --spark: a Spark setting for spark-submit (repeatable)")(fn)
+    fn = click.option("--master", help="with --spark: the Spark master (default: spark-submit's, else local[*])")(fn)
+    return click.option("--spark", "use_spark", is_flag=True,
+                        help="run as the Spark job through spark-submit instead of on the local engine")(fn)
+
+
+def spark_submit_binary() -> Path:
+    """The virtualenv's `spark-submit`, else pyspark's own."""
+    beside = Path(sys.executable).parent / "spark-submit"
+    if beside.exists():
+        return beside
+    import importlib.util
+
+    spec = importlib.util.find_spec("pyspark")
+    if spec is None or spec.origin is None:
+        raise CommandError("--spark needs pyspark (pip install 'airflow-lake[provider]'): no spark-submit found")
+    return Path(spec.origin).parent / "bin" / "spark-submit"
+
+
+def submit(job: str, table: str, args: list[str], options: dict[str, str], *, master: str | None,
+           conf: tuple[str, ...]) -> dict:
+    """Run job `job` on `table` with spark-submit; its JSON result, or a `CommandError`
+    carrying the job's one-line error."""
+    from ..spark.packaging import job_path, package_zip  # (imports pyspark: only under --spark)
+
+    command = [str(spark_submit_binary())]
+    if master:
+        command += ["--master", master]
+    for c in conf:
+        command += ["--conf", c]
+    command += ["--py-files", str(package_zip()), str(job_path(job)), "--table", table, *args]
+    for key, value in options.items():
+        command += ["--option", f"{key}={value}"]
+    env = {**os.environ}
+    env.setdefault("PYSPARK_PYTHON", sys.executable)
+    tail: deque[str] = deque(maxlen=40)
+    status = render.console(stderr=True)
+    proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert proc.stdout is not None
+    with status.status(f"spark-submit {job} ...") if status.is_terminal else _nothing():
+        for line in proc.stdout:
+            line = line.rstrip("\n")
+            tail.append(line)
+    code = proc.wait()
+    lines = list(tail)
+    if code != 0:
+        error = next((ln for ln in reversed(lines) if ln.startswith("ERROR ")), None)
+        raise CommandError(error[len("ERROR "):] if error else
+                           f"table {table}: spark-submit {job} exited {code}: " + " | ".join(lines[-5:]))
+    last = lines[-1] if lines else ""
+    try:
+        return json.loads(last)
+    except ValueError as e:
+        raise CommandError(f"table {table}: spark-submit {job} printed no JSON result (last line {last!r})") from e
+
+
+class _nothing:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False

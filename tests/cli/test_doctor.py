@@ -1,0 +1,132 @@
+"""`doctor`: findings on a healthy table, a stuck one, an orphan file and a damaged config."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+
+import pyarrow as pa
+
+from airflow_lake.core import Table
+from airflow_lake.core.timeline.instant import Instant, State
+from airflow_lake.core.view import unreferenced_files
+from airflow_lake.core.write.heartbeat import Heartbeat
+
+from .conftest import invoke, invoke_json
+
+
+def by_check(doc: dict) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = {}
+    for f in doc["findings"]:
+        out.setdefault(f["check"], []).append(f)
+    return out
+
+
+def test_healthy_table(trips):
+    path = trips.storage.uri
+    doc = invoke_json("doctor", path)
+    assert doc["healthy"] and {f["level"] for f in doc["findings"]} <= {"ok", "info"}
+    found = by_check(doc)
+    assert found["properties"][0]["message"] == \
+        f"hoodie.properties checksum {trips.config.props['hoodie.table.checksum']} matches"
+    assert found["pending"][0]["message"] == "no pending instants"
+    assert found["files"][0]["message"].startswith("every data file (6) is referenced")
+    first = trips.timeline.commits().first.time
+    assert found["archival"][0]["message"] == ("3 active commits (archival starts above 30); would stop at: "
+                                               f"deltacommit {first} is needed by compaction scheduling")
+    text = invoke("doctor", path).stdout
+    assert text.splitlines()[-1] == "healthy" and "OK    properties" in text
+
+
+def test_a_second_copy_of_a_log_file_is_unreferenced(trips):
+    """A log file whose blocks name a completed instant that does not list it (a retried
+    task's leftover): found by its header."""
+    path = trips.storage.uri
+    name = next(f for f in os.listdir(f"{path}/city=sao_paulo") if ".log." in f)
+    copy = name.rsplit("_", 1)[0] + "_9-9-9"
+    shutil.copy(f"{path}/city=sao_paulo/{name}", f"{path}/city=sao_paulo/{copy}")
+    writer = trips.timeline.commits().completed().times[1]
+    (found,) = unreferenced_files(trips.storage, trips.timeline)
+    assert (found.path, found.instant) == (f"city=sao_paulo/{copy}", writer)
+    assert found.reason == f"written by {writer}, whose commit does not list it"
+    files = by_check(invoke_json("doctor", path, code=3))["files"]
+    assert [f["instant"] for f in files] == [writer] and files[0]["level"] == "warn"
+
+
+def test_stuck_table_dead_writer_waiting_plan_orphan_stale_lock(trips):
+    path = trips.storage.uri
+    commits = trips.timeline.commits().completed().times
+    plan = trips.schedule_compaction(max_delta_commits=2)
+    timeline = trips.timeline
+    dead = trips.new_instant_time(timeline)
+    timeline.create(Instant(dead, "deltacommit", State.REQUESTED))
+    timeline.transition(Instant(dead, "deltacommit", State.REQUESTED), State.INFLIGHT)
+    alive = trips.new_instant_time(timeline)
+    timeline.create(Instant(alive, "deltacommit", State.REQUESTED))
+    Heartbeat(trips.storage, alive, 60_000).beat()
+    # a base file of an instant on no timeline (a write that died and was never rolled back)
+    base = next(f for f in os.listdir(f"{path}/city=chennai") if f.endswith(".parquet"))
+    ghost = str(int(commits[1]) - 1)
+    orphan = f"city=chennai/{base.rsplit('_', 1)[0]}_{ghost}.parquet"
+    shutil.copy(f"{path}/city=chennai/{base}", f"{path}/{orphan}")
+    with open(f"{path}/.hoodie/lock", "w") as f:
+        f.write('{"owner": "host:1:2:dead"}')
+    old = time.time() - 600
+    os.utime(f"{path}/.hoodie/lock", (old, old))
+
+    result = invoke("doctor", path, "--json", code=3)
+    doc = json.loads(result.stdout)
+    assert not doc["healthy"]
+    found = by_check(doc)
+    pending = {f["instant"]: f for f in found["pending"]}
+    assert pending[dead]["level"] == "warn" and "its writer is dead (no heartbeat)" in pending[dead]["message"]
+    assert pending[dead]["advice"].endswith(f"airflow-lake rollback {path} {dead}")
+    assert pending[alive]["level"] == "info" and "its writer is alive (last heartbeat" in pending[alive]["message"]
+    (waiting,) = found["compaction"]
+    assert waiting["instant"] == plan and f"compaction plan {plan} of 2 file groups is waiting" in waiting["message"]
+    assert waiting["advice"] == f"airflow-lake compaction run {path} --instant {plan}"
+    (ghost_file,) = found["files"]
+    assert ghost_file["level"] == "warn" and ghost_file["message"].startswith(f"{orphan} (")
+    assert f"written by {ghost}, which is on no timeline" in ghost_file["message"]
+    assert [o.path for o in unreferenced_files(trips.storage, trips.timeline)] == [orphan]
+    assert found["lock"][0]["level"] == "warn" and "host:1:2:dead" in found["lock"][0]["message"]
+    cleaning = " ".join(f["message"] for f in found["cleaning"])
+    assert f"pending compaction {plan} keeps the slices" in cleaning
+    assert f"pending deltacommit {dead} holds the retained window back" in cleaning
+    assert "needs attention" in invoke("doctor", path, code=3).stdout
+
+
+def test_damaged_properties_and_a_hudi_table(trips, unzip_fixture):
+    path = trips.storage.uri
+    props = f"{path}/.hoodie/hoodie.properties"
+    with open(props) as f:
+        text = f.read()
+    with open(props, "w") as f:
+        f.write(text.replace("hoodie.table.name=trips", "hoodie.table.name=rides"))
+    doc = invoke_json("doctor", path, code=3)
+    found = by_check(doc)
+    assert found["properties"][0]["level"] == "error"
+    assert found["properties"][0]["message"].startswith("hoodie.table.checksum is ") and "default.rides" in \
+        found["properties"][0]["message"]
+    assert found["open"][0]["level"] == "error" and "invalid table config" in found["open"][0]["message"]
+    hudi = str(unzip_fixture("sample_table/mor/parquet/v6_nonpartitioned.zip"))
+    healthy = invoke_json("doctor", hudi)
+    assert healthy["healthy"] and by_check(healthy)["files"][0]["level"] == "ok"
+
+
+def test_archival_due_and_held_by_a_pending_plan(tmp_path):
+    """31 delta commits, then a compaction plan nobody runs: archival is due and held back."""
+    table = Table.create(str(tmp_path / "mor"), name="mor", table_type="MERGE_ON_READ", record_key="k",
+                         precombine_field="v")
+    for v in range(31):
+        table.write(pa.table({"k": ["a"], "v": [v]}), operation="upsert")
+    plan = table.schedule_compaction(max_delta_commits=1)
+    path = table.storage.uri
+    (archival,) = by_check(invoke_json("doctor", path, code=3))["archival"]
+    first = table.timeline.commits().first.time
+    assert archival["level"] == "warn" and archival["instant"] == first
+    assert archival["message"] == (f"31 active commits, 11 of the 11 due for archival are held by: deltacommit {first} "
+                                   "is needed by compaction scheduling")
+    assert archival["advice"] == f"run the plan: airflow-lake compaction run {path} --instant {plan}"

@@ -1,0 +1,67 @@
+"""The command line as a process: the console script, `--spark` through a real spark-submit."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from airflow_lake.core.timeline.instant import COMPACTION
+
+from ..conftest import REPO, hudi_read, rows
+from .conftest import invoke, invoke_json
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    from pip._vendor import tomli as tomllib
+
+COLS = ["uuid", "rider", "fare", "city"]
+
+
+def run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "airflow_lake.cli", *map(str, args)], capture_output=True,
+                          text=True, timeout=300, cwd=REPO)
+
+
+def test_console_script_is_declared_and_runs(trips):
+    scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts == {"airflow-lake": "airflow_lake.cli:main"}
+    path = trips.storage.uri
+    shown = run("commits", path, "--json")
+    assert shown.returncode == 0 and len(json.loads(shown.stdout)["commits"]) == 3 and shown.stderr == ""
+    failed = run("rollback", path, "20200101000000000")
+    assert failed.returncode == 1 and failed.stdout == ""
+    assert failed.stderr == (f"airflow-lake: error: table {path}: no write or compaction instant 20200101000000000 "
+                             "to roll back\n")
+    helped = run("--help")
+    assert all(f"  {c} " in helped.stdout for c in ("table", "timeline", "commits", "commit", "files", "compaction",
+                                                      "clean", "archive", "rollback", "savepoint", "restore", "read",
+                                                      "doctor"))
+
+
+def test_spark_submit_runs_the_compaction_and_reports_failures(trips, monkeypatch):
+    monkeypatch.setenv("SPARK_LOCAL_IP", "127.0.0.1")
+    monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)
+    path = trips.storage.uri
+    before = rows(trips.read(), COLS)
+    plan = invoke_json("compaction", "schedule", path, "--max-delta-commits", "2")["instant"]
+    spark = ("--spark", "--master", "local[1]", "--conf", "spark.ui.enabled=false")
+    done = invoke_json("compaction", "run", path, *spark)
+    assert done["engine"] == "spark" and done["job"] == "compaction_execute" and done["instant"] == plan
+    assert done["files_written"] == 2 and done["operations"] == 2 and not done["already_done"]
+    timeline = trips.timeline
+    assert timeline.actions(COMPACTION).pending().times == [] and timeline.commits().completed().last.time == plan
+    assert rows(hudi_read(path), COLS) == before == rows(trips.read(), COLS)
+    failed = invoke("savepoint", "create", path, "20200101000000000", *spark, code=1)
+    assert failed.stderr == (f"airflow-lake: error: savepoint failed: table {path}, instant 20200101000000000: "
+                             f"InstantNotFoundError: table {path}: 20200101000000000 is not a completed commit on "
+                             "the active timeline\n")
+
+
+def test_the_command_line_imports_neither_airflow_nor_pyspark_nor_matplotlib():
+    code = ("import sys, airflow_lake.cli;"
+            "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('airflow', 'pyspark', 'matplotlib'));"
+            "print(','.join(bad)); sys.exit(1 if bad else 0)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert proc.returncode == 0, f"the command line imported: {proc.stdout} {proc.stderr}"
