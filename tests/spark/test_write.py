@@ -119,20 +119,22 @@ def test_a_key_inserted_by_a_concurrent_commit_fails_the_write(spark, table_path
     from airflow_lake.core.errors import WriteConflictError
     from airflow_lake.core.write.client import WriteClient
 
+    options = {"hoodie.parquet.small.file.limit": 0, "hoodie.index.type": index}  # inserts: new file groups
     t = Table.create(table_path, name="t", record_key="id", precombine_field="ts", partition_fields="part",
-                     options={"hoodie.parquet.small.file.limit": 0, "hoodie.index.type": index})
+                     options=options)
     write(t, _frame(spark, ["a1", "a2"], 0), "insert")
     commit = WriteClient.commit
 
     def other_writer_commits_first(self, *args, **kwargs):
         monkeypatch.setattr(WriteClient, "commit", commit)
         other = pa.table({"id": ["x0", "new"], "ts": [5, 5], "part": ["a", "a"]})
-        Table.open(table_path).write(other, operation="upsert")  # the local engine, between plan and commit
+        # the local engine, between plan and commit: no file group in common, one new key
+        Table.open(table_path, options=options).write(other, operation="upsert")
         return commit(self, *args, **kwargs)
 
     monkeypatch.setattr(WriteClient, "commit", other_writer_commits_first)
     with pytest.raises(WriteConflictError, match=r"inserts key 'new'"):
-        write(Table.open(table_path), _frame(spark, ["a1", "new", "b7"], 9), "upsert")
+        write(Table.open(table_path, options=options), _frame(spark, ["a1", "new", "b7"], 9), "upsert")
     t = Table.open(table_path)
     expected = [("a1", 0), ("a2", 0), ("new", 5), ("x0", 5)]
     assert rows(t.read(), ["id", "ts"]) == expected == rows(hudi_read(table_path), ["id", "ts"])
