@@ -82,7 +82,8 @@ def tag(spark, table, view: FileSystemView, keyed: DataFrame, parts: list[str] |
     if index_type.endswith("BLOOM"):
         stored, cached, stats = _bloom_lookup(spark, table, view, keyed, parts, is_global, spec, where)
     else:
-        stored, cached, stats = _simple_lookup(spark, view, parts, spec), [], {}
+        stored, groups = _simple_lookup(spark, view, parts, spec)
+        cached, stats = [], {"file_groups": groups, "keys_read": groups}
     cond = [keyed[KEY] == stored[LOOKUP_KEY]] + ([] if is_global else [keyed[PART] == stored[LOC_P]])
     return Tagged(keyed.join(stored, on=cond, how="left").drop(LOOKUP_KEY), cached, stats)
 
@@ -97,8 +98,8 @@ def _lookup_spec(table, view: FileSystemView) -> LookupSpec:
     return LookupSpec(table.context(), field if otype is not None else None, otype, Visibility.of(view), out)
 
 
-def _simple_lookup(spark, view: FileSystemView, parts: list[str] | None, spec: LookupSpec) -> DataFrame:
-    """Every group's live keys, read in a task per group."""
+def _simple_lookup(spark, view: FileSystemView, parts: list[str] | None, spec: LookupSpec) -> tuple[DataFrame, int]:
+    """Every group's live keys, read in a task per group; and the number of groups."""
     tasks = []
     for g in view.file_groups():
         if parts is not None and g.partition not in parts:
@@ -110,7 +111,7 @@ def _simple_lookup(spark, view: FileSystemView, parts: list[str] | None, spec: L
     task_df = spark.createDataFrame([(pickle.dumps(t),) for t in tasks], "task binary")
     if tasks:
         task_df = task_df.repartition(min(len(tasks), spark.sparkContext.defaultParallelism * 4))
-    return task_df.mapInArrow(partial(lookup_batches, spec), from_arrow_schema(spec.out_schema))
+    return task_df.mapInArrow(partial(lookup_batches, spec), from_arrow_schema(spec.out_schema)), len(tasks)
 
 
 def _bloom_lookup(spark, table, view: FileSystemView, keyed: DataFrame, parts: list[str] | None, is_global: bool,
@@ -118,7 +119,8 @@ def _bloom_lookup(spark, table, view: FileSystemView, keyed: DataFrame, parts: l
     """Confirmed locations of the incoming keys: candidates by key range, then bloom filter,
     then the candidate group's keys."""
     storage = table.storage
-    bases = view.latest_base_files(None if parts is None else [p for p in view.partitions if p in set(parts)])
+    wanted = None if parts is None else set(parts)
+    bases = view.latest_base_files(None if wanted is None else [p for p in view.partitions if p in wanted])
     with ThreadPoolExecutor(8) as pool:  # footers: metadata, read here once (cached per process)
         footers = list(pool.map(lambda b: read_footer(storage, b.path), bases))
     files: dict[str, list[tuple[str | None, str | None, int]]] = {}
