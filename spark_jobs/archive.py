@@ -2,7 +2,8 @@
 archived timeline, keeping at least `--min-commits` once more than `--max-commits` are active.
 Archival stops at the cleaner's bound, at the first savepoint, before the oldest pending write,
 and keeps every delta commit after the latest compaction: `blocked_by` says what stopped it.
-Writes no instant (`instant` null); a re-run archives only what is newly eligible."""
+Writes no instant (`instant` null); a re-run archives only what is newly eligible, and a re-run
+with the same `--run-token` returns the first run's result (`already_done`)."""
 
 from __future__ import annotations
 
@@ -36,7 +37,8 @@ def body(run: job.JobRun) -> dict[str, Any]:
                  f"; stopped by {result.blocked_by}" if result.blocked_by else "")
     return run.result(instant=None, action=None, operation="archive", archived=len(result.archived),
                       archived_instants=result.archived, archive_file=result.archive_file,
-                      blocked_by=result.blocked_by, merged_files=len(result.merged_files))
+                      blocked_by=result.blocked_by, merged_files=len(result.merged_files),
+                      already_done=result.already_done)
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:

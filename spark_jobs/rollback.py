@@ -17,14 +17,13 @@ PARSER.add_argument("--instant", required=True, metavar="TIME", help="the instan
 def body(run: job.JobRun) -> dict[str, Any]:
     a = run.args
     table = run.open_table()
-    done = bool(run.token and table.timeline.find_token(run.token, actions=(ROLLBACK,)))
     job.log.info("rollback: rolling back %s", a.instant)
     result = table.rollback(a.instant, extra_metadata=run.extra_metadata)
     job.log.info("rollback: %s rolled back %s, %d files deleted", result.instant, result.rolled_back,
                  len(result.files_deleted))
     return run.result(instant=result.instant, action=ROLLBACK, operation="rollback", rolled_back=result.rolled_back,
                       rolled_back_action=result.action or None, files_deleted=len(result.files_deleted),
-                      already_done=done or not result.action)
+                      already_done=result.already_done)
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:

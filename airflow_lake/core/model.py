@@ -112,9 +112,10 @@ class FileGroup:
         return self.slices[-1] if self.slices else None
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class WriteStat:
-    """One file written by one commit (`HoodieWriteStat`, spec §3.2)."""
+    """One file written by one commit (`HoodieWriteStat`, spec §3.2); `from_json` /
+    `to_json` at the commit metadata boundary."""
 
     file_id: str
     partition: str
@@ -170,3 +171,28 @@ class WriteStat:
         if self.delta:
             doc.update(self.delta)
         return doc
+
+    @staticmethod
+    def from_json(doc: dict) -> WriteStat:
+        """A stat of stored commit metadata (ours or Apache Hudi's; absent numbers are 0)."""
+        runtime = doc.get("runtimeStats") or {}
+        delta = {k: doc[k] for k in _DELTA_FIELDS if k in doc}
+        return WriteStat(
+            doc.get("fileId") or "", doc.get("partitionPath") or "", doc.get("path") or None,
+            doc.get("prevCommit") or "null", num_writes=doc.get("numWrites") or 0,
+            num_deletes=doc.get("numDeletes") or 0, num_update_writes=doc.get("numUpdateWrites") or 0,
+            num_inserts=doc.get("numInserts") or 0, total_write_bytes=doc.get("totalWriteBytes") or 0,
+            file_size=doc.get("fileSizeInBytes") or 0, create_ms=runtime.get("totalCreateTime") or 0,
+            upsert_ms=runtime.get("totalUpsertTime") or 0, delta=delta or None,
+            log_records=doc.get("totalLogRecords") or 0, log_files=doc.get("totalLogFilesCompacted") or 0,
+            log_size=doc.get("totalLogSizeCompacted") or 0,
+            updated_compacted=doc.get("totalUpdatedRecordsCompacted") or 0, log_blocks=doc.get("totalLogBlocks") or 0)
+
+    @property
+    def log_offset(self) -> int:
+        """Where a log append's blocks start in its log file (0: we never append to a file)."""
+        return int((self.delta or {}).get("logOffset") or 0)
+
+
+# HoodieDeltaWriteStat's own fields (a log append's stat)
+_DELTA_FIELDS = ("logVersion", "logOffset", "baseFile", "logFiles", "recordsStats")

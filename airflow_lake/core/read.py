@@ -293,9 +293,7 @@ class Reader:
         return self._plan(view, groups, columns, filters, False, window=(start, end), by_file=by_file), timeline
 
     def _check_retained(self, timeline, instant: str, what: str) -> None:
-        from .services.clean import latest_clean_bound
-
-        bound = latest_clean_bound(timeline)
+        bound = timeline.latest_clean_bound()
         if bound and instant < bound:
             raise LakeError(f"table {self.storage.uri}: {what} {instant} is not possible: the cleaner kept only "
                             f"file versions needed from {bound} on")
@@ -489,12 +487,12 @@ class BlockFilter:
                     self.timeline = ActiveTimeline(self.storage)
                 writers: dict[str, list[tuple[str, int, float]]] = {}
                 for instant in self.timeline.commits().completed():
-                    for stat in self.timeline.commit_metadata(instant).write_stats():
-                        name = stat.get("path") or ""
+                    for stat in self.timeline.commit_metadata(instant).stats():
+                        name = stat.path or ""
                         if ".log." not in name.rsplit("/", 1)[-1]:
                             continue
-                        start = int(stat.get("logOffset") or 0)
-                        sizes = [start + int(stat.get("totalWriteBytes") or 0), int(stat.get("fileSizeInBytes") or 0)]
+                        start = stat.log_offset
+                        sizes = [start + int(stat.total_write_bytes), int(stat.file_size)]
                         end = max(sizes) if max(sizes) > start else float("inf")
                         writers.setdefault(name, []).append((instant.time, start, end))
                 self._writers = writers

@@ -9,6 +9,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from . import properties, undo
 from .config import (
     COMPLEX_KEYGEN,
     CUSTOM_KEYGEN,
@@ -34,22 +35,20 @@ from .errors import (
     TimelineError,
     UnsupportedFeatureError,
     UnsupportedTableVersionError,
-    WriteConflictError,
 )
 from .keygen_timestamp import INPUT_TIMEZONE, OUTPUT_TIMEZONE, TIMEZONE, setting
 from .keys import KEYGEN_CLASSES, WRITE_PARTITION_FIELD, KeyGenerator, declared_keygen, split_typed_fields
 from .lock import FileSystemLock
+from .paths import Deleter
 from .read import Reader
 from .schema import NAME_RULE, from_avro, is_avro_name
 from .services import archive, clean, compaction, rollback, savepoint
 from .storage import Storage, open_storage
-from .timeline import tokens
 from .timeline.active import ActiveTimeline
 from .timeline.archived import ArchivedTimeline
 from .timeline.clock import next_instant
-from .timeline.instant import ROLLBACK, Instant
+from .timeline.instant import Instant
 from .write.client import WriteClient, WriteResult
-from .write.heartbeat import is_expired
 
 log = logging.getLogger(__name__)
 TABLE_TYPES = ("COPY_ON_WRITE", "MERGE_ON_READ")
@@ -162,7 +161,7 @@ class Table:
         for folder in _INIT_FOLDERS:
             storage.mkdirs(folder)
         config = TableConfig(props)
-        config.save(storage, create=True)
+        properties.save(storage, config, create=True)
         return Table(storage, config, write_options)
 
     @staticmethod
@@ -173,7 +172,7 @@ class Table:
         storage = open_storage(path, storage_options)
         if not storage.exists(".hoodie"):
             raise TableNotFoundError(f"{storage.uri} is not a Hudi table: no .hoodie folder")
-        config = TableConfig.load(storage)
+        config = properties.load(storage)
         layout = config.get(TableOptions.TIMELINE_LAYOUT)
         if config.version > 6 or layout != 1:
             raise UnsupportedTableVersionError(
@@ -188,6 +187,10 @@ class Table:
     def context(self) -> TableContext:
         """This table as a picklable value for tasks that run elsewhere."""
         return TableContext.of(self)
+
+    def deleter(self) -> Deleter:
+        """Deletes table files as this table's engine tasks (services and rollbacks use it)."""
+        return Deleter(self.engine, self.context())
 
     def option(self, option) -> Any:
         return options_value(self.options, option, self.config.props)
@@ -293,27 +296,10 @@ class Table:
     def archived_timeline(self) -> ArchivedTimeline:
         return ArchivedTimeline(self.storage, self.config.archive_folder)
 
-    def rollback(self, instant: str, *, extra_metadata: dict[str, str] | None = None) -> rollback.RollbackResult:
+    def rollback(self, instant: str, *, extra_metadata: dict[str, str] | None = None) -> undo.RollbackResult:
         """Roll back a pending write or compaction, or the latest completed write. A run token
         in `extra_metadata` is recorded in the token index (rollback metadata has no field for it)."""
-        token = tokens.token_of(extra_metadata)
-        with self.lock():
-            timeline = self.repair_timeline()
-            done = timeline.find_token(token, actions=(ROLLBACK,)) if token else None
-            if done is not None:
-                return rollback.RollbackResult(done.time, instant, "", [])
-            if not timeline.contains(instant):
-                done = rollback.rolled_back_by(timeline, instant)
-                if done is not None:  # an earlier call already did it (a retried task)
-                    return rollback.RollbackResult(done.time, instant, "", [])
-            target = rollback.rollback_target(timeline, instant, self.storage.uri)
-            if target.is_pending and not is_expired(self.storage, target.time,
-                                                    self.option(WriteOptions.HEARTBEAT_INTERVAL_MS),
-                                                    self.option(WriteOptions.HEARTBEAT_TOLERABLE_MISSES)):
-                raise WriteConflictError(f"table {self.storage.uri}: {target} is still running (live heartbeat)")
-            time_ = self.new_instant_time(timeline)
-            tokens.record(self.storage, token, time_, ROLLBACK)
-            return rollback.rollback_instant(self.storage, timeline, target, time_)
+        return rollback.rollback(self, instant, extra_metadata=extra_metadata)
 
     def savepoint(self, instant: str, *, user: str | None = None, comments: str = "",
                   extra_metadata: dict[str, str] | None = None) -> str:
@@ -340,13 +326,13 @@ class Table:
         (expired heartbeats), drop marker folders of instants no longer pending; returns the
         timeline. One listing of `.hoodie/`: the repairs update it in memory."""
         timeline = self.timeline
-        rollback.finish_pending_rollbacks(self.storage, timeline)
+        undo.finish_pending_rollbacks(self.storage, timeline, self.deleter())
         savepoint.finish_pending_restores(self, timeline)
-        rollback.forget_rolled_back(self.storage, timeline)
+        undo.forget_rolled_back(self.storage, timeline)
         failed = rollback.failed_writes(self.storage, timeline, self.option(WriteOptions.HEARTBEAT_INTERVAL_MS),
                                         self.option(WriteOptions.HEARTBEAT_TOLERABLE_MISSES))
         for target in failed:
-            rollback.rollback_instant(self.storage, timeline, target, self.new_instant_time(timeline))
+            undo.rollback_instant(self.storage, timeline, target, self.new_instant_time(timeline), self.deleter())
         pending = {i.time for i in timeline.pending()}
         for folder in self.storage.list_dirs(".hoodie/.temp"):
             if folder.rsplit("/", 1)[-1] not in pending:
@@ -374,7 +360,7 @@ class Table:
                     "from a listing when re-enabled", self.storage.uri, partitions)
         self.config.props["hoodie.table.metadata.partitions"] = ""
         self.config.props.pop("hoodie.table.metadata.partitions.inflight", None)
-        self.config.save(self.storage)
+        properties.save(self.storage, self.config)
         self.storage.delete_dir(".hoodie/metadata")
 
 

@@ -11,7 +11,7 @@ from .model import BaseFile, FileGroup, FileSlice, LogFile
 from .storage import Storage
 from .timeline.active import Timeline
 from .timeline.instant import COMPACTION, REPLACE_COMMIT, State
-from .timeline.metadata import read_avro
+from .timeline.payloads import CompactionPlan
 
 PARTITION_METAFILE = ".hoodie_partition_metadata"
 
@@ -107,9 +107,9 @@ class FileSystemView:
         if self._pending_compaction is None:
             self._pending_compaction = {}
             for instant in self.timeline.actions(COMPACTION).pending():
-                plan = read_avro(self.timeline.read_details(instant.to(State.REQUESTED))) or {}
-                for op in plan.get("operations") or []:
-                    self._pending_compaction[(op.get("partitionPath") or "", op["fileId"])] = instant.time
+                plan = CompactionPlan.from_bytes(self.timeline.read_details(instant.to(State.REQUESTED)))
+                for group in plan.file_groups():
+                    self._pending_compaction[group] = instant.time
         return self._pending_compaction.get((partition, file_id))
 
     def read_slice(self, group: FileGroup) -> tuple[BaseFile | None, list[LogFile]]:

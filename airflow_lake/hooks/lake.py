@@ -7,7 +7,7 @@ from typing import Any
 
 from airflow.sdk import Asset, BaseHook
 
-from airflow_lake.core.config import TableConfig
+from airflow_lake.core import properties
 from airflow_lake.core.errors import TableNotFoundError
 from airflow_lake.core.storage import Storage, open_storage
 from airflow_lake.core.table import Table
@@ -62,7 +62,7 @@ class LakeHook(BaseHook):
         storage = self.storage(table_path)
         if not storage.exists(".hoodie/hoodie.properties"):
             raise TableNotFoundError(f"{storage.uri} is not a Hudi table: no .hoodie/hoodie.properties")
-        return Table(storage, TableConfig.load(storage), merged)
+        return Table(storage, properties.load(storage), merged)
 
     def get_timeline(self, table_path: str) -> ActiveTimeline:
         """The table's active timeline, scanned now."""
@@ -94,18 +94,18 @@ class LakeHook(BaseHook):
         if instant is None:
             return None
         meta = timeline.commit_metadata(instant)
-        stats = meta.write_stats()
+        stats = meta.stats()
         return {
             "instant": instant.time,
             "action": instant.action,
             "operation_type": meta.operation_type,
             "compacted": meta.compacted,
             "extra_metadata": {k: v for k, v in meta.extra_metadata.items() if k != "schema"},
-            "num_inserts": sum(s.get("numInserts") or 0 for s in stats),
-            "num_updates": sum(s.get("numUpdateWrites") or 0 for s in stats),
-            "num_deletes": sum(s.get("numDeletes") or 0 for s in stats),
-            "num_writes": sum(s.get("numWrites") or 0 for s in stats),
-            "files": sorted(s["path"] for s in stats if s.get("path")),
+            "num_inserts": sum(s.num_inserts for s in stats),
+            "num_updates": sum(s.num_update_writes for s in stats),
+            "num_deletes": sum(s.num_deletes for s in stats),
+            "num_writes": sum(s.num_writes for s in stats),
+            "files": sorted(s.path for s in stats if s.path),
         }
 
     def test_connection(self) -> tuple[bool, str]:

@@ -1,14 +1,10 @@
 """The work columns the distributed write adds to the rows (none reaches a file), the plan of
-one file group's write, the Arrow schemas `mapInArrow` / `applyInArrow` must yield, and Spark
-actions that fail with the core's errors."""
+one file group's write, and Spark actions that fail with the core's errors."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-
-import pyarrow as pa
-from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
 from airflow_lake.core.errors import LakeError
 from airflow_lake.core.merge import KEY
@@ -42,15 +38,6 @@ class GroupPlan:
     slice: SliceRef | None = None
     whole: bool = False
     inserts: int = 0
-
-
-def arrow_schema(spark_schema) -> pa.Schema:
-    return to_arrow_schema(spark_schema, timezone="UTC", prefers_large_types=False)
-
-
-def exact(schema: pa.Schema) -> pa.Schema:
-    """The Arrow schema Spark expects back for the Spark schema `schema` converts to."""
-    return arrow_schema(from_arrow_schema(schema))
 
 
 def stage(action, where: str, what: str):

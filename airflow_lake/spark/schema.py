@@ -4,7 +4,7 @@ schema `mapInArrow` must yield for it (Spark checks int32 vs int64, timestamp un
 from __future__ import annotations
 
 import pyarrow as pa
-from pyspark.sql.pandas.types import from_arrow_type, to_arrow_schema
+from pyspark.sql.pandas.types import from_arrow_schema, from_arrow_type, to_arrow_schema
 from pyspark.sql.types import StructField, StructType
 
 from airflow_lake.core.errors import UnsupportedFeatureError
@@ -36,3 +36,13 @@ def to_spark_arrow(table: pa.Table, target: pa.Schema) -> pa.Table:
     if table.schema.equals(target, check_metadata=False):
         return table
     return table.replace_schema_metadata(None).cast(target)
+
+
+def arrow_schema_of(spark_schema: StructType) -> pa.Schema:
+    """The Arrow schema of a Spark schema (UTC timestamps, no large types)."""
+    return to_arrow_schema(spark_schema, timezone=SPARK_TIMEZONE, prefers_large_types=False)
+
+
+def exact_arrow_schema(schema: pa.Schema) -> pa.Schema:
+    """The Arrow schema Spark expects back for the Spark schema `schema` converts to."""
+    return arrow_schema_of(from_arrow_schema(schema))

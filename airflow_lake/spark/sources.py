@@ -14,7 +14,7 @@ from airflow_lake.core.errors import InvalidOptionError
 from airflow_lake.core.schema import from_avro
 from airflow_lake.core.storage import open_storage
 
-from .frames import exact
+from .schema import exact_arrow_schema
 
 
 def read_avro(spark: SparkSession, path: str, storage_options: dict | None = None) -> DataFrame:
@@ -31,7 +31,7 @@ def read_avro(spark: SparkSession, path: str, storage_options: dict | None = Non
     if not names:
         raise InvalidOptionError(f"source {path}: no .avro files there")
     with storage.fs.open_input_file(storage.full(names[0])) as f:
-        schema = exact(from_avro(fastavro.reader(f).writer_schema))
+        schema = exact_arrow_schema(from_avro(fastavro.reader(f).writer_schema))
     tasks = spark.createDataFrame([(n,) for n in names], "name string").repartition(len(names))
     return tasks.mapInArrow(partial(_avro_batches, root or "/", storage_options, schema), from_arrow_schema(schema))
 

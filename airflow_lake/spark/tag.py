@@ -33,7 +33,8 @@ from airflow_lake.core.read import BlockFilter, Visibility
 from airflow_lake.core.schema import conform
 from airflow_lake.core.view import FileSystemView
 
-from .frames import CANDIDATE, KEYS_READ, LOC_F, LOC_P, LOOKUP_KEY, PART, STORED, exact, stage
+from .frames import CANDIDATE, KEYS_READ, LOC_F, LOC_P, LOOKUP_KEY, PART, STORED, stage
+from .schema import exact_arrow_schema
 
 log = logging.getLogger(__name__)
 _JAVA_ORDER_UNSAFE = "[\\x{E000}-\\x{10FFFF}]"  # where UTF-8 byte order and Java's UTF-16 order differ
@@ -93,7 +94,7 @@ def _lookup_spec(table, view: FileSystemView) -> LookupSpec:
     schema = table.schema()
     field = cfg.precombine_field if cfg.payload_class == DEFAULT_PAYLOAD else None
     otype = schema.field(field).type if field and field in schema.names else None
-    out = exact(pa.schema([pa.field(LOOKUP_KEY, pa.string()), pa.field(LOC_P, pa.string()),
+    out = exact_arrow_schema(pa.schema([pa.field(LOOKUP_KEY, pa.string()), pa.field(LOC_P, pa.string()),
                            pa.field(LOC_F, pa.string()), pa.field(STORED, otype or pa.string())]))
     return LookupSpec(table.context(), field if otype is not None else None, otype, Visibility.of(view), out)
 
@@ -133,9 +134,9 @@ def _bloom_lookup(spark, table, view: FileSystemView, keyed: DataFrame, parts: l
         slice_base, logs = view.read_slice(view.groups[base.partition][base.file_id])
         read_from = (slice_base.path if slice_base else None) if logs else base.path
         groups[cid] = (base.partition, base.file_id, base.path, read_from, [lf.path for lf in logs])
-    range_schema = exact(pa.schema([pa.field(KEY, pa.string()), pa.field(CANDIDATE, pa.int64())]))
+    range_schema = exact_arrow_schema(pa.schema([pa.field(KEY, pa.string()), pa.field(CANDIDATE, pa.int64())]))
     ranges = RangeSpec({p: tuple(v) for p, v in files.items()}, is_global, range_schema)
-    out = exact(pa.schema(list(spec.out_schema) + [pa.field(KEYS_READ, pa.bool_())]))
+    out = exact_arrow_schema(pa.schema(list(spec.out_schema) + [pa.field(KEYS_READ, pa.bool_())]))
     candidates = keyed.select(KEY, PART).mapInArrow(partial(range_batches, ranges), from_arrow_schema(range_schema))
     found = candidates.groupBy(CANDIDATE).applyInArrow(bloom_checker(BloomSpec(spec, groups)), from_arrow_schema(out))
     found = found.persist()

@@ -35,6 +35,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
+from airflow_lake.core import undo
 from airflow_lake.core.config import DEFAULT_PAYLOAD, TableOptions, WriteOptions
 from airflow_lake.core.context import TableContext
 from airflow_lake.core.errors import (
@@ -49,7 +50,6 @@ from airflow_lake.core.index.bucket import java_string_hashes
 from airflow_lake.core.merge import KEY
 from airflow_lake.core.model import WriteStat
 from airflow_lake.core.schema import IS_DELETED, META_FIELDS, conform, evolve, from_avro
-from airflow_lake.core.services import rollback
 from airflow_lake.core.timeline.active import ActiveTimeline
 from airflow_lake.core.timeline.instant import COMMIT, COMPACTION, DELTA_COMMIT, REPLACE_COMMIT, State
 from airflow_lake.core.timeline.metadata import workload_metadata
@@ -73,10 +73,9 @@ from .frames import (
     TARGET,
     WORK,
     GroupPlan,
-    arrow_schema,
-    exact,
     stage,
 )
+from .schema import arrow_schema_of, exact_arrow_schema
 from .tag import tag
 
 log = logging.getLogger(__name__)
@@ -254,7 +253,7 @@ def _route_keys(spark, table, client: WriteClient, keyed: DataFrame, view: FileS
                for g in groups.values() if (g.partition, g.file_id) in located_counts}
     log.info("%s: write routes rows to %d file groups (%d updated, %d inserted into)", where, len(groups),
              len(located), len(groups) - len(located))
-    route_schema = pa.schema(list(arrow_schema(rows.schema)) + [pa.field(TARGET, pa.int64())])
+    route_schema = pa.schema(list(arrow_schema_of(rows.schema)) + [pa.field(TARGET, pa.int64())])
     routed = rows.mapInArrow(partial(route_batches, RouteSpec(located, bins, route_schema)),
                              from_arrow_schema(route_schema))
     return _Routing(groups, routed, inserts, updates, rows.filter(F.col(LOC_F).isNull()).select(PART, KEY))
@@ -264,7 +263,7 @@ def _route_buckets(client: WriteClient, keyed: DataFrame, view: FileSystemView, 
                    cached: list[DataFrame], where: str) -> _Routing:
     """BUCKET: every row to its bucket's group (the core's bucket function, in executors)."""
     table = client.table
-    bucket_schema = pa.schema(list(arrow_schema(keyed.schema)) + [pa.field(BUCKET, pa.int64())])
+    bucket_schema = pa.schema(list(arrow_schema_of(keyed.schema)) + [pa.field(BUCKET, pa.int64())])
     spec = BucketSpec(table.option(WriteOptions.BUCKET_NUM), tuple(client.bucket_hash_fields()), bucket_schema)
     rows = keyed.mapInArrow(partial(bucket_batches, spec), from_arrow_schema(bucket_schema)).persist()
     cached.append(rows)
@@ -317,7 +316,7 @@ def _key_frame(table, df: DataFrame, operation: str, is_global: bool, where: str
     """The DataFrame with its key columns (computed in executors) and the table schema after
     this write (checked from the DataFrame's schema alone)."""
     cfg = table.config
-    incoming = arrow_schema(df.schema)
+    incoming = arrow_schema_of(df.schema)
     incoming = pa.schema([f for f in incoming if f.name not in META_FIELDS])
     if len(set(incoming.names)) != len(incoming.names):
         raise SchemaError(f"{where}: duplicate column names in {incoming.names}")
@@ -340,7 +339,7 @@ def _key_frame(table, df: DataFrame, operation: str, is_global: bool, where: str
         data_schema = from_avro(avro)
     work = pa.schema([pa.field(KEY, pa.string()), pa.field(PART, pa.string()), pa.field(DEL, pa.bool_()),
                       pa.field(SEQ, pa.int64())])
-    out_schema = exact(pa.schema(list(data_schema) + list(work)))
+    out_schema = exact_arrow_schema(pa.schema(list(data_schema) + list(work)))
     spec = KeySpec(table.context(), operation, is_global, data_schema, out_schema, where)
     source = df.drop(*[c for c in df.columns if c in META_FIELDS])
     return source.mapInArrow(partial(key_batches, spec), from_arrow_schema(out_schema)), avro
@@ -391,7 +390,7 @@ def _abandon(table, instant: str) -> None:
             timeline = table.timeline
             current = next((i for i in timeline.pending() if i.time == instant), None)
             if current is not None:
-                rollback.rollback_instant(table.storage, timeline, current, table.new_instant_time(timeline))
+                undo.rollback_instant(table.storage, timeline, current, table.new_instant_time(timeline))
     except LakeError:
         log.exception("table %s: write %s failed and could not be rolled back now; the next writer will",
                       table.storage.uri, instant)

@@ -8,7 +8,6 @@ import pyarrow as pa
 import pytest
 
 from airflow_lake.core import LakeError, Table
-from airflow_lake.core.config import PROPERTIES
 from airflow_lake.core.errors import (
     InvalidOptionError,
     InvalidTableError,
@@ -20,6 +19,7 @@ from airflow_lake.core.errors import (
     TableNotFoundError,
     UnsupportedTableVersionError,
 )
+from airflow_lake.core.properties import PROPERTIES
 from tests.conftest import hudi_read, rows
 
 

@@ -11,11 +11,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from airflow_lake.core.config import parse_properties, render_properties, table_checksum
 from airflow_lake.core.formats.bloom import BloomFilter, bloom_size, dynamic_rows, min_max_keys
 from airflow_lake.core.formats.parquet import BLOOM_KEY, BLOOM_TYPE_KEY, MAX_KEY, MIN_KEY
 from airflow_lake.core.keys import KeyGenerator
 from airflow_lake.core.model import BaseFile, LogFile
+from airflow_lake.core.properties import parse_properties, render_properties, table_checksum
 from airflow_lake.core.timeline.instant import Instant, State
 from airflow_lake.core.timeline.metadata import requested_replace_bytes
 

@@ -18,6 +18,7 @@ from zoneinfo import ZoneInfo
 import pyarrow as pa
 import pytest
 
+from airflow_lake.core import properties
 from airflow_lake.core.config import TableConfig, unsupported_merge
 from airflow_lake.core.errors import (
     InvalidOptionError,
@@ -206,7 +207,7 @@ def java_table(path: str, table_type: str, java_paths: list[str], props: dict[st
                       "city": ["sf"] * n, "seq": [1] * n, "jp": java_paths}), operation="bulk_insert")
     new = {k: v for k, v in t.config.props.items() if k != "hoodie.table.keygenerator.class"}
     new.update(props)
-    TableConfig(new).save(t.storage)
+    properties.save(t.storage, TableConfig(new))
 
 
 def timeline_files(path: str) -> set[str]:
@@ -355,7 +356,7 @@ PARTIAL = "org.apache.hudi.common.model.PartialUpdateAvroPayload"
 def test_fixture_payloads_are_implemented():
     import zipfile
 
-    from airflow_lake.core.config import parse_properties
+    from airflow_lake.core.properties import parse_properties
 
     found = 0
     fixture_zip("sample_table")  # skips, saying how to point at them, when the fixtures are absent
@@ -376,7 +377,7 @@ def test_unsupported_payload_refused_for_writes_merges_and_compaction(tmp_path):
     table.write(pa.table({"id": ["a"], "seq": [2], "v": [2]}))  # a log file
     props = dict(table.config.props)
     props["hoodie.compaction.payload.class"] = PARTIAL
-    TableConfig(props).save(table.storage)
+    properties.save(table.storage, TableConfig(props))
     before = timeline_files(path)
     table = Table.open(path)
     with pytest.raises(UnsupportedFeatureError, match=PARTIAL):

@@ -8,6 +8,8 @@ keeps in memory matches a fresh listing.
 
 from __future__ import annotations
 
+import os
+
 import pyarrow as pa
 
 from airflow_lake.core import Table
@@ -147,3 +149,115 @@ def test_the_timeline_kept_in_memory_matches_a_fresh_listing(table_path):
     assert [str(i) for i in timeline] == [str(i) for i in ActiveTimeline(t.storage)]
     reloaded = timeline.reload()
     assert [str(i) for i in reloaded] == [str(i) for i in timeline]
+
+
+# -- every service: the same run token twice -> the first call's result, nothing written ----
+def hoodie_files(path: str) -> list[str]:
+    """Every file under `.hoodie` (timeline, archive, token index), heartbeats and lock aside."""
+    root = os.path.join(path, ".hoodie")
+    found = []
+    for folder, _, names in os.walk(root):
+        rel = os.path.relpath(folder, root)
+        if rel.split(os.sep)[0] in (".heartbeat", ".temp") or "lock" in rel:
+            continue
+        found += [os.path.join(rel, n) for n in names if "lock" not in n]
+    return sorted(found)
+
+
+def test_clean_token(table_path):
+    t = make(table_path)
+    for i in range(6):
+        t.write(row(i))
+    first = t.clean(retained=2, extra_metadata={KEY: "svc/clean"})
+    assert first.instant and first.total_files
+    for i in range(6, 10):
+        t.write(row(i))  # a second clean would have files to delete
+    before = hoodie_files(table_path)
+    again = t.clean(retained=2, extra_metadata={KEY: "svc/clean"})
+    assert (again.instant, again.files, again.earliest_instant_to_retain) == \
+        (first.instant, first.files, first.earliest_instant_to_retain)
+    assert hoodie_files(table_path) == before
+    assert t.clean(retained=2).total_files > 0  # without the token it would have cleaned
+
+
+def test_archive_token(table_path):
+    t = make(table_path)
+    for i in range(12):
+        t.write(row(i))
+    first = t.archive(min_commits=3, max_commits=5, extra_metadata={KEY: "svc/archive"})
+    assert first.archived and first.archive_file and not first.already_done
+    assert t.timeline.find_token("svc/archive").action == tokens.ARCHIVE  # found, though it has no instant
+    for i in range(12, 20):
+        t.write(row(i))
+    before = hoodie_files(table_path)
+    again = t.archive(min_commits=3, max_commits=5, extra_metadata={KEY: "svc/archive"})
+    assert again.already_done
+    assert (again.archived, again.archive_file, again.blocked_by, again.merged_files) == \
+        (first.archived, first.archive_file, first.blocked_by, first.merged_files)
+    assert hoodie_files(table_path) == before
+    assert t.archive(min_commits=3, max_commits=5).archived  # without the token it would have archived
+
+
+def test_savepoint_token(table_path):
+    t = make(table_path)
+    for i in range(4):
+        t.write(row(i))
+    times = t.timeline.commits().completed().times
+    assert t.savepoint(times[1], extra_metadata={KEY: "svc/savepoint"}) == times[1]
+    before = hoodie_files(table_path)
+    assert t.savepoint(times[2], extra_metadata={KEY: "svc/savepoint"}) == times[1]
+    assert hoodie_files(table_path) == before
+    assert t.timeline.actions(SAVEPOINT).completed().times == [times[1]]
+
+
+def test_compaction_execute_token(table_path):
+    t = make(table_path, "MERGE_ON_READ")
+    t.write(pa.table({"id": [f"k{i}" for i in range(7)], "ts": [0] * 7, "part": ["p0", "p1"] * 3 + ["p0"],
+                      "v": [0.0] * 7}), operation="insert")
+    t.write(row(1))
+    first_plan = t.schedule_compaction(max_delta_commits=1)
+    first = t.run_compaction(extra_metadata={KEY: "svc/compact"})
+    assert first.instant == first_plan and not first.already_done and first.log_records
+    t.write(row(2))
+    second_plan = t.schedule_compaction(max_delta_commits=1)
+    before = hoodie_files(table_path)
+    again = t.run_compaction(extra_metadata={KEY: "svc/compact"})
+    assert again.already_done
+    assert (again.instant, again.operations, again.records_written, again.log_records, sorted(again.files)) == \
+        (first.instant, first.operations, first.records_written, first.log_records, sorted(first.files))
+    assert hoodie_files(table_path) == before  # the second plan is still pending
+    assert t.timeline.actions(COMPACTION).pending().times == [second_plan]
+
+
+def test_rollback_token(table_path):
+    t = make(table_path)
+    for i in range(3):
+        t.write(row(i))
+    target = t.timeline.commits().completed().last.time
+    first = t.rollback(target, extra_metadata={KEY: "svc/rollback"})
+    assert first.rolled_back == target and first.action == COMMIT and first.files_deleted
+    later = t.write(row(7)).instant
+    before = hoodie_files(table_path)
+    again = t.rollback(later, extra_metadata={KEY: "svc/rollback"})
+    assert again.already_done and not first.already_done
+    assert (again.instant, again.rolled_back, again.action, again.files_deleted) == \
+        (first.instant, first.rolled_back, first.action, first.files_deleted)
+    assert hoodie_files(table_path) == before
+    assert t.timeline.commits().completed().last.time == later  # not rolled back
+
+
+def test_restore_token(table_path):
+    t = make(table_path)
+    for i in range(3):
+        t.write(row(i))
+    saved = t.timeline.commits().completed().times[1]
+    t.savepoint(saved)
+    t.write(row(4))
+    first = t.restore(saved, extra_metadata={KEY: "svc/restore"})
+    assert first.rolled_back
+    later = t.write(row(5)).instant
+    before = hoodie_files(table_path)
+    again = t.restore(saved, extra_metadata={KEY: "svc/restore"})
+    assert (again.instant, again.savepoint, again.rolled_back) == (first.instant, first.savepoint, first.rolled_back)
+    assert hoodie_files(table_path) == before
+    assert t.timeline.commits().completed().last.time == later  # not undone again

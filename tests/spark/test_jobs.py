@@ -111,29 +111,45 @@ def test_archive_job_says_what_blocked_it(spark, table_path):
     t = cow(table_path, commits=12)
     t.clean(retained=4)
     latest = rows(t.read(), COLS)
-    result = load("archive").main(["--table", table_path, "--min-commits", "3", "--max-commits", "5"])
-    assert result["instant"] is None and result["operation"] == "archive"
+    result = load("archive").main(["--table", table_path, "--min-commits", "3", "--max-commits", "5",
+                                   "--run-token", "r/a"])
+    assert result["instant"] is None and result["operation"] == "archive" and not result["already_done"]
     assert result["archived"] == len(result["archived_instants"]) > 0 and result["archive_file"]
     assert "clean" in result["blocked_by"]
     assert rows(hudi_read(table_path), COLS) == latest
+    assert load("archive").main(["--table", table_path, "--run-token", "r/a"]) == {**result, "already_done": True}
     again = load("archive").main(["--table", table_path, "--option", "hoodie.keep.min.commits=3",
                                   "--option", "hoodie.keep.max.commits=5"])
     assert again["archived"] == 0
 
 
-def test_rollback_savepoint_restore_jobs_and_their_tokens(spark, table_path):
+def _spark_deletions(caplog) -> list[str]:
+    """The SparkEngine's log lines of file deletions run as Spark tasks (then forgotten)."""
+    found = [r.getMessage() for r in caplog.records if r.getMessage().startswith("delete files: ")]
+    caplog.clear()
+    return found
+
+
+def test_rollback_savepoint_restore_jobs_and_their_tokens(spark, table_path, caplog):
     t = cow(table_path, commits=5, table_type="MERGE_ON_READ")
     times = t.timeline.commits().completed().times
     rollback, savepoint, restore = load("rollback").main, load("savepoint").main, load("restore").main
+    caplog.set_level("INFO", logger="airflow_lake.spark.engine")
     rb = rollback(["--table", table_path, "--instant", times[-1], "--run-token", "r/rb", *FAST])
     assert rb["rolled_back"] == times[-1] and rb["rolled_back_action"] == "deltacommit" and rb["files_deleted"]
-    assert rollback(["--table", table_path, "--instant", times[-1], "--run-token", "r/rb"])["instant"] == rb["instant"]
+    assert any(" done " in m for m in _spark_deletions(caplog))  # the rollback's deletions ran as Spark tasks
+    rb_again = rollback(["--table", table_path, "--instant", times[-1], "--run-token", "r/rb"])
+    assert (rb_again["instant"], rb_again["files_deleted"], rb_again["already_done"]) == \
+        (rb["instant"], rb["files_deleted"], True)
+    assert not rb["already_done"]
     sp = savepoint(["--table", table_path, "--instant", times[1], "--comments", "before the backfill"])
     assert sp["instant"] == times[1] and sp["action"] == "savepoint" and not sp["already_done"]
     assert savepoint(["--table", table_path, "--instant", times[1]])["already_done"]
     saved = rows(t.read(as_of=times[1]), COLS)
+    caplog.clear()
     res = restore(["--table", table_path, "--instant", times[1], "--run-token", "r/rs", *FAST])
     assert res["action"] == "restore" and res["savepoint"] == times[1] and set(res["rolled_back"]) == set(times[2:-1])
+    assert len([m for m in _spark_deletions(caplog) if " done " in m]) == len(res["rolled_back"])  # Spark tasks
     assert rows(hudi_read(table_path), COLS) == saved
     files = sorted(os.listdir(f"{table_path}/.hoodie"))
     again = restore(["--table", table_path, "--instant", times[1], "--run-token", "r/rs"])

@@ -26,7 +26,7 @@ def bloom_size(num_entries: int, fpp: float) -> tuple[int, int]:
     return bits, math.ceil(math.log(2) * bits / num_entries)
 
 
-def _utf8(keys: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
+def utf8_buffers(keys: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
     """(offsets int64[n+1], data uint8) of a string array."""
     if isinstance(keys, pa.ChunkedArray):
         keys = keys.combine_chunks() if keys.num_chunks != 1 else keys.chunk(0)
@@ -41,7 +41,7 @@ def _utf8(keys: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
 
 def hash_positions(keys: pa.Array | pa.ChunkedArray, num_hashes: int, bit_size: int):
     """Yield (row indices, positions[num_hashes, len(rows)]) per key-length group."""
-    offsets, data = _utf8(keys)
+    offsets, data = utf8_buffers(keys)
     lengths = np.diff(offsets)
     for length in np.unique(lengths):
         rows = np.nonzero(lengths == length)[0]
@@ -261,7 +261,7 @@ def min_max_keys(keys: pa.Array | pa.ChunkedArray) -> tuple[str | None, str | No
     """Smallest and largest key in Java `String.compareTo` (UTF-16 code unit) order."""
     if len(keys) == 0:
         return None, None
-    _, data = _utf8(keys)
+    _, data = utf8_buffers(keys)
     if (data >= 0xEE).any():  # code points >= U+E000 sort differently in UTF-16
         values = sorted(set(keys.to_pylist()), key=java_order)
         return values[0], values[-1]

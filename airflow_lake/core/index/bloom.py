@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..engine import Engine
-from ..formats.bloom import _utf8, key_positions
+from ..formats.bloom import key_positions, utf8_buffers
 from ..formats.parquet import MAX_KEY, MIN_KEY, file_bloom, file_num_rows, read_footer
 from ..model import BaseFile
 from ..storage import Storage
@@ -36,7 +36,7 @@ _DIRECT_SHARE = 0.05  # from this share of possible hits in the sample, confirm 
 
 def _java_order_safe(keys: pa.Array) -> bool:
     """True when Arrow's string order equals Java's UTF-16 order for these keys."""
-    _, data = _utf8(keys)
+    _, data = utf8_buffers(keys)
     return not (data >= 0xEE).any()
 
 

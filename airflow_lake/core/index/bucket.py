@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..formats.bloom import _utf8
+from ..formats.bloom import utf8_buffers
 from ..keys import EMPTY_KEY, NULL_KEY
 
 _MASK = np.uint64(0xFFFFFFFF)
@@ -23,7 +23,7 @@ def java_string_hashes(values: pa.Array) -> np.ndarray:
     out = np.zeros(n, np.uint64)
     if n == 0:
         return out
-    offsets, data = _utf8(values.fill_null(""))
+    offsets, data = utf8_buffers(values.fill_null(""))
     if (data >= 0x80).any():  # non-ASCII: UTF-16 code units differ from bytes
         return np.array([_java_hash(s) for s in values.to_pylist()], dtype=np.uint64)
     lengths = np.diff(offsets)

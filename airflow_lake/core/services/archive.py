@@ -13,12 +13,14 @@ under a merge plan, so a crash mid-merge loses nothing.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
+from .. import undo
 from ..config import Option
 from ..errors import InvalidOptionError
 from ..formats.log import DataBlock, read_log_file
 from ..formats.log.blocks import avro_block_bytes
+from ..timeline import tokens
 from ..timeline.active import META
 from ..timeline.archived import MERGE_PLAN, archive_files
 from ..timeline.avro_schemas import ARCHIVED_META_ENTRY, MERGE_ARCHIVE_PLAN
@@ -35,8 +37,6 @@ from ..timeline.instant import (
     State,
 )
 from ..timeline.metadata import CommitMetadata, read_avro, write_avro
-from . import rollback
-from .clean import latest_clean_bound
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +56,7 @@ class ArchiveResult:
     archive_file: str | None = None
     blocked_by: str | None = None  # why archival stopped short, if it did
     merged_files: list[str] = field(default_factory=list)
+    already_done: bool = False  # a retry: the result of this run token's archive
 
 
 def _commit_bound(table, timeline, beyond_savepoint: bool) -> tuple[str | None, str | None]:
@@ -69,12 +70,12 @@ def _commit_bound(table, timeline, beyond_savepoint: bool) -> tuple[str | None, 
         bounds.append((savepoints[0].time, f"savepoint {savepoints[0].time}"))
     if table.config.is_mor:
         compactions = [i.time for i in timeline.actions(COMMIT).completed()
-                       if rollback.is_compaction(timeline, i.time)]
+                       if undo.is_compaction(timeline, i.time)]
         deltas = timeline.actions(DELTA_COMMIT).completed().times
         after = [d for d in deltas if not compactions or d > compactions[-1]]
         if after:
             bounds.append((after[0], f"deltacommit {after[0]} is needed by compaction scheduling"))
-    clean_bound = latest_clean_bound(timeline)
+    clean_bound = timeline.latest_clean_bound()
     if clean_bound:
         bounds.append((clean_bound, f"the latest clean retains commits from {clean_bound}"))
     replaces = [i.time for i in timeline.actions(REPLACE_COMMIT).completed()
@@ -153,9 +154,14 @@ def archive(table, *, min_commits: int = 20, max_commits: int = 30, batch: int =
     folder = table.config.archive_folder
     storage = table.storage
     result = ArchiveResult()
+    token = tokens.token_of(extra_metadata)
     with table.lock():
         _recover_merge(storage, folder)
         timeline = table.repair_timeline()
+        done = timeline.find_token(token, actions=(tokens.ARCHIVE,)) if token else None
+        if done is not None:
+            stored = tokens.stored_result(storage, token, done.time, tokens.ARCHIVE)
+            return ArchiveResult(**{**stored, "already_done": True})
         chosen, result.blocked_by = _select(table, timeline, min_commits, max_commits)
         if chosen:
             times = {i.time for i in chosen}
@@ -179,6 +185,8 @@ def archive(table, *, min_commits: int = 20, max_commits: int = 30, batch: int =
         if table.option(MERGE_ENABLE):
             result.merged_files = _merge_small_files(storage, folder, table.option(MERGE_BATCH),
                                                      table.option(MERGE_SMALL_FILE))
+        tokens.record_result(storage, token, table.new_instant_time(timeline), tokens.ARCHIVE,
+                             {k: v for k, v in asdict(result).items() if k != "already_done"})
     if chosen:
         log.info("table %s: archived %d instants into %s", uri, len(chosen), result.archive_file)
     return result

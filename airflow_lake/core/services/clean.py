@@ -14,18 +14,17 @@ import logging
 import time
 from dataclasses import dataclass, field
 from datetime import timedelta
-from functools import partial
 
 from ..config import Option
-from ..context import TableContext
-from ..errors import InstantNotFoundError, InvalidOptionError
+from ..errors import InvalidOptionError
 from ..model import FileGroup
+from ..paths import absolute_path, relative_path
 from ..timeline import tokens
 from ..timeline.clock import format_instant, parse_instant
 from ..timeline.instant import CLEAN, SAVEPOINT, Instant, State
-from ..timeline.metadata import clean_metadata_bytes, cleaner_plan_bytes, read_avro
+from ..timeline.metadata import read_avro
+from ..timeline.payloads import ActionInstant, CleanerPlan, CleanMetadata, SavepointMetadata
 from ..view import FileSystemView
-from .rollback import _absolute, _relative
 
 log = logging.getLogger(__name__)
 
@@ -51,21 +50,11 @@ class CleanResult:
 
 
 def savepointed_files(timeline) -> set[str]:
+    """Names of the files the completed savepoints protect."""
     names: set[str] = set()
     for sp in timeline.actions(SAVEPOINT).completed():
-        meta = read_avro(timeline.read_details(sp)) or {}
-        for part in (meta.get("partitionMetadata") or {}).values():
-            names.update(part.get("savepointDataFile") or [])
+        names |= SavepointMetadata.from_avro(read_avro(timeline.read_details(sp)) or {}).file_names()
     return names
-
-
-def latest_clean_bound(timeline) -> str | None:
-    """`earliestCommitToRetain` of the latest completed clean, if any."""
-    cleans = timeline.actions(CLEAN).completed().instants
-    if not cleans:
-        return None
-    meta = read_avro(timeline.read_details(cleans[-1])) or {}
-    return meta.get("earliestCommitToRetain") or None
 
 
 def _earliest_to_retain(timeline, policy: str, retained: int) -> Instant | None:
@@ -153,80 +142,50 @@ def clean(table, *, policy: str = "KEEP_LATEST_COMMITS", retained: int | None = 
         pending = timeline.actions(CLEAN).pending().instants
         if pending:  # finish a half-done clean from its plan
             instant = pending[0]
-            plan_record = read_avro(timeline.read_details(instant.to(State.REQUESTED)))
+            cleaner_plan = CleanerPlan.from_bytes(timeline.read_details(instant.to(State.REQUESTED)))
         else:
             files, earliest = plan(table, timeline, policy, retained)
             if not files:
                 return CleanResult(None, policy, earliest.time if earliest else None)
             t = table.new_instant_time(timeline)
             last = timeline.commits().completed().last
-            plan_record = {
-                "earliestInstantToRetain": {"timestamp": earliest.time, "action": earliest.action,
-                                            "state": "COMPLETED"} if earliest else None,
-                "lastCompletedCommitTimestamp": last.time if last else "",
-                "policy": policy,
-                "filesToBeDeletedPerPartition": {},
-                "version": 2,
-                "filePathsToBeDeletedPerPartition": {
-                    p: [{"filePath": _absolute(table.storage, f), "isBootstrapBaseFile": False} for f in fs]
-                    for p, fs in files.items()},
-                "partitionsToBeDeleted": [],
-                "extraMetadata": dict(extra_metadata) if extra_metadata else None,
-            }
-            instant = timeline.create(Instant(t, CLEAN, State.REQUESTED), cleaner_plan_bytes(plan_record),
-                                      token=token)
-    return _execute(table, timeline, instant, plan_record)
+            cleaner_plan = CleanerPlan(
+                policy, ActionInstant(earliest.time, earliest.action) if earliest else None, last.time if last else "",
+                {p: tuple(absolute_path(table.storage, f) for f in fs) for p, fs in files.items()},
+                dict(extra_metadata) if extra_metadata else None)
+            instant = timeline.create(Instant(t, CLEAN, State.REQUESTED), cleaner_plan.to_bytes(), token=token)
+    return _execute(table, timeline, instant, cleaner_plan)
 
 
-def _execute(table, timeline, instant: Instant, plan_record: dict) -> CleanResult:
+def _execute(table, timeline, instant: Instant, cleaner_plan: CleanerPlan) -> CleanResult:
     start = time.time()
     if instant.state == State.REQUESTED:
-        instant = timeline.transition(instant, State.INFLIGHT, cleaner_plan_bytes(plan_record))
-    policy = plan_record["policy"]
-    partitions = {}
-    deleted: dict[str, list[str]] = {}
-    per_partition = {partition: [_relative(table.storage, info["filePath"]) for info in infos]
-                     for partition, infos in (plan_record.get("filePathsToBeDeletedPerPartition") or {}).items()}
-    # one engine task per partition deletes its files (on Spark: executors, not the driver)
-    table.engine.map(partial(delete_files, table.context()), list(per_partition.values()))
-    for partition, paths in per_partition.items():
-        names = [rel.rsplit("/", 1)[-1] for rel in paths]
-        deleted[partition] = names
-        partitions[partition] = {"partitionPath": partition, "policy": policy, "deletePathPatterns": names,
-                                 "successDeleteFiles": names, "failedDeleteFiles": [], "isPartitionDeleted": False}
-    earliest = (plan_record.get("earliestInstantToRetain") or {}).get("timestamp") or ""
-    metadata = {
-        "startCleanTime": instant.time,
-        "timeTakenInMillis": int((time.time() - start) * 1000),
-        "totalFilesDeleted": sum(len(v) for v in deleted.values()),
-        "earliestCommitToRetain": earliest,
-        "lastCompletedCommitTimestamp": plan_record.get("lastCompletedCommitTimestamp") or "",
-        "partitionMetadata": partitions,
-        "version": 2,
-        "bootstrapPartitionMetadata": {},
-        "extraMetadata": plan_record.get("extraMetadata"),
-    }
+        instant = timeline.transition(instant, State.INFLIGHT, cleaner_plan.to_bytes())
+    per_partition = {partition: [relative_path(table.storage, path) for path in paths]
+                     for partition, paths in cleaner_plan.files.items()}
+    table.deleter()(list(per_partition.values()))  # one engine task per partition
+    earliest = cleaner_plan.earliest_instant_to_retain
+    metadata = CleanMetadata(
+        instant.time, cleaner_plan.policy, earliest.time if earliest else "", cleaner_plan.last_completed_commit,
+        {partition: tuple(rel.rsplit("/", 1)[-1] for rel in paths) for partition, paths in per_partition.items()},
+        int((time.time() - start) * 1000), cleaner_plan.extra_metadata)
     with table.lock():
-        timeline.transition(instant, State.COMPLETED, clean_metadata_bytes(metadata))
-    log.info("table %s: clean %s deleted %d files", table.storage.uri, instant.time, metadata["totalFilesDeleted"])
-    return CleanResult(instant.time, policy, earliest or None, deleted)
-
-
-def delete_files(ctx: TableContext, paths: list[str]) -> int:
-    """Delete these files (paths relative to the table); already gone counts as deleted."""
-    for path in paths:
-        ctx.storage.delete(path)
-    return len(paths)
+        timeline.transition(instant, State.COMPLETED, metadata.to_bytes())
+    log.info("table %s: clean %s deleted %d files", table.storage.uri, instant.time, metadata.total_files)
+    return _result(metadata)
 
 
 def _stored_result(timeline, instant: Instant, policy: str) -> CleanResult:
-    """What the completed clean `instant` did (its metadata, or nothing if archived)."""
-    try:
-        meta = read_avro(timeline.read_details(instant)) or {}
-    except InstantNotFoundError:
+    """What the completed clean `instant` did (its metadata, or nothing if no longer kept)."""
+    record = timeline.stored_avro_metadata(instant)
+    if not record:
         return CleanResult(instant.time, policy, None)
-    files = {p: list(m.get("successDeleteFiles") or []) for p, m in (meta.get("partitionMetadata") or {}).items()}
-    return CleanResult(instant.time, meta.get("policy") or policy, meta.get("earliestCommitToRetain") or None, files)
+    return _result(CleanMetadata.from_avro(record, policy), instant.time)
+
+
+def _result(metadata: CleanMetadata, instant: str | None = None) -> CleanResult:
+    return CleanResult(instant or metadata.instant, metadata.policy, metadata.earliest_commit_to_retain or None,
+                       {p: list(names) for p, names in metadata.deleted.items()})
 
 
 def _names(files: dict[str, list[str]]) -> dict[str, list[str]]:

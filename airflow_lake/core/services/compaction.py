@@ -19,6 +19,7 @@ from functools import partial
 
 import pyarrow as pa
 
+from .. import undo
 from ..config import DEFAULT_PAYLOAD, Option, WriteOptions
 from ..context import TableContext
 from ..errors import CorruptLogError, InstantNotFoundError, InvalidOptionError, WriteConflictError
@@ -31,15 +32,14 @@ from ..schema import META_FIELDS, conform, from_avro, with_meta_fields
 from ..timeline import tokens
 from ..timeline.clock import parse_instant
 from ..timeline.instant import COMMIT, COMPACTION, DELTA_COMMIT, Instant, State, check_instant_time
-from ..timeline.metadata import CommitMetadata, compaction_plan_bytes, read_compaction_plan
+from ..timeline.metadata import CommitMetadata
+from ..timeline.payloads import CompactionOperation, CompactionPlan
 from ..view import FileSystemView
 from ..write.heartbeat import Heartbeat, is_expired
 from ..write.markers import CREATE, create_marker, delete_markers
-from . import rollback
 
 log = logging.getLogger(__name__)
 
-STRATEGY_CLASS = "org.apache.hudi.table.action.compact.strategy.LogFileSizeBasedCompactionStrategy"
 TRIGGERS = ("NUM_COMMITS", "NUM_COMMITS_AFTER_LAST_REQUEST", "TIME_ELAPSED", "NUM_AND_TIME", "NUM_OR_TIME")
 TRIGGER = Option("hoodie.compact.inline.trigger.strategy", "NUM_COMMITS")
 MAX_DELTA_COMMITS = Option("hoodie.compact.inline.max.delta.commits", 5, int)
@@ -73,7 +73,7 @@ class CompactionResult:
 
 
 def _completed_compactions(table, timeline) -> list[str]:
-    return [i.time for i in timeline.actions(COMMIT).completed() if rollback.is_compaction(timeline, i.time)]
+    return [i.time for i in timeline.actions(COMMIT).completed() if undo.is_compaction(timeline, i.time)]
 
 
 def _trigger_met(table, timeline, strategy: str, max_commits: int, max_seconds: int, now: str) -> tuple[bool, str]:
@@ -94,7 +94,7 @@ def _trigger_met(table, timeline, strategy: str, max_commits: int, max_seconds: 
     return met, why
 
 
-def _operations(table, view: FileSystemView, target_io_mb: int, threshold: int) -> list[dict]:
+def _operations(table, view: FileSystemView, target_io_mb: int, threshold: int) -> list[CompactionOperation]:
     """LogFileSizeBasedCompactionStrategy bounded by target IO: largest log sizes first."""
     max_file = table.option(WriteOptions.MAX_FILE_SIZE)
     ops = []
@@ -110,24 +110,18 @@ def _operations(table, view: FileSystemView, target_io_mb: int, threshold: int) 
         base_size = sl.base_file.size if sl.base_file else 0
         read_mb = (base_size + log_size) / MB
         write_mb = (base_size if sl.base_file else max_file) / MB
-        ops.append({
-            "baseInstantTime": sl.base_instant,
-            "deltaFilePaths": [lf.name for lf in sl.log_files],
-            "dataFilePath": sl.base_file.name if sl.base_file else None,
-            "fileId": group.file_id,
-            "partitionPath": group.partition,
-            "metrics": {"TOTAL_LOG_FILES_SIZE": float(log_size), "TOTAL_IO_READ_MB": read_mb,
-                        "TOTAL_IO_WRITE_MB": write_mb, "TOTAL_IO_MB": read_mb + write_mb,
-                        "TOTAL_LOG_FILES": float(len(sl.log_files))},
-            "bootstrapFilePath": None,
-        })
-    ops.sort(key=lambda o: -o["metrics"]["TOTAL_LOG_FILES_SIZE"])
+        ops.append(CompactionOperation(
+            group.partition, group.file_id, sl.base_instant, sl.base_file.name if sl.base_file else None,
+            tuple(lf.name for lf in sl.log_files),
+            {"TOTAL_LOG_FILES_SIZE": float(log_size), "TOTAL_IO_READ_MB": read_mb, "TOTAL_IO_WRITE_MB": write_mb,
+             "TOTAL_IO_MB": read_mb + write_mb, "TOTAL_LOG_FILES": float(len(sl.log_files))}))
+    ops.sort(key=lambda o: -o.log_files_size)
     chosen, io = [], 0.0
     for op in ops:
         if io >= target_io_mb:
             break
         chosen.append(op)
-        io += op["metrics"]["TOTAL_IO_MB"]
+        io += op.io_mb
     return chosen
 
 
@@ -167,13 +161,13 @@ def schedule(table, *, instant: str | None = None, strategy: str | None = None, 
         if not ops:
             return CompactionDecision(None, "no file slice has log files to compact")
         timeline.create(Instant(t, COMPACTION, State.REQUESTED),
-                        compaction_plan_bytes(ops, extra_metadata, STRATEGY_CLASS), token=token)
+                        CompactionPlan(tuple(ops), extra_metadata or None).to_bytes(), token=token)
     log.info("table %s: scheduled compaction %s of %d file groups", uri, t, len(ops))
     return CompactionDecision(t, f"scheduled ({why})", len(ops))
 
 
-def _plan_of(timeline, time_: str) -> dict:
-    return read_compaction_plan(timeline.read_details(Instant(time_, COMPACTION, State.REQUESTED)))
+def _plan_of(timeline, time_: str) -> CompactionPlan:
+    return CompactionPlan.from_bytes(timeline.read_details(Instant(time_, COMPACTION, State.REQUESTED)))
 
 
 def run(table, instant: str | None = None, *, order: str = "FIFO",
@@ -187,15 +181,12 @@ def run(table, instant: str | None = None, *, order: str = "FIFO",
         pending = timeline.actions(COMPACTION).pending().instants
         token = tokens.token_of(extra_metadata)
         done = timeline.find_token(token, actions=(COMMIT,)) if token else None
-        if done is not None and instant is None:  # a retry: this run's compaction is done
-            instant = done.time
+        if done is not None and instant in (None, done.time):  # a retry: this run's compaction is done
+            return _stored_result(timeline.stored_commit_metadata(done), done.time)
         if instant is not None:
             check_instant_time(instant)
             if instant in _completed_compactions(table, timeline):
-                meta = timeline.commit_metadata(timeline.get(instant))
-                return CompactionResult(instant, len(meta.write_stats()),
-                                        sum(s.get("numWrites") or 0 for s in meta.write_stats()),
-                                        files=[s["path"] for s in meta.write_stats()], already_done=True)
+                return _stored_result(timeline.commit_metadata(timeline.get(instant)), instant)
             chosen = next((i for i in pending if i.time == instant), None)
             if chosen is None:
                 raise InstantNotFoundError(f"table {uri}: no pending compaction {instant}")
@@ -208,7 +199,8 @@ def run(table, instant: str | None = None, *, order: str = "FIFO",
         if chosen.state == State.INFLIGHT:
             if not is_expired(table.storage, chosen.time, interval, misses):
                 raise WriteConflictError(f"table {uri}: compaction {chosen.time} is being executed by another task")
-            rollback.rollback_instant(table.storage, timeline, chosen, table.new_instant_time(timeline))
+            undo.rollback_instant(table.storage, timeline, chosen, table.new_instant_time(timeline),
+                                   table.deleter())
         requested = Instant(chosen.time, COMPACTION, State.REQUESTED)
         tokens.record(table.storage, token, chosen.time, COMPACTION)
         inflight = timeline.transition(requested, State.INFLIGHT)
@@ -217,6 +209,13 @@ def run(table, instant: str | None = None, *, order: str = "FIFO",
         return _execute(table, timeline, inflight, extra_metadata)
     finally:
         heartbeat.stop()
+
+
+def _stored_result(meta, instant: str) -> CompactionResult:
+    """What the completed compaction `instant` did, from its commit metadata."""
+    stats = meta.stats()
+    return CompactionResult(instant, len(stats), sum(s.num_writes for s in stats), sum(s.log_records for s in stats),
+                            files=[s.path for s in stats], already_done=True)
 
 
 @dataclass(frozen=True)
@@ -233,19 +232,19 @@ class CompactionJob:
     skip_corrupt: bool
 
 
-def compact_operation(job: CompactionJob, indexed: tuple[int, dict]) -> tuple[WriteStat, list[Damage]]:
+def compact_operation(job: CompactionJob, indexed: tuple[int, CompactionOperation]) -> tuple[WriteStat, list[Damage]]:
     """Merge one plan operation (a base file and its log files) into a new base file named
     with the compaction instant. Runs in an engine task: it gets values, never the Table."""
     n, op = indexed
     ctx, t = job.ctx, job.instant
     storage, uri = ctx.storage, ctx.uri
     start = time.monotonic()
-    partition = op["partitionPath"]
+    partition = op.partition
     prefix = f"{partition}/" if partition else ""
-    base_name = op.get("dataFilePath")
+    base_name = op.data_file
     full = job.schema
     base = conform(read_base_file(storage, prefix + base_name), full) if base_name else full.empty_table()
-    paths = [prefix + name for name in op["deltaFilePaths"]]
+    paths = [prefix + name for name in op.delta_files]
     scanner = BlockFilter(storage, None, job.visible)
     visible, damaged, log_size = scanner.scan(paths, missing_ok=False)
     if job.skip_corrupt:  # an undecodable payload is skipped too: find it before the merge
@@ -258,7 +257,7 @@ def compact_operation(job: CompactionJob, indexed: tuple[int, dict]) -> tuple[Wr
     for d in damaged:
         if not job.skip_corrupt:
             raise CorruptLogError(
-                f"table {uri}: compaction {t} of file group {op['fileId']}: {d.describe()}; compacting would "
+                f"table {uri}: compaction {t} of file group {op.file_id}: {d.describe()}; compacting would "
                 f"lose its records for good. Restore the file, or set {SKIP_CORRUPT.key}=true to compact "
                 "without the block")
         log.warning("table %s: compaction %s skips a block (%s=true): %s", uri, t, SKIP_CORRUPT.key,
@@ -269,7 +268,7 @@ def compact_operation(job: CompactionJob, indexed: tuple[int, dict]) -> tuple[Wr
     derive = None if ctx.config.populate_meta_fields else ctx.keygen.record_keys
     merged = merge_slice(base, visible, full, job.spec, info=info, derive_keys=derive)
     token = f"{n}-{int(t[-9:])}-{n}"
-    new = BaseFile(partition, op["fileId"], token, t)
+    new = BaseFile(partition, op.file_id, token, t)
     merged = merged.set_column(4, META_FIELDS[4], pa.repeat(pa.scalar(new.name, pa.string()), merged.num_rows))
     create_marker(storage, t, new.path, CREATE)
     prior = None  # base order is kept: extend the base file's bloom filter when no row went
@@ -279,10 +278,10 @@ def compact_operation(job: CompactionJob, indexed: tuple[int, dict]) -> tuple[Wr
                            compression=ctx.option(WriteOptions.COMPRESSION), prior=prior)
     log_records = sum(b.records([META_FIELDS[2]]).num_rows if isinstance(b, DataBlock) else len(b.keys)
                       for b in visible)
-    stat = WriteStat(op["fileId"], partition, new.path, op.get("baseInstantTime") or "null",
+    stat = WriteStat(op.file_id, partition, new.path, op.base_instant or "null",
                      num_writes=merged.num_rows, num_update_writes=log_records, total_write_bytes=size,
                      file_size=size, upsert_ms=int((time.monotonic() - start) * 1000),
-                     log_records=log_records, log_files=len(op["deltaFilePaths"]), log_size=log_size,
+                     log_records=log_records, log_files=len(op.delta_files), log_size=log_size,
                      updated_compacted=log_records, log_blocks=len(visible))
     return stat, damaged
 
@@ -290,7 +289,7 @@ def compact_operation(job: CompactionJob, indexed: tuple[int, dict]) -> tuple[Wr
 def _execute(table, timeline, inflight: Instant, extra_metadata) -> CompactionResult:
     t = inflight.time
     plan = _plan_of(timeline, t)
-    ops = plan.get("operations") or []
+    ops = plan.operations
     cfg = table.config
     avro = table.schema_avro(timeline)
     first = timeline.writes().first
@@ -309,7 +308,7 @@ def _execute(table, timeline, inflight: Instant, extra_metadata) -> CompactionRe
     stats = [stat for stat, _ in done]
     skipped = [{"file": d.path, "offset": d.offset, "instant": d.instant, "reason": d.reason}
                for _, damaged in done for d in damaged]
-    extra = {**(plan.get("extraMetadata") or {}), **(extra_metadata or {}), "schema": json.dumps(avro)}
+    extra = {**(plan.extra_metadata or {}), **(extra_metadata or {}), "schema": json.dumps(avro)}
     if skipped:
         extra[SKIPPED_KEY] = json.dumps(skipped)
     metadata = CommitMetadata.from_stats("COMPACT", stats, extra)

@@ -1,205 +1,41 @@
-"""Rollback (spec §4.4): plan, delete the instant's files, record, forget the instant.
-
-Targets: a pending write whose heartbeat has expired (failed writes, rolled back by the next
-writer), a failed compaction (its plan stays requested and runs again), or the latest
-completed write (`table.rollback`). Steps: `R.rollback.requested` (Avro plan),
-`R.rollback.inflight`, the target's completed file removed (it is no longer visible), data
-files deleted, `R.rollback` (Avro metadata), then the target's inflight and requested files
-removed. A rollback that died half-way is finished from its plan.
-"""
+"""The rollback service: which instants may be rolled back (failed writes, the latest
+completed write, a pending compaction), refusing what a later plan builds on. The rollback
+itself is `undo.rollback_instant`."""
 
 from __future__ import annotations
 
-import logging
-import time
-from dataclasses import dataclass, field
-
-from ..errors import InstantNotFoundError, LakeError
-from ..model import BaseFile, LogFile
+from ..config import WriteOptions
+from ..errors import InstantNotFoundError, LakeError, WriteConflictError
 from ..storage import Storage
+from ..timeline import tokens
 from ..timeline.active import ActiveTimeline
 from ..timeline.instant import COMMIT_ACTIONS, COMPACTION, ROLLBACK, Instant, State
-from ..timeline.metadata import read_avro, read_compaction_plan, rollback_metadata_bytes, rollback_plan_bytes
-from ..view import list_partition_files
-from ..write.heartbeat import FOLDER as HEARTBEAT_FOLDER
+from ..timeline.payloads import CompactionPlan
+from ..undo import RollbackResult, rollback_instant, rolled_back_by
 from ..write.heartbeat import is_expired
-from ..write.markers import APPEND, delete_markers, read_markers
-
-log = logging.getLogger(__name__)
 
 
-@dataclass
-class RollbackResult:
-    instant: str  # the rollback instant
-    rolled_back: str
-    action: str
-    files_deleted: list[str] = field(default_factory=list)
-
-
-def _absolute(storage: Storage, path: str) -> str:
-    return storage.full(path) if storage.is_local else f"{storage.uri.split('://')[0]}://{storage.full(path)}"
-
-
-def _relative(storage: Storage, path: str) -> str:
-    path = path.split("://", 1)[-1]
-    root = storage.root.split("://", 1)[-1]
-    return path[len(root) :].lstrip("/") if path.startswith(root) else path
-
-
-def is_compaction(timeline: ActiveTimeline, time_: str) -> bool:
-    return any(n.endswith(".compaction.requested") for n in timeline.state_files(time_))
-
-
-def files_of(storage: Storage, timeline: ActiveTimeline, target: Instant) -> list[str]:
-    """Data files the target instant wrote: from its markers, its commit metadata (when
-    completed), else base files named with its instant.
-
-    A CREATE or MERGE marker names a base file; an APPEND marker names a made-up base file
-    `<fileId>_<token>_<baseInstant>` whose log files with that token are the ones written
-    (we never append to an existing log file).
-    """
-    found: set[str] = set()
-    appends: dict[str, list[BaseFile]] = {}
-    markers = read_markers(storage, target.time)
-    for path, io_type in markers:
-        name = path.rsplit("/", 1)[-1]
-        partition = path[: -len(name) - 1] if "/" in path else ""
-        base = BaseFile.parse(partition, name)
-        if base is None:
-            continue
-        if io_type == APPEND:
-            appends.setdefault(partition, []).append(base)
-        else:
-            found.add(path)
-    for partition, bases in appends.items():
-        wanted = {(b.file_id, b.instant, b.write_token) for b in bases}
-        for st in storage.list(partition):
-            lf = LogFile.parse(partition, st.name)
-            if lf is not None and (lf.file_id, lf.base_instant, lf.write_token) in wanted:
-                found.add(lf.path)
-    if target.is_completed:
-        for stat in timeline.commit_metadata(target).write_stats():
-            if stat.get("path"):
-                found.add(stat["path"])
-    if not found and not markers:
-        for partition, statuses in list_partition_files(storage).items():
-            for st in statuses:
-                base = BaseFile.parse(partition, st.name)
-                if base is not None and base.instant == target.time:
-                    found.add(base.path)
-    return sorted(f for f in found if storage.exists(f))
-
-
-def rollback_instant(storage: Storage, timeline: ActiveTimeline, target: Instant, rollback_time: str) -> RollbackResult:
-    """Roll back `target` (pending, or completed) at a new instant `rollback_time`."""
-    start = time.time()
-    plan = rollback_requests(storage, timeline, target)
-    action = COMPACTION if is_compaction(timeline, target.time) and target.is_pending else target.action
-    rb = Instant(rollback_time, ROLLBACK, State.REQUESTED)
-    timeline.create(rb, rollback_plan_bytes(target.time, action, plan))
-    return _execute(storage, timeline, rb, target.time, action, plan, start)
-
-
-def rolled_back_by(timeline: ActiveTimeline, time_: str) -> Instant | None:
-    """The completed rollback that rolled back `time_`, if any."""
-    for rb in reversed(timeline.actions(ROLLBACK).completed().instants):
-        meta = read_avro(timeline.read_details(rb)) or {}
-        if time_ in (meta.get("commitsRollback") or []):
-            return rb
-    return None
-
-
-def forget_rolled_back(storage: Storage, timeline: ActiveTimeline) -> None:
-    """A crash after `R.rollback` was written can leave the target's pending files: remove them."""
-    pending = [i for i in timeline.pending() if i.action in COMMIT_ACTIONS or i.action == COMPACTION]
-    for instant in pending:
-        if rolled_back_by(timeline, instant.time) is None:
-            continue
-        keep_plan = is_compaction(timeline, instant.time)
-        for name in reversed(timeline.state_files(instant.time)):
-            parsed = Instant.parse(name)
-            if keep_plan and parsed.action == COMPACTION and parsed.state == State.REQUESTED:
-                continue
-            timeline.delete_file(name)
-
-
-def finish_pending_rollbacks(storage: Storage, timeline: ActiveTimeline) -> list[RollbackResult]:
-    """Complete rollbacks that a crash left requested or inflight (idempotent)."""
-    done = []
-    for rb in timeline.actions(ROLLBACK).pending():
-        plan = read_avro(timeline.read_details(rb.to(State.REQUESTED)))
-        if plan is None:
-            continue
-        target = plan["instantToRollback"]
-        done.append(_execute(storage, timeline, rb, target["commitTime"], target["action"],
-                             plan["RollbackRequests"] or [], time.time()))
-    return done
-
-
-def _execute(storage: Storage, timeline: ActiveTimeline, rb: Instant, target_time: str, target_action: str,
-             plan: list[dict], start: float) -> RollbackResult:
-    if rb.state == State.REQUESTED:
-        rb = timeline.transition(rb, State.INFLIGHT)
-    metadata = undo(storage, timeline, target_time, target_action, plan, rb.time, start,
-                    keep_plan=is_compaction(timeline, target_time), finish=lambda m: timeline.transition(
-                        rb, State.COMPLETED, rollback_metadata_bytes(m)))
-    result = RollbackResult(rb.time, target_time, target_action,
-                            [f for p in metadata["partitionMetadata"].values() for f in p["successDeleteFiles"]])
-    log.info("table %s: rolled back %s %s at %s (%d files)", storage.uri, target_action, target_time, rb.time,
-             len(result.files_deleted))
-    return result
-
-
-def undo(storage: Storage, timeline: ActiveTimeline, target_time: str, target_action: str, plan: list[dict],
-         by: str, start: float, *, keep_plan: bool, finish=None) -> dict:
-    """Make the target invisible, delete its files, call `finish(metadata)`, forget the target.
-
-    Returns the HoodieRollbackMetadata record. With `keep_plan`, a compaction's requested
-    plan survives (it runs again)."""
-    for name in timeline.state_files(target_time):
-        if Instant.parse(name).is_completed:
-            timeline.delete_file(name)
-    partition_meta = {}
-    total = 0
-    for req in plan:
-        deleted = []
-        for path in req["filesToBeDeleted"]:
-            storage.delete(_relative(storage, path))
-            deleted.append(path)
-        total += len(deleted)
-        partition_meta[req["partitionPath"]] = {
-            "partitionPath": req["partitionPath"], "successDeleteFiles": deleted, "failedDeleteFiles": [],
-            "rollbackLogFiles": {}, "logFilesFromFailedCommit": {},
-        }
-    metadata = {
-        "startRollbackTime": by,
-        "timeTakenInMillis": int((time.time() - start) * 1000),
-        "totalFilesDeleted": total,
-        "commitsRollback": [target_time],
-        "partitionMetadata": partition_meta,
-        "version": 1,
-        "instantsRollback": [{"commitTime": target_time, "action": target_action}],
-    }
-    if finish is not None:
-        finish(metadata)
-    for name in reversed(timeline.state_files(target_time)):
-        instant = Instant.parse(name)
-        if keep_plan and instant.action == COMPACTION and instant.state == State.REQUESTED:
-            continue
-        timeline.delete_file(name)
-    delete_markers(storage, target_time)
-    storage.delete(f"{HEARTBEAT_FOLDER}/{target_time}")
-    return metadata
-
-
-def rollback_requests(storage: Storage, timeline: ActiveTimeline, target: Instant) -> list[dict]:
-    """HoodieRollbackRequest records: the target's files per partition (absolute paths)."""
-    requests: dict[str, list[str]] = {}
-    for path in files_of(storage, timeline, target):
-        partition = path.rsplit("/", 1)[0] if "/" in path else ""
-        requests.setdefault(partition, []).append(_absolute(storage, path))
-    return [{"partitionPath": p, "fileId": "", "latestBaseInstant": None, "filesToBeDeleted": fs,
-             "logBlocksToBeDeleted": None} for p, fs in sorted(requests.items())]
+def rollback(table, instant: str, *, extra_metadata: dict[str, str] | None = None) -> RollbackResult:
+    """Roll back a pending write or compaction, or the latest completed write. A run token
+    in `extra_metadata` is recorded in the token index (rollback metadata has no field for it)."""
+    token = tokens.token_of(extra_metadata)
+    with table.lock():
+        timeline = table.repair_timeline()
+        done = timeline.find_token(token, actions=(ROLLBACK,)) if token else None
+        if done is not None:
+            return RollbackResult.stored(timeline, done, instant)
+        if not timeline.contains(instant):
+            done = rolled_back_by(timeline, instant)
+            if done is not None:  # an earlier call already did it (a retried task)
+                return RollbackResult.stored(timeline, done, instant)
+        target = rollback_target(timeline, instant, table.storage.uri)
+        if target.is_pending and not is_expired(table.storage, target.time,
+                                                table.option(WriteOptions.HEARTBEAT_INTERVAL_MS),
+                                                table.option(WriteOptions.HEARTBEAT_TOLERABLE_MISSES)):
+            raise WriteConflictError(f"table {table.storage.uri}: {target} is still running (live heartbeat)")
+        time_ = table.new_instant_time(timeline)
+        tokens.record(table.storage, token, time_, ROLLBACK)
+        return rollback_instant(table.storage, timeline, target, time_, table.deleter())
 
 
 def failed_writes(storage: Storage, timeline: ActiveTimeline, interval_ms: int, misses: int) -> list[Instant]:
@@ -231,20 +67,18 @@ def _check_not_compacting(timeline: ActiveTimeline, target: Instant, uri: str) -
     """A completed write whose files a pending compaction plan reads cannot be rolled back:
     the plan would merge a deleted file (as in Apache Hudi, roll back only what no later
     instant builds on)."""
-    written = {str(s.get("path") or "").rsplit("/", 1)[-1] for s in timeline.commit_metadata(target).write_stats()}
-    written.discard("")
+    written = {s.path.rsplit("/", 1)[-1] for s in timeline.commit_metadata(target).stats() if s.path}
     for plan_instant in timeline.actions(COMPACTION).pending():
         if plan_instant.time < target.time:
             continue
-        plan = read_compaction_plan(timeline.read_details(plan_instant.to(State.REQUESTED)))
-        for op in plan.get("operations") or []:
-            names = [op.get("dataFilePath") or ""] + list(op.get("deltaFilePaths") or [])
-            hit = next((n for n in names if n and n.rsplit("/", 1)[-1] in written), None)
+        plan = CompactionPlan.from_bytes(timeline.read_details(plan_instant.to(State.REQUESTED)))
+        for op in plan.operations:
+            hit = next((n for n in op.file_names() if n in written), None)
             if hit:
                 raise LakeError(
                     f"table {uri}: {target.action} {target.time} cannot be rolled back: pending compaction "
                     f"{plan_instant.time} includes its file {hit.rsplit('/', 1)[-1]!r} (partition "
-                    f"{op.get('partitionPath')!r}); run that compaction, then restore a savepoint taken "
+                    f"{op.partition!r}); run that compaction, then restore a savepoint taken "
                     f"before {target.time} to undo the write")
 
 

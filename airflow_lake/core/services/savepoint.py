@@ -8,15 +8,21 @@ import logging
 import time
 from dataclasses import dataclass, field
 
+from .. import undo
 from ..config import WriteOptions
 from ..errors import InstantNotFoundError, LakeError, WriteConflictError
 from ..timeline import tokens
 from ..timeline.instant import RESTORE, SAVEPOINT, Instant, State
-from ..timeline.metadata import read_avro, restore_metadata_bytes, restore_plan_bytes, savepoint_metadata_bytes
+from ..timeline.payloads import (
+    ActionInstant,
+    RestoreMetadata,
+    RestorePlan,
+    RollbackMetadata,
+    RollbackPlan,
+    SavepointMetadata,
+)
 from ..view import FileSystemView
 from ..write.heartbeat import is_expired
-from . import rollback
-from .clean import latest_clean_bound
 
 log = logging.getLogger(__name__)
 
@@ -30,34 +36,36 @@ class RestoreResult:
 
 def savepoint(table, instant: str, *, user: str | None = None, comments: str = "",
               extra_metadata: dict[str, str] | None = None) -> str:
-    """Savepoint the completed commit `instant` (`<instant>.savepoint`); returns the instant."""
+    """Savepoint the completed commit `instant` (`<instant>.savepoint`); returns the instant
+    (a retry with the same run token: the one its first call savepointed)."""
     uri = table.storage.uri
+    token = tokens.token_of(extra_metadata)
     with table.lock():
         timeline = table.repair_timeline()
+        done = timeline.find_token(token, actions=(SAVEPOINT,)) if token else None
+        if done is not None:
+            return done.time
         commits = timeline.commits().completed()
         if not commits.contains(instant):
             raise InstantNotFoundError(f"table {uri}: {instant} is not a completed commit on the active timeline")
         if timeline.actions(SAVEPOINT).completed().contains(instant):
             return instant
-        bound = latest_clean_bound(timeline)
+        bound = timeline.latest_clean_bound()
         if bound and instant < bound:
             raise LakeError(f"table {uri}: cannot savepoint {instant}: older than {bound}, the earliest commit "
                             "the latest clean retained (its files may be gone)")
         view = FileSystemView(table.storage, timeline, instant)
-        partitions: dict[str, dict] = {}
+        files: dict[str, list[str]] = {}
         for group in view.file_groups():
             base, logs = view.read_slice(group)
             names = ([base.name] if base else []) + [lf.name for lf in logs]
             if names:
-                part = partitions.setdefault(group.partition, {"partitionPath": group.partition,
-                                                               "savepointDataFile": []})
-                part["savepointDataFile"].extend(names)
+                files.setdefault(group.partition, []).extend(names)
         comment = comments or ",".join(f"{k}={v}" for k, v in (extra_metadata or {}).items())
-        record = {"savepointedBy": user or getpass.getuser(), "savepointedAt": int(time.time() * 1000),
-                  "comments": comment, "partitionMetadata": partitions, "version": 1}
-        inflight = timeline.create(Instant(instant, SAVEPOINT, State.INFLIGHT),
-                                   token=tokens.token_of(extra_metadata))
-        timeline.transition(inflight, State.COMPLETED, savepoint_metadata_bytes(record))
+        metadata = SavepointMetadata(user or getpass.getuser(), int(time.time() * 1000), comment,
+                                     {p: tuple(names) for p, names in files.items()})
+        inflight = timeline.create(Instant(instant, SAVEPOINT, State.INFLIGHT), token=token)
+        timeline.transition(inflight, State.COMPLETED, metadata.to_bytes())
     return instant
 
 
@@ -81,56 +89,43 @@ def restore(table, instant: str, *, extra_metadata: dict[str, str] | None = None
         if alive:
             raise WriteConflictError(f"table {uri}: cannot restore while {alive[0].action} {alive[0].time} runs")
         t = table.new_instant_time(timeline)
-        plan = {"instantsToRollback": [{"commitTime": i.time, "action": i.action} for i in targets],
-                "version": 2, "savepointToRestoreTimestamp": instant}
-        requested = timeline.create(Instant(t, RESTORE, State.REQUESTED), restore_plan_bytes(plan), token=token)
+        plan = RestorePlan(instant, tuple(ActionInstant(i.time, i.action) for i in targets))
+        requested = timeline.create(Instant(t, RESTORE, State.REQUESTED), plan.to_bytes(), token=token)
         return _execute(table, timeline, requested, plan)
 
 
 def _stored_result(timeline, done: Instant, instant: str) -> RestoreResult:
     """What the completed restore `done` undid (nothing known once it is archived)."""
-    try:
-        record = read_avro(timeline.read_details(done)) or {}
-    except InstantNotFoundError:
-        record = {}
-    return RestoreResult(done.time, instant, list(record.get("instantsToRollback") or []))
+    record = timeline.stored_avro_metadata(done)
+    return RestoreResult(done.time, instant, RestoreMetadata.undone(record))
 
 
 def finish_pending_restores(table, timeline) -> None:
     for pending in timeline.actions(RESTORE).pending():
-        plan = read_avro(timeline.read_details(pending.to(State.REQUESTED)))
-        if plan:
+        plan = RestorePlan.from_bytes(timeline.read_details(pending.to(State.REQUESTED)))
+        if plan is not None:
             _execute(table, timeline, pending, plan)
 
 
-def _execute(table, timeline, instant: Instant, plan: dict) -> RestoreResult:
+def _execute(table, timeline, instant: Instant, plan: RestorePlan) -> RestoreResult:
     start = time.time()
     if instant.state == State.REQUESTED:
         instant = timeline.transition(instant, State.INFLIGHT)
     storage = table.storage
-    per_instant: dict[str, list] = {}
+    per_instant: dict[str, tuple[RollbackMetadata, ...]] = {}
     done = []
-    for target in plan["instantsToRollback"]:
-        t = target["commitTime"]
+    for target in plan.instants:
+        t = target.time
         names = timeline.state_files(t)
         if not names:  # already undone by an interrupted run
-            per_instant[t] = []
+            per_instant[t] = ()
             continue
         current = max((Instant.parse(n) for n in names), key=lambda i: i.state)
-        requests = rollback.rollback_requests(storage, timeline, current)
-        metadata = rollback.undo(storage, timeline, t, target["action"], requests, instant.time, start,
-                                 keep_plan=False)
-        per_instant[t] = [metadata]
+        rollback_plan = RollbackPlan(t, target.action, undo.rollback_requests(storage, timeline, current))
+        per_instant[t] = (undo.undo(storage, timeline, rollback_plan, instant.time, start, keep_plan=False,
+                                    deleter=table.deleter()),)
         done.append(t)
-    record = {
-        "startRestoreTime": instant.time,
-        "timeTakenInMillis": int((time.time() - start) * 1000),
-        "instantsToRollback": [x["commitTime"] for x in plan["instantsToRollback"]],
-        "hoodieRestoreMetadata": per_instant,
-        "version": 1,
-        "restoreInstantInfo": plan["instantsToRollback"],
-    }
-    timeline.transition(instant, State.COMPLETED, restore_metadata_bytes(record))
-    log.info("table %s: restored to savepoint %s (%d instants undone)", storage.uri,
-             plan["savepointToRestoreTimestamp"], len(done))
-    return RestoreResult(instant.time, plan["savepointToRestoreTimestamp"], done)
+    metadata = RestoreMetadata(instant.time, plan, per_instant, int((time.time() - start) * 1000))
+    timeline.transition(instant, State.COMPLETED, metadata.to_bytes())
+    log.info("table %s: restored to savepoint %s (%d instants undone)", storage.uri, plan.savepoint, len(done))
+    return RestoreResult(instant.time, plan.savepoint, done)

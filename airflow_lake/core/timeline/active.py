@@ -14,8 +14,8 @@ from collections.abc import Collection, Iterable, Iterator
 from ..errors import InstantNotFoundError, TimelineError
 from ..storage import Storage
 from . import tokens
-from .instant import COMMIT_ACTIONS, WRITE_ACTIONS, Instant, State
-from .metadata import CommitMetadata
+from .instant import CLEAN, COMMIT_ACTIONS, WRITE_ACTIONS, Instant, State
+from .metadata import CommitMetadata, read_avro
 
 META = ".hoodie"
 
@@ -133,6 +133,15 @@ class Timeline:
     def commit_metadata(self, instant: Instant) -> CommitMetadata:
         return CommitMetadata.from_bytes(self.read_details(instant), f"{self.storage.uri}/{META}/{instant.file_name}")
 
+    def latest_clean_bound(self) -> str | None:
+        """`earliestCommitToRetain` of the latest completed clean, if any: queries before it
+        may miss file versions the cleaner removed."""
+        cleans = self.actions(CLEAN).completed().instants
+        if not cleans:
+            return None
+        meta = read_avro(self.read_details(cleans[-1])) or {}
+        return meta.get("earliestCommitToRetain") or None
+
     def find_by_metadata(self, key: str, value: str) -> Instant | None:
         """The newest completed instant whose extraMetadata[key] == value, if any.
 
@@ -151,14 +160,17 @@ class Timeline:
         completed (on the active timeline, or archived), or, with `pending`, still pending;
         only of `actions` (completed action names: a compaction completes as `commit`) when
         given. A rolled-back attempt, or one that died before creating its instant, is not
-        found. Cost: one small listing, plus the archived timeline only for an attempt older
-        than the active timeline."""
+        found. An archive run (no instant of its own) is found as `<time>.archive` once done.
+        Cost: one small listing, plus the archived timeline only for an attempt older than the
+        active timeline."""
         by_key = {(i.time, i.comparable_action): i for i in self.instants}
         archived = None
         for time, action in tokens.entries(self.storage, token):
             comparable = Instant(time, action, State.REQUESTED).comparable_action
             if actions is not None and comparable not in actions:
                 continue
+            if action == tokens.ARCHIVE:  # no instant: the entry exists once it is done
+                return Instant(time, action, State.COMPLETED)
             instant = by_key.get((time, comparable))
             if instant is not None:
                 if instant.is_completed or pending:
@@ -185,6 +197,17 @@ class Timeline:
             return self.commit_metadata(instant)
         return CommitMetadata(payload.get("operationType") or "UNKNOWN", payload.get("partitionToWriteStats") or {},
                               dict(payload.get("extraMetadata") or {}))
+
+    def stored_avro_metadata(self, instant: Instant) -> dict:
+        """The Avro metadata (clean, rollback, restore, savepoint) of a completed instant
+        `find_token` returned, active or archived; empty when it is no longer kept."""
+        payload = self._archived.get(instant)
+        if payload is not None:
+            return payload
+        try:
+            return read_avro(self.read_details(instant)) or {}
+        except InstantNotFoundError:
+            return {}
 
     def _may_be_archived(self, time: str, comparable: str) -> bool:
         """An instant absent from the active timeline can only have been archived if it is

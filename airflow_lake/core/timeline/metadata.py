@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import fastavro
@@ -53,7 +53,13 @@ class CommitMetadata:
         return self.extra_metadata.get("schema") or None
 
     def write_stats(self) -> list[dict]:
+        """The stats as stored (JSON dicts): for translating the payload, e.g. to Avro."""
         return [s for stats in self.partition_to_write_stats.values() for s in stats]
+
+    def stats(self) -> list[WriteStat]:
+        """The stats as values (the partition from the map's key)."""
+        return [replace(WriteStat.from_json(s), partition=p) for p, stats in self.partition_to_write_stats.items()
+                for s in stats]
 
     def file_ids(self) -> set[tuple[str, str]]:
         """(partition, fileId) of every file group this commit wrote."""
@@ -126,58 +132,3 @@ def requested_replace_bytes() -> bytes:
     """`T.replacecommit.requested` for insert_overwrite: every field null (spec §2.3)."""
     record = {"operationType": None, "clusteringPlan": None, "extraMetadata": None, "version": None}
     return write_avro(avro_schemas.REQUESTED_REPLACE, record)
-
-
-def rollback_plan_bytes(instant_time: str, action: str, requests: list[dict]) -> bytes:
-    record = {
-        "instantToRollback": {"commitTime": instant_time, "action": action},
-        "RollbackRequests": requests,
-        "version": 1,
-    }
-    return write_avro(avro_schemas.ROLLBACK_PLAN, record)
-
-
-def rollback_metadata_bytes(record: dict) -> bytes:
-    return write_avro(avro_schemas.ROLLBACK_METADATA, record)
-
-
-def compaction_plan_bytes(operations: list[dict], extra: dict[str, str] | None, strategy_class: str) -> bytes:
-    record = {
-        "operations": operations,
-        "extraMetadata": extra or None,
-        "version": 2,
-        "strategy": {"compactorClassName": strategy_class, "strategyParams": {}, "version": 1},
-        "preserveHoodieMetadata": True,
-    }
-    return write_avro(avro_schemas.COMPACTION_PLAN, record)
-
-
-def read_compaction_plan(data: bytes) -> dict:
-    """A compaction plan (ours or Apache Hudi's; version-1 plans hold full paths)."""
-    plan = read_avro(data) or {}
-    for op in plan.get("operations") or []:
-        op["deltaFilePaths"] = [p.rsplit("/", 1)[-1] for p in op.get("deltaFilePaths") or []]
-        if op.get("dataFilePath"):
-            op["dataFilePath"] = op["dataFilePath"].rsplit("/", 1)[-1]
-        op["partitionPath"] = op.get("partitionPath") or ""
-    return plan
-
-
-def cleaner_plan_bytes(plan: dict) -> bytes:
-    return write_avro(avro_schemas.CLEANER_PLAN, plan)
-
-
-def clean_metadata_bytes(metadata: dict) -> bytes:
-    return write_avro(avro_schemas.CLEAN_METADATA, metadata)
-
-
-def savepoint_metadata_bytes(record: dict) -> bytes:
-    return write_avro(avro_schemas.SAVEPOINT_METADATA, record)
-
-
-def restore_plan_bytes(record: dict) -> bytes:
-    return write_avro(avro_schemas.RESTORE_PLAN, record)
-
-
-def restore_metadata_bytes(record: dict) -> bytes:
-    return write_avro(avro_schemas.RESTORE_METADATA, record)

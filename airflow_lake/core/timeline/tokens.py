@@ -7,17 +7,23 @@ only says "this instant was started with this token": whether it is done is read
 timeline (a pending, rolled-back or never-created instant is not done). A lookup lists one
 small folder (the attempts of one run, usually one) instead of reading every commit, so its
 cost does not grow with the timeline. Apache Hudi ignores `.hoodie/.aux/airflow_lake`.
+
+Archive writes no instant: its entry (`<time>.archive`, a time taken like an instant's) is
+created once it is done and holds its result as JSON, so the entry alone says it is done.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
+from typing import Any
 
 from ..storage import Storage
 from .instant import INSTANT_TIME
 
 TOKEN_KEY = "airflow_lake.token"
 FOLDER = ".hoodie/.aux/airflow_lake/tokens"
+ARCHIVE = "archive"  # the one service without an instant: its entry is its completion
 
 
 def token_folder(token: str) -> str:
@@ -42,3 +48,14 @@ def entries(storage: Storage, token: str) -> list[tuple[str, str]]:
 
 def token_of(extra_metadata: dict[str, str] | None) -> str | None:
     return (extra_metadata or {}).get(TOKEN_KEY) or None
+
+
+def record_result(storage: Storage, token: str | None, time: str, action: str, result: dict[str, Any]) -> None:
+    """Note that `action`, which writes no instant, is done for `token` with `result`."""
+    if token:
+        storage.create(f"{token_folder(token)}/{time}.{action}", json.dumps(result, sort_keys=True).encode())
+
+
+def stored_result(storage: Storage, token: str, time: str, action: str) -> dict[str, Any]:
+    """The result `record_result` kept."""
+    return json.loads(storage.read(f"{token_folder(token)}/{time}.{action}"))

@@ -19,6 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .. import undo
 from ..config import DEFAULT_PAYLOAD, TableOptions, WriteOptions
 from ..engine import Engine
 from ..errors import UnsupportedTableVersionError, WriteConflictError
@@ -28,11 +29,11 @@ from ..index.simple import read_keys
 from ..merge import KEY
 from ..model import BaseFile, WriteStat
 from ..schema import from_avro
-from ..services import rollback
 from ..timeline import tokens
 from ..timeline.active import ActiveTimeline
 from ..timeline.instant import COMMIT, COMMIT_ACTIONS, COMPACTION, DELTA_COMMIT, REPLACE_COMMIT, Instant, State
-from ..timeline.metadata import CommitMetadata, read_compaction_plan, requested_replace_bytes, workload_metadata
+from ..timeline.metadata import CommitMetadata, requested_replace_bytes, workload_metadata
+from ..timeline.payloads import CompactionPlan
 from ..view import PARTITION_METAFILE, FileSystemView, list_partition_files
 from .files import WriteContext, insert_file, merge_file
 from .heartbeat import Heartbeat
@@ -130,7 +131,8 @@ class WriteClient:
                 timeline = self.table.timeline
                 current = next((i for i in timeline.pending() if i.time == instant.time), None)
                 if current is not None:
-                    rollback.rollback_instant(self.storage, timeline, current, self.table.new_instant_time(timeline))
+                    undo.rollback_instant(self.storage, timeline, current, self.table.new_instant_time(timeline),
+                                          self.table.deleter())
             raise WriteConflictError(f"table {self.storage.uri}: write {instant.time} read a file that another "
                                      f"writer or service removed meanwhile ({e.filename or e}); it was rolled "
                                      "back, retry it") from e
@@ -268,15 +270,16 @@ class WriteClient:
             if other.time in seen or other.time == inflight.time:
                 continue
             if other.action == COMPACTION:
-                plan = read_compaction_plan(timeline.read_details(other.to(State.REQUESTED)))
-                theirs = {key(op["partitionPath"], op["fileId"]) for op in plan.get("operations") or []}
+                plan = CompactionPlan.from_bytes(timeline.read_details(other.to(State.REQUESTED)))
+                theirs = {key(p, f) for p, f in plan.file_groups()}
             elif other.is_completed:
                 meta = timeline.commit_metadata(other)
                 theirs = {key(p, f) for p, f in meta.file_ids() | meta.replaced_file_ids()}
                 written = _base_files(meta)
                 dup = key_clash(written) if written else None
                 if dup:
-                    rollback.rollback_instant(self.storage, timeline, inflight, self.table.new_instant_time(timeline))
+                    undo.rollback_instant(self.storage, timeline, inflight, self.table.new_instant_time(timeline),
+                                          self.table.deleter())
                     raise WriteConflictError(
                         f"table {self.storage.uri}: write {inflight.time} inserts key {dup!r}, which "
                         f"{other.action} {other.time} inserted after this write started; it was rolled back, "
@@ -285,7 +288,8 @@ class WriteClient:
                 continue
             clash = mine & theirs
             if clash:
-                rollback.rollback_instant(self.storage, timeline, inflight, self.table.new_instant_time(timeline))
+                undo.rollback_instant(self.storage, timeline, inflight, self.table.new_instant_time(timeline),
+                                      self.table.deleter())
                 p, f = sorted(clash)[0]
                 raise WriteConflictError(
                     f"table {self.storage.uri}: write {inflight.time} conflicts with {other.action} {other.time}, "
@@ -464,9 +468,9 @@ class WriteClient:
         """Average bytes per record of the latest commit, else the configured estimate."""
         timeline = timeline.commits().completed()
         for instant in reversed(timeline.instants[-5:]):
-            stats = timeline.commit_metadata(instant).write_stats()
-            size = sum(s.get("totalWriteBytes") or 0 for s in stats)
-            rows = sum(s.get("numWrites") or 0 for s in stats)
+            stats = timeline.commit_metadata(instant).stats()
+            size = sum(s.total_write_bytes for s in stats)
+            rows = sum(s.num_writes for s in stats)
             if rows > 0 and size > 0:
                 return max(1, size // rows)
         return self.opt(WriteOptions.RECORD_SIZE_ESTIMATE)
@@ -482,26 +486,17 @@ class WriteClient:
 
     def stored_result(self, timeline: ActiveTimeline, instant: Instant, operation: str) -> WriteResult:
         """The result of the earlier attempt that committed `instant` (active or archived)."""
-        stats = timeline.stored_commit_metadata(instant)
         result = WriteResult(instant.time, operation)
-        for s in stats.write_stats():
-            result.num_inserts += s.get("numInserts") or 0
-            result.num_updates += s.get("numUpdateWrites") or 0
-            result.num_deletes += s.get("numDeletes") or 0
-            result.num_writes += s.get("numWrites") or 0
-            if s.get("path"):
-                result.files.append(s["path"])
+        _add_stats(result, timeline.stored_commit_metadata(instant).stats())
         return result
 
 
 def _base_files(meta: CommitMetadata) -> dict[str, list[str]]:
     """The base files a commit wrote, per partition (paths relative to the table)."""
     out: dict[str, list[str]] = {}
-    for partition, stats in meta.partition_to_write_stats.items():
-        paths = [s.get("path") or "" for s in stats]
-        paths = [p for p in paths if p.endswith(".parquet")]
-        if paths:
-            out[partition] = paths
+    for stat in meta.stats():
+        if (stat.path or "").endswith(".parquet"):
+            out.setdefault(stat.partition, []).append(stat.path)
     return out
 
 
@@ -511,7 +506,8 @@ def _add_stats(result: WriteResult, stats: list[WriteStat]) -> None:
         result.num_updates += s.num_update_writes
         result.num_deletes += s.num_deletes
         result.num_writes += s.num_writes
-        result.files.append(s.path)
+        if s.path:
+            result.files.append(s.path)
 
 
 def _group_ids(groups) -> dict[str, list[str]]:

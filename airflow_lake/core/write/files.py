@@ -48,7 +48,7 @@ class WriteContext:
         return f"{task}-{int(self.instant[-9:])}-{task}"
 
 
-def _meta_columns(ctx: WriteContext, task: int, keys: pa.Array, partition: str, file_name: str) -> list[pa.Array]:
+def meta_columns(ctx: WriteContext, task: int, keys: pa.Array, partition: str, file_name: str) -> list[pa.Array]:
     n = len(keys)
     if not ctx.populate_meta:
         null = pa.nulls(n, pa.string())
@@ -75,7 +75,7 @@ def _gather(old: pa.ChunkedArray | pa.Array, new: pa.ChunkedArray | pa.Array, or
     return pa.chunked_array(chunks, type=new.type).take(order)
 
 
-def _with_meta(ctx: WriteContext, meta: list, data: pa.Table) -> pa.Table:
+def with_meta(ctx: WriteContext, meta: list, data: pa.Table) -> pa.Table:
     return pa.Table.from_arrays(meta + list(conform(data, ctx.arrow_schema).columns), schema=ctx.arrow_with_meta)
 
 
@@ -89,7 +89,7 @@ def insert_file(ctx: WriteContext, task: int, partition: str, file_id: str, batc
     """Write inserts as a new file group's first base file."""
     start = time.monotonic()
     base = BaseFile(partition, file_id, ctx.token(task), ctx.instant)
-    table = _with_meta(ctx, _meta_columns(ctx, task, batch.keys, partition, base.name), batch.data)
+    table = with_meta(ctx, meta_columns(ctx, task, batch.keys, partition, base.name), batch.data)
     size = _write(ctx, base, table, CREATE)
     return WriteStat(file_id, partition, base.path, "null", num_writes=len(table), num_inserts=len(table),
                      total_write_bytes=size, file_size=size, create_ms=int((time.monotonic() - start) * 1000))
@@ -146,7 +146,7 @@ def merge_file(ctx: WriteContext, task: int, old: BaseFile, batch: Batch, append
     survivors = np.nonzero(~dropped)[0]
     order = np.where(row_update[survivors] >= 0, len(existing) + row_update[survivors], survivors)
     order = pa.array(np.concatenate([order, len(existing) + np.arange(len(updates), len(written))]))
-    new_meta = _meta_columns(ctx, task, written.keys, old.partition, new.name)
+    new_meta = meta_columns(ctx, task, written.keys, old.partition, new.name)
     old_data = conform(existing.drop_columns(list(META_FIELDS)), ctx.arrow_schema)
     new_data = conform(written.data, ctx.arrow_schema)
     columns = [_gather(existing.column(META_FIELDS[i]), new_meta[i], order) for i in range(3)]

@@ -14,7 +14,7 @@ import numpy as np
 from ..formats.log import data_block_bytes, delete_block_bytes
 from ..formats.log.blocks import wrap_ordering
 from ..model import BaseFile, LogFile, WriteStat
-from .files import WriteContext, _meta_columns, _with_meta
+from .files import WriteContext, meta_columns, with_meta
 from .markers import APPEND, create_marker
 from .prepare import Batch
 
@@ -43,7 +43,7 @@ def append_log(ctx: WriteContext, task: int, target: SliceRef, batch: Batch, *, 
     parts = []
     records = batch.take(np.nonzero(~batch.is_delete)[0]) if batch.is_delete.any() else batch
     if len(records):
-        table = _with_meta(ctx, _meta_columns(ctx, task, records.keys, target.partition, target.file_id),
+        table = with_meta(ctx, meta_columns(ctx, task, records.keys, target.partition, target.file_id),
                            records.data)
         parts.append(data_block_bytes(ctx.instant, schema, table, fmt=block_format, compression=ctx.compression))
     deletes = batch.take(np.nonzero(batch.is_delete)[0]) if batch.is_delete.any() else batch.slice(0, 0)
@@ -67,14 +67,13 @@ def append_log(ctx: WriteContext, task: int, target: SliceRef, batch: Batch, *, 
                      num_writes=len(records), num_deletes=len(deletes),
                      num_update_writes=len(records) - inserts, num_inserts=inserts,
                      total_write_bytes=len(content), file_size=len(content),
-                     upsert_ms=int((time.monotonic() - start) * 1000))
-    stat.delta = {
-        "logVersion": log.version,
-        "logOffset": 0,
-        "baseFile": target.base_file.name if target.base_file else "",
-        "logFiles": [f.name for f in target.log_files] + [log.name],
-        "recordsStats": {"val": None},
-    }
+                     upsert_ms=int((time.monotonic() - start) * 1000), delta={
+                         "logVersion": log.version,
+                         "logOffset": 0,
+                         "baseFile": target.base_file.name if target.base_file else "",
+                         "logFiles": [f.name for f in target.log_files] + [log.name],
+                         "recordsStats": {"val": None},
+                     })
     return stat
 
 

@@ -1,0 +1,193 @@
+"""Undo one instant (spec §4.4): the rollback primitive that writers, table services and
+table repair share.
+
+Steps: `R.rollback.requested` (Avro plan), `R.rollback.inflight`, the target's completed file
+removed (it is no longer visible), data files deleted, `R.rollback` (Avro metadata), then
+the target's inflight and requested files removed. A rollback that died half-way is finished
+from its plan. Deciding what may be rolled back (and the run token) is the rollback
+service's business (`services/rollback.py`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from .model import BaseFile, LogFile
+from .paths import Deleter, absolute_path, relative_path
+from .storage import Storage
+from .timeline.active import ActiveTimeline
+from .timeline.instant import COMMIT_ACTIONS, COMPACTION, ROLLBACK, Instant, State
+from .timeline.metadata import read_avro
+from .timeline.payloads import ActionInstant, RollbackMetadata, RollbackPlan, RollbackRequest
+from .view import list_partition_files
+from .write.heartbeat import FOLDER as HEARTBEAT_FOLDER
+from .write.markers import APPEND, delete_markers, read_markers
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RollbackResult:
+    instant: str  # the rollback instant
+    rolled_back: str
+    action: str
+    files_deleted: list[str] = field(default_factory=list)
+    already_done: bool = False  # a retry: what an earlier call (or this run token's) did
+
+    @staticmethod
+    def stored(timeline: ActiveTimeline, rb: Instant, time_: str) -> RollbackResult:
+        """What the completed rollback `rb` did (from its metadata; only its instant once
+        that is no longer kept)."""
+        record = timeline.stored_avro_metadata(rb)
+        if not record:
+            return RollbackResult(rb.time, time_, "", [], already_done=True)
+        meta = RollbackMetadata.from_avro(record)
+        target = meta.rolled_back[0] if meta.rolled_back else ActionInstant(time_, "")
+        return RollbackResult(rb.time, target.time, target.action, meta.files, already_done=True)
+
+
+def is_compaction(timeline: ActiveTimeline, time_: str) -> bool:
+    return any(n.endswith(".compaction.requested") for n in timeline.state_files(time_))
+
+
+def files_of(storage: Storage, timeline: ActiveTimeline, target: Instant) -> list[str]:
+    """Data files the target instant wrote: from its markers, its commit metadata (when
+    completed), else base files named with its instant.
+
+    A CREATE or MERGE marker names a base file; an APPEND marker names a made-up base file
+    `<fileId>_<token>_<baseInstant>` whose log files with that token are the ones written
+    (we never append to an existing log file).
+    """
+    found: set[str] = set()
+    appends: dict[str, list[BaseFile]] = {}
+    markers = read_markers(storage, target.time)
+    for path, io_type in markers:
+        name = path.rsplit("/", 1)[-1]
+        partition = path[: -len(name) - 1] if "/" in path else ""
+        base = BaseFile.parse(partition, name)
+        if base is None:
+            continue
+        if io_type == APPEND:
+            appends.setdefault(partition, []).append(base)
+        else:
+            found.add(path)
+    for partition, bases in appends.items():
+        wanted = {(b.file_id, b.instant, b.write_token) for b in bases}
+        for st in storage.list(partition):
+            lf = LogFile.parse(partition, st.name)
+            if lf is not None and (lf.file_id, lf.base_instant, lf.write_token) in wanted:
+                found.add(lf.path)
+    if target.is_completed:
+        found.update(stat.path for stat in timeline.commit_metadata(target).stats() if stat.path)
+    if not found and not markers:
+        for partition, statuses in list_partition_files(storage).items():
+            for st in statuses:
+                base = BaseFile.parse(partition, st.name)
+                if base is not None and base.instant == target.time:
+                    found.add(base.path)
+    return sorted(f for f in found if storage.exists(f))
+
+
+def rollback_instant(storage: Storage, timeline: ActiveTimeline, target: Instant, rollback_time: str,
+                     deleter: Deleter | None = None) -> RollbackResult:
+    """Roll back `target` (pending, or completed) at a new instant `rollback_time`. Files are
+    deleted by `deleter` (engine tasks, one per partition), else here, one by one."""
+    start = time.time()
+    action = COMPACTION if is_compaction(timeline, target.time) and target.is_pending else target.action
+    plan = RollbackPlan(target.time, action, rollback_requests(storage, timeline, target))
+    rb = Instant(rollback_time, ROLLBACK, State.REQUESTED)
+    timeline.create(rb, plan.to_bytes())
+    return _execute(storage, timeline, rb, plan, start, deleter)
+
+
+def rolled_back_by(timeline: ActiveTimeline, time_: str) -> Instant | None:
+    """The completed rollback that rolled back `time_`, if any."""
+    for rb in reversed(timeline.actions(ROLLBACK).completed().instants):
+        record = read_avro(timeline.read_details(rb))
+        if record and any(i.time == time_ for i in RollbackMetadata.from_avro(record).rolled_back):
+            return rb
+    return None
+
+
+def forget_rolled_back(storage: Storage, timeline: ActiveTimeline) -> None:
+    """A crash after `R.rollback` was written can leave the target's pending files: remove them."""
+    pending = [i for i in timeline.pending() if i.action in COMMIT_ACTIONS or i.action == COMPACTION]
+    for instant in pending:
+        if rolled_back_by(timeline, instant.time) is None:
+            continue
+        keep_plan = is_compaction(timeline, instant.time)
+        for name in reversed(timeline.state_files(instant.time)):
+            parsed = Instant.parse(name)
+            if keep_plan and parsed.action == COMPACTION and parsed.state == State.REQUESTED:
+                continue
+            timeline.delete_file(name)
+
+
+def finish_pending_rollbacks(storage: Storage, timeline: ActiveTimeline,
+                             deleter: Deleter | None = None) -> list[RollbackResult]:
+    """Complete rollbacks that a crash left requested or inflight (idempotent)."""
+    done = []
+    for rb in timeline.actions(ROLLBACK).pending():
+        plan = RollbackPlan.from_bytes(timeline.read_details(rb.to(State.REQUESTED)))
+        if plan is not None:
+            done.append(_execute(storage, timeline, rb, plan, time.time(), deleter))
+    return done
+
+
+def _execute(storage: Storage, timeline: ActiveTimeline, rb: Instant, plan: RollbackPlan, start: float,
+             deleter: Deleter | None) -> RollbackResult:
+    if rb.state == State.REQUESTED:
+        rb = timeline.transition(rb, State.INFLIGHT)
+    metadata = undo(storage, timeline, plan, rb.time, start, keep_plan=is_compaction(timeline, plan.instant),
+                    deleter=deleter, finish=lambda m: timeline.transition(rb, State.COMPLETED, m.to_bytes()))
+    result = RollbackResult(rb.time, plan.instant, plan.action, metadata.files)
+    log.info("table %s: rolled back %s %s at %s (%d files)", storage.uri, plan.action, plan.instant, rb.time,
+             len(result.files_deleted))
+    return result
+
+
+def undo(storage: Storage, timeline: ActiveTimeline, plan: RollbackPlan, by: str, start: float, *, keep_plan: bool,
+         finish: Callable[[RollbackMetadata], object] | None = None,
+         deleter: Deleter | None = None) -> RollbackMetadata:
+    """Make the target invisible, delete its files (by `deleter`: one engine task per
+    partition), call `finish(metadata)`, forget the target.
+
+    Returns the rollback metadata. With `keep_plan`, a compaction's requested plan survives
+    (it runs again)."""
+    target_time = plan.instant
+    for name in timeline.state_files(target_time):
+        if Instant.parse(name).is_completed:
+            timeline.delete_file(name)
+    groups = [[relative_path(storage, path) for path in req.files] for req in plan.requests]
+    if deleter is not None:
+        deleter(groups)
+    else:
+        for path in (p for group in groups for p in group):
+            storage.delete(path)
+    deleted: dict[str, tuple[str, ...]] = {}
+    for req in plan.requests:  # Apache Hudi's plans have one request per file group
+        deleted[req.partition] = deleted.get(req.partition, ()) + req.files
+    metadata = RollbackMetadata(by, (ActionInstant(target_time, plan.action),), deleted,
+                                int((time.time() - start) * 1000))
+    if finish is not None:
+        finish(metadata)
+    for name in reversed(timeline.state_files(target_time)):
+        instant = Instant.parse(name)
+        if keep_plan and instant.action == COMPACTION and instant.state == State.REQUESTED:
+            continue
+        timeline.delete_file(name)
+    delete_markers(storage, target_time)
+    storage.delete(f"{HEARTBEAT_FOLDER}/{target_time}")
+    return metadata
+
+
+def rollback_requests(storage: Storage, timeline: ActiveTimeline, target: Instant) -> tuple[RollbackRequest, ...]:
+    """The target's files per partition (absolute paths)."""
+    requests: dict[str, list[str]] = {}
+    for path in files_of(storage, timeline, target):
+        partition = path.rsplit("/", 1)[0] if "/" in path else ""
+        requests.setdefault(partition, []).append(absolute_path(storage, path))
+    return tuple(RollbackRequest(p, tuple(fs)) for p, fs in sorted(requests.items()))
