@@ -7,21 +7,23 @@ Driver | executors:
 - | combine (upsert, delete, insert with `hoodie.combine.before.insert`): a window keeping, per
   key, the largest ordering value, ties to the later row (the sequence number);
 - begin: lock, repair, requested instant, heartbeat (the core's write client);
-- | lookup: each file group of the touched partitions reads its live keys (and ordering values)
-  in a task; a join tags the key frame with their locations;
+- | tag (`tag.py`): BLOOM candidates by key range (footers read here), bloom filters tested
+  and candidates confirmed against their group's keys in executors; SIMPLE a join with every
+  group's live keys; either way a join tags the key frame with locations and ordering values;
+- | BUCKET (`bucket.py`): each row's bucket computed in executors, its group the bucket's;
 - route: partition moves (delete at the old location, insert at the new), stale deletes and
   unknown deletes dropped; insert bins per partition from counts (small files first, then new
   file groups), each insert row placed by a hash of its key, as Java's UpsertPartitioner does;
 - | execute: rows shuffled by target file group; each group written by the core's
   `merge_file` / `append_log` / `insert_file`, returning its write stat;
-- commit: the stats, the core's conflict checks, the completed instant.
+- commit: the stats, the core's conflict checks (keys inserted concurrently found by a join in
+  executors, `conflicts.py`), the completed instant.
 """
 
 from __future__ import annotations
 
 import logging
 import pickle
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import partial
@@ -41,15 +43,12 @@ from airflow_lake.core.errors import (
     LakeError,
     MissingFieldError,
     SchemaError,
-    UnsupportedFeatureError,
     UnsupportedTableVersionError,
 )
-from airflow_lake.core.formats.parquet import read_base_file
 from airflow_lake.core.index import check_index_type
 from airflow_lake.core.index.bucket import java_string_hashes
-from airflow_lake.core.merge import KEY, MergeSpec, merge_slice
-from airflow_lake.core.model import BaseFile, WriteStat
-from airflow_lake.core.read import BlockFilter, Visibility
+from airflow_lake.core.merge import KEY
+from airflow_lake.core.model import WriteStat
 from airflow_lake.core.schema import IS_DELETED, META_FIELDS, conform, evolve, from_avro
 from airflow_lake.core.timeline.active import ActiveTimeline
 from airflow_lake.core.timeline.instant import COMMIT, COMPACTION, DELTA_COMMIT, REPLACE_COMMIT, State
@@ -57,24 +56,29 @@ from airflow_lake.core.timeline.metadata import workload_metadata
 from airflow_lake.core.view import FileSystemView, list_partition_files
 from airflow_lake.core.write.client import OPERATION_TYPES, TOKEN_KEY, WriteClient, WriteResult
 from airflow_lake.core.write.files import WriteContext, insert_file, merge_file
-from airflow_lake.core.write.logs import SliceRef, append_log
+from airflow_lake.core.write.logs import append_log
 from airflow_lake.core.write.plan import Sizing, fill_small_files, new_files, slice_ref
 from airflow_lake.core.write.prepare import OPERATIONS, Batch
 
+from .bucket import BucketRoute, BucketSpec, bucket_batches, bucket_route_batches, plan_buckets
+from .conflicts import key_clash
+from .frames import (
+    BUCKET,
+    DEL,
+    LOC_F,
+    LOC_P,
+    PART,
+    SEQ,
+    STORED,
+    TARGET,
+    WORK,
+    GroupPlan,
+    stage,
+)
 from .schema import arrow_schema_of, exact_arrow_schema
+from .tag import tag
 
 log = logging.getLogger(__name__)
-
-PART = "_hoodie_partition_path"
-DEL = "_al_delete"
-SEQ = "_al_seq"
-LOC_P = "_al_loc_partition"
-LOC_F = "_al_loc_file"
-STORED = "_al_stored_ordering"
-TARGET = "_al_target"
-LOOKUP_KEY = "_al_lookup_key"
-WORK = (KEY, PART, DEL, SEQ)
-
 
 # -- values the executors get ----------------------------------------------------------------
 @dataclass(frozen=True)
@@ -85,26 +89,6 @@ class KeySpec:
     data_schema: pa.Schema  # the written columns, conformed to the table schema
     out_schema: pa.Schema  # data_schema + the work columns, exactly as Spark declares them
     where: str
-
-
-@dataclass(frozen=True)
-class LookupSpec:
-    ctx: TableContext
-    ordering_field: str | None
-    ordering_type: pa.DataType | None
-    visible: Visibility
-    out_schema: pa.Schema
-
-
-@dataclass(frozen=True)
-class GroupPlan:
-    """One file group's write: `merge` (rewrite a base file), `log` (a new log file), `insert`."""
-
-    kind: str
-    partition: str
-    file_id: str
-    base: BaseFile | None = None
-    slice: SliceRef | None = None
 
 
 @dataclass(frozen=True)
@@ -136,9 +120,6 @@ def write(table, df: DataFrame, operation: str = "upsert", extra_metadata: dict[
     if operation not in OPERATIONS:
         raise InvalidOptionError(f"{where}: unknown operation {operation!r}; one of {', '.join(OPERATIONS)}")
     index_type = check_index_type(table.option(WriteOptions.INDEX_TYPE), where)
-    if index_type == "BUCKET":
-        raise UnsupportedFeatureError(f"{where}: writes through the BUCKET index do not run on Spark yet; "
-                                      "write with the local engine (Table.write)")
     is_global = index_type.startswith("GLOBAL")
     client = WriteClient(table, table.engine)
     spark = df.sparkSession
@@ -148,7 +129,7 @@ def write(table, df: DataFrame, operation: str = "upsert", extra_metadata: dict[
         keyed = _combine(keyed, cfg.precombine_field if operation != "delete" else None, is_global)
     keyed = keyed.persist()
     try:
-        _stage(lambda: keyed.count(), where, "checking the batch")  # bad values fail here, nothing touched
+        stage(lambda: keyed.count(), where, "checking the batch")  # bad values fail here, nothing touched
         extra = dict(extra_metadata or {})
         replace = operation in ("insert_overwrite", "insert_overwrite_table")
         action = REPLACE_COMMIT if replace else (DELTA_COMMIT if cfg.is_mor else COMMIT)
@@ -167,6 +148,18 @@ def write(table, df: DataFrame, operation: str = "upsert", extra_metadata: dict[
         keyed.unpersist()
 
 
+@dataclass
+class _Routing:
+    """Where the rows go: the file groups written, the rows with their TARGET group, the
+    workload figures, and the keys this write inserts (for the concurrent-insert check)."""
+
+    groups: dict[int, GroupPlan]
+    routed: DataFrame
+    inserts: dict[str, int]
+    updates: dict[tuple[str, str], tuple[str, int]]
+    new_keys: DataFrame  # PART, KEY
+
+
 def _run(spark, table, client: WriteClient, keyed: DataFrame, avro: dict, operation: str, is_global: bool,
          index_type: str, requested, timeline: ActiveTimeline, extra: dict[str, str], where: str) -> WriteResult:
     seen = set(timeline.completed().times) | {i.time for i in timeline.actions(COMPACTION)}
@@ -174,37 +167,50 @@ def _run(spark, table, client: WriteClient, keyed: DataFrame, avro: dict, operat
     wide = is_global or operation == "insert_overwrite_table"
     view = FileSystemView(table.storage, timeline,
                           partition_files=None if wide else list_partition_files(table.storage, parts))
-    lookup = operation in ("upsert", "delete") or (
-        operation == "insert" and table.option(WriteOptions.INSERT_DROP_DUPLICATES))
     replaced = None
     if operation == "insert_overwrite_table":
         replaced = _group_ids(view.file_groups())
     elif operation == "insert_overwrite":
         replaced = _group_ids(g for g in view.file_groups() if g.partition in set(parts))
-
-    rows = keyed.withColumn(LOC_P, F.lit(None).cast("string")).withColumn(LOC_F, F.lit(None).cast("string"))
-    rows = rows.withColumn(STORED, F.lit(None).cast("string"))
-    if lookup:
-        rows = _tag(spark, table, view, keyed, None if is_global else parts, is_global)
-        rows = _route_located(table, rows, operation, is_global, index_type)
-    else:
-        rows = rows.filter(~F.col(DEL))
-    rows = rows.persist()
+    cached: list[DataFrame] = []
+    index_stats: dict[str, int] = {}
     try:
-        return _write_rows(spark, table, client, rows, view, avro, operation, is_global, requested, timeline,
-                           seen, extra, replaced, where)
+        if index_type == "BUCKET":
+            routing = _route_buckets(client, keyed, view, requested.time, replaced is not None, cached, where)
+        else:
+            routing = _route_keys(spark, table, client, keyed, view, operation, parts, is_global, index_type,
+                                  timeline, replaced, cached, index_stats, where)
+        result = _execute(spark, table, client, routing, view, avro, operation, is_global, index_type, requested,
+                          timeline, seen, extra, replaced, where)
     finally:
-        rows.unpersist()
+        for frame in cached:
+            frame.unpersist()
+    result.index_stats = index_stats
+    return result
 
 
-def _write_rows(spark, table, client: WriteClient, rows: DataFrame, view: FileSystemView, avro: dict,
-                operation: str, is_global: bool, requested, timeline, seen, extra, replaced, where) -> WriteResult:
+def _route_keys(spark, table, client: WriteClient, keyed: DataFrame, view: FileSystemView, operation: str,
+                parts: list[str], is_global: bool, index_type: str, timeline: ActiveTimeline, replaced,
+                cached: list[DataFrame], index_stats: dict[str, int], where: str) -> _Routing:
+    """Key-lookup indexes (and no index): located rows to their group, inserts binned into small
+    groups and new ones."""
     cfg = table.config
-    instant = requested.time
+    lookup = operation in ("upsert", "delete") or (
+        operation == "insert" and table.option(WriteOptions.INSERT_DROP_DUPLICATES))
+    if lookup:
+        tagged = tag(spark, table, view, keyed, None if is_global else parts, is_global, index_type, where)
+        cached += tagged.cached
+        index_stats.update(tagged.stats)
+        rows = _route_located(table, tagged.rows, operation, is_global, index_type)
+    else:
+        rows = keyed.withColumn(LOC_P, F.lit(None).cast("string")).withColumn(LOC_F, F.lit(None).cast("string"))
+        rows = rows.withColumn(STORED, F.lit(None).cast("string")).filter(~F.col(DEL))
+    rows = rows.persist()
+    cached.append(rows)
     # metadata only: rows per located group, inserts per partition
-    located_counts = {(p, f): n for p, f, n in _stage(
+    located_counts = {(p, f): n for p, f, n in stage(
         lambda: rows.filter(F.col(LOC_F).isNotNull()).groupBy(LOC_P, LOC_F).count().collect(), where, "counting")}
-    insert_counts = {p: n for p, n in _stage(
+    insert_counts = {p: n for p, n in stage(
         lambda: rows.filter(F.col(LOC_F).isNull()).groupBy(PART).count().collect(), where, "counting")}
 
     groups: dict[int, GroupPlan] = {}
@@ -221,7 +227,7 @@ def _write_rows(spark, table, client: WriteClient, rows: DataFrame, view: FileSy
     sizing = Sizing(table.option(WriteOptions.MAX_FILE_SIZE), table.option(WriteOptions.SMALL_FILE_LIMIT),
                     client.record_size_estimate(timeline))
     bins: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-    workload_inserts: dict[str, int] = {}
+    inserts: dict[str, int] = {}
     busy = {f for (_, f) in located_counts}
     for p, n in sorted(insert_counts.items()):
         slots = np.arange(n)
@@ -241,38 +247,68 @@ def _write_rows(spark, table, client: WriteClient, rows: DataFrame, view: FileSy
             sizes.append(len(t.rows))
             ids.append(gid)
         bins[p] = (np.cumsum(sizes) / max(1, sum(sizes)), np.asarray(ids, dtype=np.int64))
-        workload_inserts[p] = n
+        inserts[p] = n
     updates = {(g.partition, g.file_id): ((g.base.instant if g.base else g.slice.base_instant),
                                           located_counts[(g.partition, g.file_id)])
                for g in groups.values() if (g.partition, g.file_id) in located_counts}
-    inflight = timeline.transition(requested, State.INFLIGHT,
-                                   workload_metadata(OPERATION_TYPES[operation], workload_inserts, updates).to_bytes())
-    client.write_partition_metadata(instant, {g.partition for g in groups.values()})
-    log.info("%s: write %s routes rows to %d file groups (%d updated, %d inserted into)", where, instant,
-             len(groups), len(located), len(groups) - len(located))
-
+    log.info("%s: write routes rows to %d file groups (%d updated, %d inserted into)", where, len(groups),
+             len(located), len(groups) - len(located))
     route_schema = pa.schema(list(arrow_schema_of(rows.schema)) + [pa.field(TARGET, pa.int64())])
     routed = rows.mapInArrow(partial(route_batches, RouteSpec(located, bins, route_schema)),
                              from_arrow_schema(route_schema))
-    data_columns = tuple(c for c in rows.columns if c not in WORK and not c.startswith("_al_"))
+    return _Routing(groups, routed, inserts, updates, rows.filter(F.col(LOC_F).isNull()).select(PART, KEY))
+
+
+def _route_buckets(client: WriteClient, keyed: DataFrame, view: FileSystemView, instant: str, overwrite: bool,
+                   cached: list[DataFrame], where: str) -> _Routing:
+    """BUCKET: every row to its bucket's group (the core's bucket function, in executors)."""
+    table = client.table
+    bucket_schema = pa.schema(list(arrow_schema_of(keyed.schema)) + [pa.field(BUCKET, pa.int64())])
+    spec = BucketSpec(table.option(WriteOptions.BUCKET_NUM), tuple(client.bucket_hash_fields()), bucket_schema)
+    rows = keyed.mapInArrow(partial(bucket_batches, spec), from_arrow_schema(bucket_schema)).persist()
+    cached.append(rows)
+    counts = stage(lambda: rows.groupBy(PART, BUCKET).agg(
+        F.count(F.lit(1)), F.sum(F.when(F.col(DEL), 0).otherwise(1))).collect(), where, "counting")
+    plan = plan_buckets(view, [(p, b, n, live) for p, b, n, live in counts], instant=instant,
+                        is_mor=table.config.is_mor, overwrite=overwrite)
+    log.info("%s: write routes rows to %d bucket file groups (%d new)", where, len(plan.groups), len(plan.new))
+    route_schema = pa.schema(list(bucket_schema) + [pa.field(TARGET, pa.int64())])
+    route = BucketRoute(plan.route, frozenset(plan.new), route_schema)
+    routed = rows.mapInArrow(partial(bucket_route_batches, route), from_arrow_schema(route_schema))
+    routed = routed.filter(F.col(TARGET) >= 0)
+    new_keys = routed.filter(F.col(TARGET).isin(sorted(plan.new)) & ~F.col(DEL)).select(PART, KEY)
+    return _Routing(plan.groups, routed, plan.inserts, plan.updates, new_keys)
+
+
+def _execute(spark, table, client: WriteClient, routing: _Routing, view: FileSystemView, avro: dict,
+             operation: str, is_global: bool, index_type: str, requested, timeline, seen, extra, replaced,
+             where) -> WriteResult:
+    """Inflight, every group written in an executor, then the commit."""
+    cfg = table.config
+    instant = requested.time
+    groups = routing.groups
+    inflight = timeline.transition(requested, State.INFLIGHT, workload_metadata(
+        OPERATION_TYPES[operation], routing.inserts, routing.updates).to_bytes())
+    client.write_partition_metadata(instant, {g.partition for g in groups.values()})
+    routed = routing.routed
+    data_columns = tuple(c for c in routed.columns if c not in WORK and not c.startswith("_al_"))
     spec = ExecSpec(client.write_context(instant, avro), groups, data_columns, cfg.precombine_field,
                     table.option(WriteOptions.LOG_BLOCK_FORMAT).lower())
     out = routed.groupBy(TARGET).applyInArrow(group_writer(spec), "stat binary")
-    stats: list[WriteStat] = [pickle.loads(r[0]) for r in _stage(lambda: out.collect(), where, f"write {instant}")]
+    stats: list[WriteStat] = [pickle.loads(r[0]) for r in stage(lambda: out.collect(), where, f"write {instant}")]
 
-    touched = {(g.partition, g.file_id) for g in groups.values() if g.kind != "insert"}
+    if index_type == "BUCKET":  # a concurrent writer of the same bucket clashes, new group or not
+        touched = {(g.partition, g.file_id) for g in groups.values()}
+    else:
+        touched = {(g.partition, g.file_id) for g in groups.values() if g.kind != "insert"}
     touched |= {(p, f) for p, ids in (replaced or {}).items() for f in ids}
+    clash = key_clash(spark, table.context(), routing.new_keys, is_global, where) if operation == "upsert" \
+        else _no_clash
+    return client.commit(timeline, inflight, seen, operation, stats, extra, avro, touched, clash, replaced)
 
-    def new_keys() -> dict[str, pa.Array]:  # asked for only when a concurrent commit wrote base files
-        if operation != "upsert":
-            return {}
-        keys: dict[str, list[str]] = {}
-        for p, k in rows.filter(F.col(LOC_F).isNull()).select(PART, KEY).collect():
-            keys.setdefault(p, []).append(k)
-        return {p: pa.array(v, pa.string()) for p, v in keys.items()}
 
-    return client.commit(timeline, inflight, seen, operation, stats, extra, avro, touched, new_keys, is_global,
-                         replaced)
+def _no_clash(files: dict[str, list[str]]) -> None:
+    return None
 
 
 # -- stages on the driver ------------------------------------------------------------------------
@@ -315,33 +351,6 @@ def _combine(keyed: DataFrame, ordering: str | None, is_global: bool) -> DataFra
     order = ([F.col(ordering).desc_nulls_last()] if ordering else []) + [F.col(SEQ).desc()]
     window = Window.partitionBy(*([KEY] if is_global else [PART, KEY])).orderBy(*order)
     return keyed.withColumn("_al_rank", F.row_number().over(window)).filter(F.col("_al_rank") == 1).drop("_al_rank")
-
-
-def _tag(spark, table, view: FileSystemView, keyed: DataFrame, parts: list[str] | None,
-         is_global: bool) -> DataFrame:
-    """The key frame with the location (and stored ordering value) of every key already in
-    the table: each file group's live keys are read in a task, then joined."""
-    cfg = table.config
-    groups = [g for g in view.file_groups() if parts is None or g.partition in parts]
-    tasks = []
-    for g in groups:
-        base, logs = view.read_slice(g)
-        if base is None and not logs:
-            continue
-        tasks.append((g.partition, g.file_id, base.path if base else None, [lf.path for lf in logs]))
-    schema = table.schema()
-    field = cfg.precombine_field if cfg.payload_class == DEFAULT_PAYLOAD else None
-    otype = schema.field(field).type if field and field in schema.names else None
-    out = pa.schema([pa.field(LOOKUP_KEY, pa.string()), pa.field(LOC_P, pa.string()), pa.field(LOC_F, pa.string()),
-                     pa.field(STORED, otype or pa.string())])
-    out = exact_arrow_schema(out)
-    spec = LookupSpec(table.context(), field if otype is not None else None, otype, Visibility.of(view), out)
-    task_df = spark.createDataFrame([(pickle.dumps(t),) for t in tasks], "task binary")
-    if tasks:
-        task_df = task_df.repartition(min(len(tasks), spark.sparkContext.defaultParallelism * 4))
-    stored = task_df.mapInArrow(partial(lookup_batches, spec), from_arrow_schema(out))
-    cond = [keyed[KEY] == stored[LOOKUP_KEY]] + ([] if is_global else [keyed[PART] == stored[LOC_P]])
-    return keyed.join(stored, on=cond, how="left").drop(LOOKUP_KEY)
 
 
 def _route_located(table, rows: DataFrame, operation: str, is_global: bool, index_type: str) -> DataFrame:
@@ -387,25 +396,6 @@ def _abandon(table, instant: str) -> None:
                       table.storage.uri, instant)
 
 
-def _stage(action, where: str, what: str):
-    """Run a Spark action; an error raised by the core in an executor comes back as that
-    error's text, naming the table (not a Java stack trace)."""
-    try:
-        return action()
-    except LakeError:
-        raise
-    except Exception as e:  # pyspark wraps executor errors (PythonException, Py4JJavaError)
-        text = str(e)
-        found = re.findall(r"airflow_lake\.core\.errors\.(\w+): (.+)", text)
-        if found:
-            name, message = found[-1]
-            from airflow_lake.core import errors
-
-            cls = getattr(errors, name, LakeError)
-            raise cls(message.strip()) from None
-        raise
-
-
 # -- executor functions (module level: they travel as values) -----------------------------------
 def key_batches(spec: KeySpec, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """Record key, partition path, delete flag and sequence number of every row, with the
@@ -438,53 +428,6 @@ def key_batches(spec: KeySpec, batches: Iterator[pa.RecordBatch]) -> Iterator[pa
         columns = list(data.select(spec.data_schema.names).columns) + [keys, parts, flags, seq]
         out = pa.Table.from_arrays(columns, names=spec.out_schema.names)
         yield from out.cast(spec.out_schema).to_batches()
-
-
-def lookup_batches(spec: LookupSpec, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """For each file-group task: the group's live keys (base records merged with its visible
-    log blocks), with the stored ordering value."""
-    ctx = spec.ctx
-    storage = ctx.storage
-    cfg = ctx.config
-    key_fields = [] if cfg.populate_meta_fields else [f.split(".")[0] for f in cfg.record_key_fields]
-    cols = list(dict.fromkeys([KEY] + ([spec.ordering_field] if spec.ordering_field else []) + key_fields))
-    for batch in batches:
-        for raw in batch.column(0).to_pylist():
-            partition, file_id, base_path, log_paths = pickle.loads(raw)
-            live = _live_records(spec, storage, cols, base_path, log_paths)
-            n = live.num_rows
-            stored = live.column(spec.ordering_field) if spec.ordering_field else pa.nulls(n, pa.string())
-            out = pa.table([live.column(KEY), pa.repeat(pa.scalar(partition, pa.string()), n),
-                            pa.repeat(pa.scalar(file_id, pa.string()), n), stored], names=spec.out_schema.names)
-            yield from out.cast(spec.out_schema).to_batches()
-
-
-def _live_records(spec: LookupSpec, storage, cols: list[str], base_path: str | None,
-                  log_paths: list[str]) -> pa.Table:
-    ctx = spec.ctx
-    cfg = ctx.config
-    derive = None if cfg.populate_meta_fields else ctx.keygen.record_keys
-    if base_path is not None:
-        base = read_base_file(storage, base_path, cols)
-    else:
-        base = None
-    if not log_paths:
-        if derive is not None and base.num_rows:
-            base = base.set_column(base.schema.get_field_index(KEY), KEY, derive(base))
-        return base.select([KEY] + ([spec.ordering_field] if spec.ordering_field else []))
-    fields = [pa.field(KEY, pa.string())]
-    if spec.ordering_field:
-        fields.append(pa.field(spec.ordering_field, spec.ordering_type))
-    fields += [base.schema.field(c) if base is not None else pa.field(c, pa.string())
-               for c in cols if c not in (KEY, spec.ordering_field)]
-    schema = pa.schema(fields)
-    base = conform(base, schema) if base is not None else schema.empty_table()
-    blocks, _, _ = BlockFilter(storage, None, spec.visible).scan(log_paths)
-    merge = MergeSpec(spec.ordering_field, spec.ordering_field is not None)
-    merged = merge_slice(base, blocks, schema, merge, cols, derive_keys=derive)
-    if derive is not None and merged.num_rows:
-        merged = merged.set_column(merged.schema.get_field_index(KEY), KEY, derive(merged))
-    return merged.select([KEY] + ([spec.ordering_field] if spec.ordering_field else []))
 
 
 def route_batches(spec: RouteSpec, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -540,13 +483,16 @@ def execute_group(spec: ExecSpec, rows: pa.Table) -> pa.Table:
     gid = rows.column(TARGET)[0].as_py()
     plan = spec.groups[gid]
     rows = rows.sort_by(SEQ)
-    located = pc.is_valid(rows.column(LOC_F)).to_numpy(zero_copy_only=False)
     ctx = spec.ctx
     if plan.kind == "insert":
         stat = insert_file(ctx, gid, plan.partition, plan.file_id, _batch(spec, rows))
     elif plan.kind == "log":
-        stat = append_log(ctx, gid, plan.slice, _batch(spec, rows), block_format=spec.block_format)
+        stat = append_log(ctx, gid, plan.slice, _batch(spec, rows), block_format=spec.block_format,
+                          inserts=plan.inserts)
+    elif plan.whole:  # the bucket index: every row is matched against the file's keys
+        stat = merge_file(ctx, gid, plan.base, _batch(spec, rows))
     else:
+        located = pc.is_valid(rows.column(LOC_F)).to_numpy(zero_copy_only=False)
         updates = _batch(spec, rows.filter(pa.array(located)))
         inserts = rows.filter(pa.array(~located))
         stat = merge_file(ctx, gid, plan.base, updates, _batch(spec, inserts) if inserts.num_rows else None)

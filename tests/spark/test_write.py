@@ -12,7 +12,7 @@ from airflow_lake.spark.write import write
 from tests.conftest import hudi_read, rows
 from tests.core.test_write_model import LAYOUTS, judge, run_scenario
 
-SPARK_LAYOUTS = [layout for layout in LAYOUTS if layout.options.get("hoodie.index.type") != "BUCKET"]
+SPARK_LAYOUTS = LAYOUTS
 
 
 @pytest.mark.parametrize("layout", SPARK_LAYOUTS, ids=lambda layout: layout.name)
@@ -24,12 +24,15 @@ def test_random_operations_agree_with_model_and_hudi_rs(spark, layout, table_pat
     judge(layout, table, model, table_path)
 
 
-def test_same_rows_and_counts_as_the_local_engine(spark, tmp_path):
+@pytest.mark.parametrize(("table_type", "index"), [("MERGE_ON_READ", "BLOOM"), ("COPY_ON_WRITE", "BUCKET"),
+                                                   ("MERGE_ON_READ", "BUCKET")])
+def test_same_rows_and_counts_as_the_local_engine(spark, tmp_path, table_type, index):
     results = {}
     for engine in ("local", "spark"):
         path = str(tmp_path / engine)
-        t = Table.create(path, name="t", table_type="MERGE_ON_READ", record_key="id", precombine_field="ts",
-                         partition_fields="part")
+        t = Table.create(path, name="t", table_type=table_type, record_key="id", precombine_field="ts",
+                         partition_fields="part", options={"hoodie.index.type": index,
+                                                           "hoodie.bucket.index.num.buckets": 3})
         batches = [pa.table({"id": [f"k{i}" for i in range(30)], "ts": [1] * 30, "part": ["a", "b", "c"] * 10}),
                    pa.table({"id": [f"k{i}" for i in range(0, 40, 2)], "ts": [2] * 20,
                              "part": [["a", "b", "c"][i % 3] for i in range(0, 40, 2)]})]
@@ -45,6 +48,10 @@ def test_same_rows_and_counts_as_the_local_engine(spark, tmp_path):
         results[engine] = (counts, rows(t.read(), cols), rows(hudi_read(path), cols))
     assert results["local"] == results["spark"]
     assert results["spark"][1] == results["spark"][2]
+    if index == "BUCKET":  # one file group per bucket and partition, named for the bucket
+        names = t.read(columns=["_hoodie_partition_path", "_hoodie_file_name"]).to_pylist()
+        groups = {(r["_hoodie_partition_path"], r["_hoodie_file_name"][:8]) for r in names}
+        assert len(groups) == len({(p, f.split("-")[0]) for p, f in groups}) and all(f.isdigit() for _, f in groups)
 
 
 def test_one_partition_many_file_groups_spreads_over_tasks(spark, table_path):
@@ -77,3 +84,58 @@ def test_bad_values_fail_before_the_timeline_is_touched(spark, table_path):
     with pytest.raises(LakeError, match="precombine"):
         write(t, spark.createDataFrame(pa.table({"id": ["b"], "part": ["x"]})), "upsert")
     assert sorted(os.listdir(f"{table_path}/.hoodie")) == before
+
+
+def _frame(spark, ids: list[str], ts: int, part: str = "a"):
+    return spark.createDataFrame(pa.table({"id": ids, "ts": [ts] * len(ids), "part": [part] * len(ids)}))
+
+
+def test_bloom_tagging_reads_only_groups_whose_range_and_filter_hold_the_keys(spark, table_path):
+    t = Table.create(table_path, name="t", record_key="id", precombine_field="ts", partition_fields="part",
+                     options={"hoodie.parquet.small.file.limit": 0})
+    for r in range(4):  # four file groups in one partition, with disjoint key ranges
+        write(t, _frame(spark, [f"k{r}{i:03d}" for i in range(50)], 1), "insert")
+    # stored keys of one range, and new keys inside that range: one group is read
+    res = write(t, _frame(spark, [f"k2{i:03d}" for i in range(0, 50, 5)] + [f"k2{i:03d}x" for i in range(5)], 2),
+                "upsert")
+    assert res.index_stats == {"file_groups": 4, "in_key_range": 1, "keys_read": 1}
+    assert (res.num_updates, res.num_inserts) == (10, 5)
+    # only new keys inside one group's range: its bloom filter rules them out, no keys are read
+    res = write(t, _frame(spark, [f"k1{i:03d}x" for i in range(5)], 3), "upsert")
+    assert res.index_stats == {"file_groups": 5, "in_key_range": 1, "keys_read": 0}
+    assert (res.num_updates, res.num_inserts) == (0, 5)
+    # a key in two groups' ranges: both filters tested, the one holding it read
+    res = write(t, _frame(spark, ["k1003x"], 4), "upsert")  # in k1000-k1049 and k1000x-k1004x
+    assert res.index_stats == {"file_groups": 6, "in_key_range": 2, "keys_read": 1}
+    assert (res.num_updates, res.num_inserts) == (1, 0)
+    expected = sorted([(f"k{r}{i:03d}", 2 if r == 2 and i % 5 == 0 else 1) for r in range(4) for i in range(50)]
+                      + [(f"k2{i:03d}x", 2) for i in range(5)] + [(f"k1{i:03d}x", 4 if i == 3 else 3)
+                                                                   for i in range(5)])
+    assert rows(t.read(), ["id", "ts"]) == expected == rows(hudi_read(table_path), ["id", "ts"])
+
+
+@pytest.mark.parametrize("index", ["BLOOM", "GLOBAL_SIMPLE"])
+def test_a_key_inserted_by_a_concurrent_commit_fails_the_write(spark, table_path, monkeypatch, index):
+    from airflow_lake.core.errors import WriteConflictError
+    from airflow_lake.core.write.client import WriteClient
+
+    options = {"hoodie.parquet.small.file.limit": 0, "hoodie.index.type": index}  # inserts: new file groups
+    t = Table.create(table_path, name="t", record_key="id", precombine_field="ts", partition_fields="part",
+                     options=options)
+    write(t, _frame(spark, ["a1", "a2"], 0), "insert")
+    commit = WriteClient.commit
+
+    def other_writer_commits_first(self, *args, **kwargs):
+        monkeypatch.setattr(WriteClient, "commit", commit)
+        other = pa.table({"id": ["x0", "new"], "ts": [5, 5], "part": ["a", "a"]})
+        # the local engine, between plan and commit: no file group in common, one new key
+        Table.open(table_path, options=options).write(other, operation="upsert")
+        return commit(self, *args, **kwargs)
+
+    monkeypatch.setattr(WriteClient, "commit", other_writer_commits_first)
+    with pytest.raises(WriteConflictError, match=r"inserts key 'new'"):
+        write(Table.open(table_path, options=options), _frame(spark, ["a1", "new", "b7"], 9), "upsert")
+    t = Table.open(table_path)
+    expected = [("a1", 0), ("a2", 0), ("new", 5), ("x0", 5)]
+    assert rows(t.read(), ["id", "ts"]) == expected == rows(hudi_read(table_path), ["id", "ts"])
+    assert not t.timeline.pending().instants  # the failed write rolled itself back

@@ -49,6 +49,9 @@ OPERATION_TYPES = {
     "insert_overwrite": "INSERT_OVERWRITE", "insert_overwrite_table": "INSERT_OVERWRITE_TABLE",
 }
 TOKEN_KEY = tokens.TOKEN_KEY
+KeyClash = Callable[[dict[str, list[str]]], "str | None"]
+"""Given the base files a concurrent commit wrote ({partition: [paths]}), a key this write
+inserts that one of them holds, or None."""
 
 
 @dataclass
@@ -63,6 +66,10 @@ class WriteResult:
     num_writes: int = 0
     files: list[str] = field(default_factory=list)
     replaced_file_groups: int = 0
+    # how the index found stored keys, where the engine reports it (the Spark write: `file_groups`
+    # the index could look in, `in_key_range` of incoming keys, `keys_read`: groups whose keys
+    # were read after their bloom filter claimed some)
+    index_stats: dict[str, int] = field(default_factory=dict)
 
     @property
     def partitions(self) -> list[str]:
@@ -215,7 +222,7 @@ class WriteClient:
                     inserted.setdefault(t.partition, []).append(t.rows[stat.new_rows])
         new_keys = {p: batch.keys.take(pa.array(np.concatenate(r))) for p, r in inserted.items()}
         return self.commit(timeline, inflight, seen, operation, stats, extra, batch.avro_schema, touched,
-                           lambda: new_keys, is_global, replaced)
+                           self.key_clash(new_keys, is_global), replaced)
 
     def write_context(self, instant: str, avro_schema: dict) -> WriteContext:
         """What every file-group task of this commit shares."""
@@ -229,10 +236,10 @@ class WriteClient:
 
     def commit(self, timeline: ActiveTimeline, inflight: Instant, seen: set[str], operation: str,
                stats: list[WriteStat], extra: dict[str, str], avro_schema: dict, touched: set[tuple[str, str]],
-               new_keys, is_global: bool, replaced: dict[str, list[str]] | None) -> WriteResult:
+               key_clash: KeyClash, replaced: dict[str, list[str]] | None) -> WriteResult:
         """Under the lock: conflict checks against what appeared since `seen`, then the completed
-        instant. `new_keys()` gives the keys this write inserts, per partition (asked for only
-        when a concurrent commit could have inserted them too)."""
+        instant. `key_clash` finds a key this write inserts in the base files of a concurrent
+        commit (asked only when one wrote base files)."""
         metadata = CommitMetadata.from_stats(OPERATION_TYPES[operation], stats,
                                              {**extra, "schema": json.dumps(avro_schema)})
         if replaced is not None:
@@ -240,7 +247,7 @@ class WriteClient:
         with self.table.lock():
             current = timeline.reload()  # other writers' instants, for the conflict checks
             self.table.check_still_owner(inflight, current)
-            self._check_conflicts(current, inflight, seen, touched, new_keys, is_global)
+            self._check_conflicts(current, inflight, seen, touched, key_clash)
             current.transition(inflight, State.COMPLETED, metadata.to_bytes())
         delete_markers(self.storage, inflight.time)
         result = WriteResult(inflight.time, operation)
@@ -249,7 +256,7 @@ class WriteClient:
         return result
 
     def _check_conflicts(self, timeline: ActiveTimeline, inflight: Instant, seen: set[str],
-                         touched: set[tuple[str, str]], new_keys, is_global: bool) -> None:
+                         touched: set[tuple[str, str]], key_clash: KeyClash) -> None:
         """Optimistic concurrency: a commit or compaction plan that appeared since this write
         started and touches one of its file groups, or inserted one of the keys this upsert
         inserts, makes it fail (rolled back, nothing visible). `timeline` is listed under the lock."""
@@ -268,7 +275,8 @@ class WriteClient:
             elif other.is_completed:
                 meta = timeline.commit_metadata(other)
                 theirs = {key(p, f) for p, f in meta.file_ids() | meta.replaced_file_ids()}
-                dup = self._same_new_keys(meta, new_keys(), is_global) if meta.file_ids() else None
+                written = _base_files(meta)
+                dup = key_clash(written) if written else None
                 if dup:
                     undo.rollback_instant(self.storage, timeline, inflight, self.table.new_instant_time(timeline),
                                           self.table.deleter())
@@ -288,25 +296,26 @@ class WriteClient:
                     f"which changed file group {f} in partition {p!r} after this write started; "
                     "it was rolled back, retry it")
 
-    def _same_new_keys(self, meta: CommitMetadata, new_keys: dict[str, pa.Array], is_global: bool) -> str | None:
-        """A key this write inserts that a concurrent commit wrote to a base file, if any."""
-        if not new_keys:
+    def key_clash(self, new_keys: dict[str, pa.Array], is_global: bool) -> KeyClash:
+        """The key clash check of keys this write inserts (per partition), held on this process."""
+        storage, keygen, populate = self.storage, self.table.keygen, self.table.config.populate_meta_fields
+
+        def clash(files: dict[str, list[str]]) -> str | None:
+            if not new_keys:
+                return None
+            mine = pa.concat_arrays(list(new_keys.values())) if is_global else None
+            for partition, paths in files.items():
+                keys = mine if is_global else new_keys.get(partition)
+                if keys is None:
+                    continue
+                for path in paths:
+                    stored = read_keys(storage, BaseFile.parse(partition, path.rsplit("/", 1)[-1]), keygen, populate)
+                    hit = pc.is_in(keys, value_set=stored)
+                    if pc.any(hit).as_py():
+                        return keys.filter(hit)[0].as_py()
             return None
-        mine = pa.concat_arrays(list(new_keys.values())) if is_global else None
-        for stat in meta.stats():
-            partition = stat.partition
-            keys = mine if is_global else new_keys.get(partition)
-            if keys is None:
-                continue
-            path = stat.path or ""
-            if not path.endswith(".parquet"):
-                continue
-            stored = read_keys(self.storage, BaseFile.parse(partition, path.rsplit("/", 1)[-1]),
-                               self.table.keygen, self.table.config.populate_meta_fields)
-            hit = pc.is_in(keys, value_set=stored)
-            if pc.any(hit).as_py():
-                return keys.filter(hit)[0].as_py()
-        return None
+
+        return clash
 
     def _plan(self, view: FileSystemView, batch: Batch, operation: str, is_global: bool,
               instant: str, timeline: ActiveTimeline) -> tuple[Batch, list[Task], dict[str, list[str]] | None]:
@@ -316,8 +325,7 @@ class WriteClient:
         index_type = self.index_type()
         sizing = Sizing(self.opt(WriteOptions.MAX_FILE_SIZE), self.opt(WriteOptions.SMALL_FILE_LIMIT),
                         self.record_size_estimate(timeline))
-        hash_fields = [f.strip() for f in (self.opt(WriteOptions.BUCKET_HASH_FIELD)
-                                           or ",".join(cfg.record_key_fields)).split(",") if f.strip()]
+        hash_fields = self.bucket_hash_fields()
         if operation in ("insert_overwrite", "insert_overwrite_table"):
             if operation == "insert_overwrite_table":
                 replaced = _group_ids(view.file_groups())
@@ -365,6 +373,11 @@ class WriteClient:
                     tasks.append(t)
             tasks.extend(new_files(partition, rest, sizing))
         return batch, tasks, None
+
+    def bucket_hash_fields(self) -> list[str]:
+        """The fields the BUCKET index hashes (`hoodie.bucket.index.hash.field`, else the record key)."""
+        value = self.opt(WriteOptions.BUCKET_HASH_FIELD) or ",".join(self.table.config.record_key_fields)
+        return [f.strip() for f in value.split(",") if f.strip()]
 
     def index_type(self) -> str:
         return check_index_type(self.opt(WriteOptions.INDEX_TYPE), f"table {self.storage.uri}")
@@ -476,6 +489,15 @@ class WriteClient:
         result = WriteResult(instant.time, operation)
         _add_stats(result, timeline.stored_commit_metadata(instant).stats())
         return result
+
+
+def _base_files(meta: CommitMetadata) -> dict[str, list[str]]:
+    """The base files a commit wrote, per partition (paths relative to the table)."""
+    out: dict[str, list[str]] = {}
+    for stat in meta.stats():
+        if (stat.path or "").endswith(".parquet"):
+            out.setdefault(stat.partition, []).append(stat.path)
+    return out
 
 
 def _add_stats(result: WriteResult, stats: list[WriteStat]) -> None:

@@ -1,0 +1,109 @@
+"""The BUCKET index on Spark: each row's bucket is computed in executors by the core's bucket
+function; a partition's bucket is written to its existing file group, else to a new group
+named for the bucket (as the local engine's `plan_bucket` does); deletes of keys in a bucket
+with no group yet change nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from airflow_lake.core.index.bucket import bucket_ids, bucket_of_file_id, new_bucket_file_id
+from airflow_lake.core.merge import KEY
+from airflow_lake.core.model import FileGroup
+from airflow_lake.core.view import FileSystemView
+from airflow_lake.core.write.logs import SliceRef
+from airflow_lake.core.write.plan import slice_ref
+
+from .frames import BUCKET, DEL, PART, TARGET, GroupPlan
+
+
+@dataclass(frozen=True)
+class BucketSpec:
+    num_buckets: int
+    hash_fields: tuple[str, ...]
+    out_schema: pa.Schema
+
+
+@dataclass(frozen=True)
+class BucketRoute:
+    groups: dict[str, int]  # "partition\0bucket" -> group id
+    new: frozenset[int]  # groups this write creates: deletes routed there are dropped
+    out_schema: pa.Schema
+
+
+@dataclass
+class BucketPlan:
+    groups: dict[int, GroupPlan] = field(default_factory=dict)
+    route: dict[str, int] = field(default_factory=dict)
+    new: set[int] = field(default_factory=set)
+    inserts: dict[str, int] = field(default_factory=dict)  # partition -> rows into new base files
+    updates: dict[tuple[str, str], tuple[str, int]] = field(default_factory=dict)  # workload: (instant, rows)
+
+
+def plan_buckets(view: FileSystemView, counts: list[tuple[str, int, int, int]], *, instant: str, is_mor: bool,
+                 overwrite: bool) -> BucketPlan:
+    """The file group of every (partition, bucket) the batch writes, from its row counts
+    (partition, bucket, rows, rows that are not deletes)."""
+    plan = BucketPlan()
+    existing: dict[str, dict[int, FileGroup]] = {}
+    for partition, bucket, n, live in sorted(counts):
+        if partition not in existing:
+            existing[partition] = {}
+            for g in [] if overwrite else view.file_groups(partition):
+                b = bucket_of_file_id(g.file_id)
+                if b is not None:
+                    existing[partition].setdefault(b, g)
+        gid = len(plan.groups)
+        group = existing[partition].get(bucket)
+        if group is not None:
+            if is_mor:
+                ref = slice_ref(view, group)
+                plan.groups[gid] = GroupPlan("log", partition, group.file_id, slice=ref)
+                plan.updates[(partition, group.file_id)] = (ref.base_instant, n)
+            else:
+                base, _ = view.read_slice(group)
+                plan.groups[gid] = GroupPlan("merge", partition, group.file_id, base=base, whole=True)
+                plan.updates[(partition, group.file_id)] = (base.instant, n)
+        elif live:
+            file_id = new_bucket_file_id(bucket)
+            if is_mor and not overwrite:  # a log-only group, as the local engine makes
+                ref = SliceRef(partition, file_id, instant, None, [], 1)
+                plan.groups[gid] = GroupPlan("log", partition, file_id, slice=ref, inserts=live)
+                plan.updates[(partition, file_id)] = (instant, live)
+            else:
+                plan.groups[gid] = GroupPlan("insert", partition, file_id)
+                plan.inserts[partition] = plan.inserts.get(partition, 0) + live
+            plan.new.add(gid)
+        else:
+            continue
+        plan.route[f"{partition}\0{bucket}"] = gid
+    return plan
+
+
+# -- executor functions (module level: they travel as values) -----------------------------------
+def bucket_batches(spec: BucketSpec, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """The bucket of every row, from its record key (the core's `bucket_ids`)."""
+    for batch in batches:
+        buckets = bucket_ids(batch.column(KEY), spec.num_buckets, list(spec.hash_fields))
+        out = pa.Table.from_batches([batch]).append_column(BUCKET, pa.array(buckets, pa.int64()))
+        yield from out.cast(spec.out_schema).to_batches()
+
+
+def bucket_route_batches(spec: BucketRoute, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """The target group of every row: its (partition, bucket)'s; -1 for a delete in a new group."""
+    known = pa.array(list(spec.groups), pa.string())
+    ids = np.asarray(list(spec.groups.values()), dtype=np.int64)
+    new = np.asarray(sorted(spec.new), dtype=np.int64)
+    for batch in batches:
+        names = pc.binary_join_element_wise(batch.column(PART), pc.cast(batch.column(BUCKET), pa.string()), "\0")
+        pos = pc.index_in(names, value_set=known).fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+        target = np.where(pos >= 0, ids[np.maximum(pos, 0)] if len(ids) else -1, -1)
+        drop = np.isin(target, new) & batch.column(DEL).to_numpy(zero_copy_only=False).astype(bool)
+        target[drop] = -1
+        out = pa.Table.from_batches([batch]).append_column(TARGET, pa.array(target, pa.int64()))
+        yield from out.cast(spec.out_schema).to_batches()

@@ -1,0 +1,262 @@
+"""Tagging on Spark: the key frame joined with the location (and the stored ordering value) of
+every key the table already holds. No key reaches the driver.
+
+- SIMPLE / GLOBAL_SIMPLE: every file group of the touched partitions reads its live keys in a
+  task; a join tags the key frame.
+- BLOOM / GLOBAL_BLOOM (Java's HoodieBloomIndex): the driver reads the key ranges of the
+  latest base files from their footers (metadata); in executors each incoming key is paired
+  with the groups whose range holds it, then one task per candidate group tests its keys
+  against the group's bloom filter and, only when the filter claims some, reads the group's
+  live keys to confirm them exactly. Only confirmed keys are joined to the key frame.
+"""
+
+from __future__ import annotations
+
+import logging
+import pickle
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import partial
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import from_arrow_schema
+
+from airflow_lake.core.config import DEFAULT_PAYLOAD
+from airflow_lake.core.context import TableContext
+from airflow_lake.core.formats.parquet import MAX_KEY, MIN_KEY, file_bloom, read_base_file, read_footer
+from airflow_lake.core.merge import KEY, MergeSpec, merge_slice
+from airflow_lake.core.read import BlockFilter, Visibility
+from airflow_lake.core.schema import conform
+from airflow_lake.core.view import FileSystemView
+
+from .frames import CANDIDATE, KEYS_READ, LOC_F, LOC_P, LOOKUP_KEY, PART, STORED, stage
+from .schema import exact_arrow_schema
+
+log = logging.getLogger(__name__)
+_JAVA_ORDER_UNSAFE = "[\\x{E000}-\\x{10FFFF}]"  # where UTF-8 byte order and Java's UTF-16 order differ
+
+
+@dataclass(frozen=True)
+class LookupSpec:
+    ctx: TableContext
+    ordering_field: str | None
+    ordering_type: pa.DataType | None
+    visible: Visibility
+    out_schema: pa.Schema
+
+
+@dataclass(frozen=True)
+class RangeSpec:
+    """Per partition ("" for a global index): (min key, max key, candidate id) of each base
+    file; a bound is None where it cannot prune (absent, or beyond Java's order)."""
+
+    files: dict[str, tuple[tuple[str | None, str | None, int], ...]]
+    is_global: bool
+    out_schema: pa.Schema
+
+
+@dataclass(frozen=True)
+class BloomSpec:
+    lookup: LookupSpec
+    groups: dict[int, tuple]  # candidate id -> (partition, file id, base file, slice base, slice logs)
+
+
+@dataclass
+class Tagged:
+    """The key frame with its locations, the frames to release once the write is done, and
+    how the index found the keys (for logs and the write result)."""
+
+    rows: DataFrame
+    cached: list[DataFrame]
+    stats: dict[str, int]
+
+
+def tag(spark, table, view: FileSystemView, keyed: DataFrame, parts: list[str] | None, is_global: bool,
+        index_type: str, where: str) -> Tagged:
+    """`keyed` left-joined with the stored location of its keys (LOC_P, LOC_F, STORED: nulls
+    for new keys)."""
+    spec = _lookup_spec(table, view)
+    if index_type.endswith("BLOOM"):
+        stored, cached, stats = _bloom_lookup(spark, table, view, keyed, parts, is_global, spec, where)
+    else:
+        stored, groups = _simple_lookup(spark, view, parts, spec)
+        cached, stats = [], {"file_groups": groups, "keys_read": groups}
+    cond = [keyed[KEY] == stored[LOOKUP_KEY]] + ([] if is_global else [keyed[PART] == stored[LOC_P]])
+    return Tagged(keyed.join(stored, on=cond, how="left").drop(LOOKUP_KEY), cached, stats)
+
+
+def _lookup_spec(table, view: FileSystemView) -> LookupSpec:
+    cfg = table.config
+    schema = table.schema()
+    field = cfg.precombine_field if cfg.payload_class == DEFAULT_PAYLOAD else None
+    otype = schema.field(field).type if field and field in schema.names else None
+    out = exact_arrow_schema(pa.schema([pa.field(LOOKUP_KEY, pa.string()), pa.field(LOC_P, pa.string()),
+                           pa.field(LOC_F, pa.string()), pa.field(STORED, otype or pa.string())]))
+    return LookupSpec(table.context(), field if otype is not None else None, otype, Visibility.of(view), out)
+
+
+def _simple_lookup(spark, view: FileSystemView, parts: list[str] | None, spec: LookupSpec) -> tuple[DataFrame, int]:
+    """Every group's live keys, read in a task per group; and the number of groups."""
+    tasks = []
+    for g in view.file_groups():
+        if parts is not None and g.partition not in parts:
+            continue
+        base, logs = view.read_slice(g)
+        if base is None and not logs:
+            continue
+        tasks.append((g.partition, g.file_id, base.path if base else None, [lf.path for lf in logs]))
+    task_df = spark.createDataFrame([(pickle.dumps(t),) for t in tasks], "task binary")
+    if tasks:
+        task_df = task_df.repartition(min(len(tasks), spark.sparkContext.defaultParallelism * 4))
+    return task_df.mapInArrow(partial(lookup_batches, spec), from_arrow_schema(spec.out_schema)), len(tasks)
+
+
+def _bloom_lookup(spark, table, view: FileSystemView, keyed: DataFrame, parts: list[str] | None, is_global: bool,
+                  spec: LookupSpec, where: str) -> tuple[DataFrame, list[DataFrame], dict[str, int]]:
+    """Confirmed locations of the incoming keys: candidates by key range, then bloom filter,
+    then the candidate group's keys."""
+    storage = table.storage
+    wanted = None if parts is None else set(parts)
+    bases = view.latest_base_files(None if wanted is None else [p for p in view.partitions if p in wanted])
+    with ThreadPoolExecutor(8) as pool:  # footers: metadata, read here once (cached per process)
+        footers = list(pool.map(lambda b: read_footer(storage, b.path), bases))
+    files: dict[str, list[tuple[str | None, str | None, int]]] = {}
+    groups: dict[int, tuple] = {}
+    for cid, (base, footer) in enumerate(zip(bases, footers, strict=True)):
+        lo, hi = footer.get(MIN_KEY), footer.get(MAX_KEY)
+        if lo is None or hi is None or max(lo + hi, default="") >= "\ue000":
+            lo = hi = None
+        files.setdefault("" if is_global else base.partition, []).append((lo, hi, cid))
+        slice_base, logs = view.read_slice(view.groups[base.partition][base.file_id])
+        read_from = (slice_base.path if slice_base else None) if logs else base.path
+        groups[cid] = (base.partition, base.file_id, base.path, read_from, [lf.path for lf in logs])
+    range_schema = exact_arrow_schema(pa.schema([pa.field(KEY, pa.string()), pa.field(CANDIDATE, pa.int64())]))
+    ranges = RangeSpec({p: tuple(v) for p, v in files.items()}, is_global, range_schema)
+    out = exact_arrow_schema(pa.schema(list(spec.out_schema) + [pa.field(KEYS_READ, pa.bool_())]))
+    candidates = keyed.select(KEY, PART).mapInArrow(partial(range_batches, ranges), from_arrow_schema(range_schema))
+    found = candidates.groupBy(CANDIDATE).applyInArrow(bloom_checker(BloomSpec(spec, groups)), from_arrow_schema(out))
+    found = found.persist()
+    summary = dict(stage(lambda: found.filter(F.col(LOOKUP_KEY).isNull()).groupBy(KEYS_READ).count().collect(),
+                         where, "tagging"))
+    stats = {"file_groups": len(bases), "in_key_range": sum(summary.values()), "keys_read": summary.get(True, 0)}
+    log.info("%s: bloom index: %d file groups, %d hold incoming keys in their key range, %d read after their "
+             "bloom filter", where, stats["file_groups"], stats["in_key_range"], stats["keys_read"])
+    return found.filter(F.col(LOOKUP_KEY).isNotNull()).drop(KEYS_READ), [found], stats
+
+
+# -- executor functions (module level: they travel as values) -----------------------------------
+def range_batches(spec: RangeSpec, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """(key, candidate) for every base file whose key range may hold the key (its partition's
+    files, or every file under a global index)."""
+    for batch in batches:
+        keys = batch.column(KEY)
+        unsafe = pc.fill_null(pc.match_substring_regex(keys, _JAVA_ORDER_UNSAFE), False)
+        if spec.is_global:
+            by_part = {"": None}
+        else:
+            encoded = batch.column(PART).dictionary_encode()
+            by_part = {name: pc.equal(encoded.indices, i) for i, name in enumerate(encoded.dictionary.to_pylist())}
+        out_keys, out_ids = [], []
+        for partition, rows in by_part.items():
+            for lo, hi, cid in spec.files.get(partition, ()):
+                mask = rows
+                if lo is not None:
+                    inside = pc.or_(pc.and_(pc.greater_equal(keys, lo), pc.less_equal(keys, hi)), unsafe)
+                    mask = inside if mask is None else pc.and_(mask, inside)
+                hit = keys if mask is None else keys.filter(mask)
+                if len(hit):
+                    out_keys.append(hit)
+                    out_ids.append(pa.repeat(pa.scalar(cid, pa.int64()), len(hit)))
+        if out_keys:
+            out = pa.table([pa.concat_arrays(out_keys), pa.concat_arrays(out_ids)], names=spec.out_schema.names)
+            yield from out.cast(spec.out_schema).to_batches()
+
+
+def bloom_checker(spec: BloomSpec):
+    """`confirm_candidates` bound to `spec`, typed as pyspark's applyInArrow wants."""
+
+    def check(rows: pa.Table) -> pa.Table:
+        return confirm_candidates(spec, rows)
+
+    return check
+
+
+def confirm_candidates(spec: BloomSpec, rows: pa.Table) -> pa.Table:
+    """One candidate group: its incoming keys tested against its bloom filter; when the filter
+    claims some, the group's live keys read and the claimed keys confirmed. Returns the
+    confirmed locations and one summary row (null key) saying whether the keys were read."""
+    lookup = spec.lookup
+    out_schema = pa.schema(list(lookup.out_schema) + [pa.field(KEYS_READ, pa.bool_())])
+    partition, file_id, base_path, read_from, log_paths = spec.groups[rows.column(CANDIDATE)[0].as_py()]
+    storage = lookup.ctx.storage
+    keys = pc.unique(rows.column(KEY).combine_chunks())
+    bloom = file_bloom(storage, base_path)
+    if bloom is not None and len(keys):
+        keys = keys.filter(pa.array(bloom.might_contain(keys)))
+    located = lookup.out_schema.empty_table()
+    if len(keys):
+        live = _live_records(lookup, storage, _lookup_columns(lookup), read_from, log_paths)
+        live = live.filter(pc.is_in(live.column(KEY), value_set=keys))
+        located = _locations(lookup, partition, file_id, live, live.num_rows)
+    located = located.append_column(KEYS_READ, pa.nulls(located.num_rows, pa.bool_()))
+    summary = pa.table([pa.nulls(1, pa.string()), pa.array([partition]), pa.array([file_id]),
+                        pa.nulls(1, out_schema.field(STORED).type), pa.array([bool(len(keys))])],
+                       names=out_schema.names)
+    return pa.concat_tables([located.cast(out_schema), summary.cast(out_schema)])
+
+
+def lookup_batches(spec: LookupSpec, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """For each file-group task: the group's live keys (base records merged with its visible
+    log blocks), with the stored ordering value."""
+    storage = spec.ctx.storage
+    cols = _lookup_columns(spec)
+    for batch in batches:
+        for raw in batch.column(0).to_pylist():
+            partition, file_id, base_path, log_paths = pickle.loads(raw)
+            live = _live_records(spec, storage, cols, base_path, log_paths)
+            yield from _locations(spec, partition, file_id, live, live.num_rows).to_batches()
+
+
+def _locations(spec: LookupSpec, partition: str, file_id: str, live: pa.Table, n: int) -> pa.Table:
+    stored = live.column(spec.ordering_field) if spec.ordering_field else pa.nulls(n, pa.string())
+    out = pa.table([live.column(KEY), pa.repeat(pa.scalar(partition, pa.string()), n),
+                    pa.repeat(pa.scalar(file_id, pa.string()), n), stored], names=spec.out_schema.names)
+    return out.cast(spec.out_schema)
+
+
+def _lookup_columns(spec: LookupSpec) -> list[str]:
+    cfg = spec.ctx.config
+    key_fields = [] if cfg.populate_meta_fields else [f.split(".")[0] for f in cfg.record_key_fields]
+    return list(dict.fromkeys([KEY] + ([spec.ordering_field] if spec.ordering_field else []) + key_fields))
+
+
+def _live_records(spec: LookupSpec, storage, cols: list[str], base_path: str | None,
+                  log_paths: list[str]) -> pa.Table:
+    ctx = spec.ctx
+    cfg = ctx.config
+    derive = None if cfg.populate_meta_fields else ctx.keygen.record_keys
+    if base_path is not None:
+        base = read_base_file(storage, base_path, cols)
+    else:
+        base = None
+    if not log_paths:
+        if derive is not None and base.num_rows:
+            base = base.set_column(base.schema.get_field_index(KEY), KEY, derive(base))
+        return base.select([KEY] + ([spec.ordering_field] if spec.ordering_field else []))
+    fields = [pa.field(KEY, pa.string())]
+    if spec.ordering_field:
+        fields.append(pa.field(spec.ordering_field, spec.ordering_type))
+    fields += [base.schema.field(c) if base is not None else pa.field(c, pa.string())
+               for c in cols if c not in (KEY, spec.ordering_field)]
+    schema = pa.schema(fields)
+    base = conform(base, schema) if base is not None else schema.empty_table()
+    blocks, _, _ = BlockFilter(storage, None, spec.visible).scan(log_paths)
+    merge = MergeSpec(spec.ordering_field, spec.ordering_field is not None)
+    merged = merge_slice(base, blocks, schema, merge, cols, derive_keys=derive)
+    if derive is not None and merged.num_rows:
+        merged = merged.set_column(merged.schema.get_field_index(KEY), KEY, derive(merged))
+    return merged.select([KEY] + ([spec.ordering_field] if spec.ordering_field else []))
