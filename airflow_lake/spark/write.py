@@ -294,6 +294,9 @@ def _execute(spark, table, client: WriteClient, routing: _Routing, view: FileSys
     data_columns = tuple(c for c in routed.columns if c not in WORK and not c.startswith("_al_"))
     spec = ExecSpec(client.write_context(instant, avro), groups, data_columns, cfg.precombine_field,
                     table.option(WriteOptions.LOG_BLOCK_FORMAT).lower())
+    # one shuffle partition per file group: left to adaptive execution, a small batch's groups are
+    # coalesced into one partition and every file group of the write runs in a single task
+    routed = routed.repartition(max(1, len(groups)), TARGET)
     out = routed.groupBy(TARGET).applyInArrow(group_writer(spec), "stat binary")
     stats: list[WriteStat] = [pickle.loads(r[0]) for r in stage(lambda: out.collect(), where, f"write {instant}")]
 

@@ -67,3 +67,17 @@ def test_compaction_and_clean_run_in_executors(spark, table_path, caplog):
     logged = [r.getMessage() for r in caplog.records]
     assert "compact operation: 4/4 done" in " ".join(logged)  # both ran as Spark tasks
     assert any(m.startswith("delete files: ") and " done " in m for m in logged)
+
+
+def test_session_lets_adaptive_execution_coalesce_a_cached_shuffle(spark):
+    """A write persists its key frame after a shuffle; the session lets adaptive execution
+    coalesce it, so a small batch's later stages do not each run spark.sql.shuffle.partitions
+    tasks (200 by default under spark-submit)."""
+    from pyspark.sql import functions as F
+
+    frame = spark.range(1000).withColumn("k", F.col("id") % 50).groupBy("k").count().persist()
+    try:
+        assert frame.count() == 50
+        assert frame.rdd.getNumPartitions() < int(spark.conf.get("spark.sql.shuffle.partitions"))
+    finally:
+        frame.unpersist()

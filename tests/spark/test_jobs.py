@@ -180,18 +180,22 @@ def test_compaction_jobs_on_a_table_with_nothing_to_do(spark, table_path):
 
 
 # -- real spark-submit runs ----------------------------------------------------------------
-def spark_submit(name: str, *args: str) -> subprocess.CompletedProcess:
-    """`spark-submit --master local[2] --py-files <zip> <job file> ARGS`, running this checkout."""
+def spark_submit(name: str, *args: str, master: str = "local[2]", env: dict[str, str] | None = None,
+                 probe: bool = False, timeout: float = 300) -> subprocess.CompletedProcess:
+    """`spark-submit --master M --py-files <zip> <job file> ARGS`, running this checkout; with
+    `probe`, the job runs under `driver_probe.py` (configured by `env`)."""
     binary = Path(sys.executable).parent / "spark-submit"
     if not binary.exists():
         import pyspark
 
         binary = Path(pyspark.__file__).parent / "bin" / "spark-submit"
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1",
-           "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
-    command = [str(binary), "--master", "local[2]", "--conf", "spark.ui.enabled=false",
-               "--py-files", str(package_zip()), str(job_path(name)), *args]
-    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+           "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+           **(env or {})}
+    script = [str(Path(__file__).with_name("driver_probe.py")), name] if probe else [str(job_path(name))]
+    command = [str(binary), "--master", master, "--conf", "spark.ui.enabled=false",
+               "--py-files", str(package_zip()), *script, *args]
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout)
 
 
 def last_json(proc: subprocess.CompletedProcess) -> dict:

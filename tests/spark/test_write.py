@@ -3,6 +3,8 @@ the model, hudi-rs and our reader; the work spreads over file groups."""
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import pyarrow as pa
 import pytest
 
@@ -54,21 +56,45 @@ def test_same_rows_and_counts_as_the_local_engine(spark, tmp_path, table_type, i
         assert len(groups) == len({(p, f.split("-")[0]) for p, f in groups}) and all(f.isdigit() for _, f in groups)
 
 
-def test_one_partition_many_file_groups_spreads_over_tasks(spark, table_path):
+def task_intervals(spark, group: str) -> dict[int, list[tuple[int, int]]]:
+    """(launch, finish) in ms of every task of each stage the jobs of `group` ran, from Spark's
+    own status store (what the UI shows)."""
+    sc = spark.sparkContext
+    tracker, store = sc.statusTracker(), sc._jsc.sc().statusStore()
+    out: dict[int, list[tuple[int, int]]] = {}
+    for job_id in sorted(tracker.getJobIdsForGroup(group)):
+        for stage in sorted(tracker.getJobInfo(job_id).stageIds):
+            tasks = store.taskList(stage, 0, 100_000).iterator()
+            while tasks.hasNext():
+                task = tasks.next()
+                launch = task.launchTime().getTime()
+                out.setdefault(stage, []).append((launch, launch + task.duration().get()))
+    return out
+
+
+def overlapping(intervals: list[tuple[int, int]]) -> bool:
+    ordered = sorted(intervals)
+    return any(b[0] < a[1] for a, b in pairwise(ordered))
+
+
+def test_one_partition_many_file_groups_are_written_by_concurrent_tasks(spark, table_path):
     t = Table.create(table_path, name="t", record_key="id", precombine_field="ts",
                      options={"hoodie.parquet.max.file.size": 20_000, "hoodie.copyonwrite.record.size.estimate": 100})
     n = 2000
     write(t, spark.createDataFrame(pa.table({"id": [f"k{i:05d}" for i in range(n)], "ts": [1] * n})), "insert")
     groups = {f.split("_")[0] for f in t.read(columns=["_hoodie_file_name"]).column(0).to_pylist()}
     assert len(groups) >= 4  # the plan made several file groups in the one partition
-    tracker = spark.sparkContext.statusTracker()
-    before = set(tracker.getJobIdsForGroup())
-    res = write(t, spark.createDataFrame(pa.table({"id": [f"k{i:05d}" for i in range(0, n, 7)],
-                                                    "ts": [2] * len(range(0, n, 7))})), "upsert")
-    assert res.num_updates == len(range(0, n, 7)) and len(res.files) >= 4
-    jobs = set(tracker.getJobIdsForGroup()) - before
-    stages = [s for j in jobs for s in (tracker.getJobInfo(j).stageIds if tracker.getJobInfo(j) else [])]
-    assert max(tracker.getStageInfo(s).numTasks for s in stages if tracker.getStageInfo(s)) > 1
+    spark.sparkContext.setJobGroup("one-partition-upsert", "upsert")
+    try:
+        res = write(t, spark.createDataFrame(pa.table({"id": [f"k{i:05d}" for i in range(0, n, 7)],
+                                                        "ts": [2] * len(range(0, n, 7))})), "upsert")
+    finally:
+        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
+    assert res.num_updates == len(range(0, n, 7)) and len(res.files) == len(groups)
+    stages = task_intervals(spark, "one-partition-upsert")
+    writing = stages[max(stages)]  # the last stage before the commit: each task writes its file groups
+    assert len(writing) > 1, f"all {len(groups)} file groups were written by one task"
+    assert overlapping(writing), writing  # local[2]: two tasks at a time
     assert rows(t.read(), ["id", "ts"]) == rows(hudi_read(table_path), ["id", "ts"])
 
 

@@ -1,0 +1,110 @@
+"""Spark cases: a whole `spark-submit` of a job on `local[2]` (JVM start, session, the job,
+shutdown), timed from the outside, the way an Airflow task runs it; the Python driver's peak
+RSS (VmHWM) comes from `tests/spark/driver_probe.py`, which runs the job in the driver.
+
+`bench.suite` runs `spark_upsert_bloom` (vs the local engine's `mor_upsert_bloom`) and
+`spark_compaction` (vs `compaction`). `python -m bench.spark driver-memory [N ...]` upserts
+batches of N rows (default 1M and 5M) into a 100k-row table and prints the driver's peak RSS
+of each: it must not grow with the batch (rows never pass through the driver).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import pyarrow.parquet as pq
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PROBE = os.path.join(REPO, "tests", "spark", "driver_probe.py")
+MASTER = "local[2]"
+
+
+def spark_submit(job: str, *args: str, timeout: float = 3600) -> dict:
+    """Run `job` with spark-submit under the driver probe: wall seconds, the driver's peak RSS
+    in MB and the job's JSON result."""
+    from airflow_lake.spark import package_zip
+
+    binary = os.path.join(os.path.dirname(sys.executable), "spark-submit")
+    with tempfile.TemporaryDirectory(prefix="bench-rss-") as scratch:
+        rss = os.path.join(scratch, "rss")
+        env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1",
+               "PYTHONPATH": REPO, "AIRFLOW_LAKE_PROBE_RSS": rss}
+        command = [binary, "--master", MASTER, "--conf", "spark.ui.enabled=false", "--py-files", str(package_zip()),
+                   PROBE, job, *args]
+        start = time.perf_counter()
+        proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout)
+        seconds = time.perf_counter() - start
+        lines = proc.stdout.strip().splitlines()
+        if proc.returncode != 0 or not lines or not lines[-1].startswith("{"):
+            raise RuntimeError(f"{job} failed ({proc.returncode}): {(proc.stdout + proc.stderr)[-3000:]}")
+        with open(rss) as f:
+            peak_kb = int(f.read())
+    return {"seconds": seconds, "peak_rss_mb": peak_kb / 1024, "result": json.loads(lines[-1])}
+
+
+def case(name: str, base_rows: int, batch_rows: int, path: str) -> dict:
+    """One Spark measurement on the copy at `path` (made by `bench.suite`)."""
+    from airflow_lake.spark import package_zip
+    from bench.suite import _batch
+
+    package_zip()  # built (and cached) before the clock starts
+    if name == "spark_upsert_bloom":
+        source = f"{path}-source"
+        os.makedirs(source)
+        pq.write_table(_batch(base_rows, batch_rows), f"{source}/batch.parquet")
+        run = spark_submit("upsert", "--table", path, "--source", source)
+        shutil.rmtree(source)
+    elif name == "spark_compaction":
+        from airflow_lake.core import Table
+
+        plan = Table.open(path).schedule_compaction(max_delta_commits=1)
+        run = spark_submit("compaction_execute", "--table", path, "--instant", plan)
+    else:
+        raise SystemExit(f"unknown case {name}")
+    return {"seconds": run["seconds"], "peak_rss_mb": run["peak_rss_mb"]}
+
+
+def driver_memory(batches: list[int], base_rows: int = 100_000) -> list[tuple[int, float, float]]:
+    """(batch rows, driver peak RSS MB, seconds) of an upsert of each batch into a fresh copy of
+    a `base_rows` MOR table (the same `base_rows / 2` updated keys in every batch, the rest new)."""
+    from airflow_lake.core import Table
+    from bench.data import rows, upsert_batch
+
+    out = []
+    with tempfile.TemporaryDirectory(prefix="bench-driver-") as scratch:
+        base = f"{scratch}/base"
+        t = Table.create(base, name="bench", table_type="MERGE_ON_READ", record_key="key", precombine_field="ts",
+                         partition_fields="city", hive_style_partitioning=True)
+        t.write(rows(0, base_rows, seed=1), operation="insert")
+        for n in batches:
+            path, source = f"{scratch}/t{n}", f"{scratch}/s{n}"
+            shutil.copytree(base, path)
+            os.makedirs(source)
+            pq.write_table(upsert_batch(base_rows, n, min(0.5, base_rows / 2 / n), seed=2), f"{source}/batch.parquet")
+            run = spark_submit("upsert", "--table", path, "--source", source)
+            assert run["result"]["inserts"] + run["result"]["updates"] == n, run["result"]
+            out.append((n, run["peak_rss_mb"], run["seconds"]))
+            print(f"  {n:>10,} rows: driver peak RSS {run['peak_rss_mb']:.0f} MB, {run['seconds']:.1f} s", flush=True)
+            shutil.rmtree(path)
+            shutil.rmtree(source)
+    return out
+
+
+def main() -> None:
+    if sys.argv[1:2] != ["driver-memory"]:
+        raise SystemExit(__doc__)
+    batches = [int(n) for n in sys.argv[2:]] or [1_000_000, 5_000_000]
+    figures = driver_memory(batches)
+    low, high = figures[0], figures[-1]
+    print(f"driver peak RSS: {low[0]:,} rows {low[1]:.0f} MB, {high[0]:,} rows {high[1]:.0f} MB: "
+          f"difference {high[1] - low[1]:+.0f} MB (target: well under 100 MB)")
+
+
+if __name__ == "__main__":
+    main()
