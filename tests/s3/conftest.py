@@ -8,11 +8,6 @@ the AWS variables of the environment are cleared so nothing can fall back to a r
 from __future__ import annotations
 
 import os
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 import uuid
 
 import pytest
@@ -20,41 +15,14 @@ import pytest
 pytest.importorskip("moto", reason="the S3 tests need moto[server] (the dev extra)")
 pytest.importorskip("boto3", reason="the S3 tests need boto3 (the s3 extra)")
 
-# names as delta-rs / object_store / hudi-rs spell them; hudi-rs takes the same dict
-CREDENTIALS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing", "aws_region": "us-east-1"}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from tests.s3.server import KEYS, REGION, create_bucket, moto_server  # noqa: E402
 
 
 @pytest.fixture(scope="session")
 def s3_endpoint(tmp_path_factory) -> str:
     """The endpoint URL of a moto S3 server running for this test session."""
-    port = free_port()
-    log = open(tmp_path_factory.mktemp("moto") / "moto.log", "wb")  # noqa: SIM115 (closed below)
-    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                            stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            urllib.request.urlopen(f"{url}/moto-api/", timeout=5).close()
-            break
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                raise RuntimeError(f"moto server did not start on {url} (see {log.name})") from None
-            time.sleep(0.2)
-    yield url
-    proc.terminate()
-    try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-    log.close()
+    with moto_server(str(tmp_path_factory.mktemp("moto") / "moto.log")) as url:
+        yield url
 
 
 @pytest.fixture(autouse=True)
@@ -67,18 +35,16 @@ def no_aws_environment(monkeypatch):
 
 @pytest.fixture
 def s3_options(s3_endpoint) -> dict[str, str]:
-    """Storage options reaching the local server."""
-    return {**CREDENTIALS, "aws_endpoint_url": s3_endpoint, "aws_allow_http": "true"}
+    """Storage options reaching the local server, named as delta-rs / object_store / hudi-rs
+    name them (hudi-rs takes the same dict)."""
+    return {**KEYS, "aws_region": REGION, "aws_endpoint_url": s3_endpoint, "aws_allow_http": "true"}
 
 
 @pytest.fixture
 def s3_bucket(s3_endpoint) -> str:
     """A new, empty bucket."""
-    import boto3
-
     name = f"lake-{uuid.uuid4().hex[:12]}"
-    boto3.client("s3", endpoint_url=s3_endpoint, aws_access_key_id="testing", aws_secret_access_key="testing",
-                 region_name="us-east-1").create_bucket(Bucket=name)
+    create_bucket(s3_endpoint, name)
     return name
 
 
