@@ -64,6 +64,11 @@ _GCS_KEYS = {
 }
 
 
+def names_setting(key: str, setting: str) -> bool:
+    """Whether the storage option `key` is a name of the S3/GCS `setting` (e.g. `access_key`)."""
+    return setting in (_S3_KEYS.get(key.lower()), _GCS_KEYS.get(key.lower()))
+
+
 @dataclass(frozen=True)
 class S3Settings:
     """Normalised S3 options: pyarrow's keywords plus what the conditional PUT client needs."""
@@ -84,7 +89,9 @@ def _flag(uri: str, key: str, value: Any) -> bool:
     raise InvalidOptionError(f"table {uri}: storage option {key}={value!r} is not a boolean")
 
 
-def _normalise(uri: str, options: dict[str, Any], keys: dict[str, str], store: str) -> dict[str, Any]:
+def _normalise(uri: str, options: dict[str, Any], keys: dict[str, str], store: str,
+               given: dict[str, str]) -> dict[str, Any]:
+    """The options under their canonical names; `given` maps each name to the key the user wrote."""
     out: dict[str, Any] = {}
     for key, value in options.items():
         name = keys.get(str(key).lower())
@@ -95,6 +102,7 @@ def _normalise(uri: str, options: dict[str, Any], keys: dict[str, str], store: s
             raise InvalidOptionError(f"table {uri}: storage option {key}={value!r} contradicts another "
                                      f"name for {name} ({out[name]!r})")
         out[name] = value
+        given[name] = str(key)
     return out
 
 
@@ -115,14 +123,15 @@ def _split_endpoint(uri: str, endpoint: str | None, allow_http: bool | None,
 
 def s3_settings(uri: str, options: dict[str, Any]) -> S3Settings:
     """S3 storage options -> pyarrow `S3FileSystem` keywords (aliases accepted, case-insensitive)."""
-    opts = _normalise(uri, options, _S3_KEYS, "S3")
+    given: dict[str, str] = {}
+    opts = _normalise(uri, options, _S3_KEYS, "S3", given)
     for key in _S3_BOOLS:
         if key in opts:
-            opts[key] = _flag(uri, key, opts[key])
+            opts[key] = _flag(uri, given[key], opts[key])
     conditional = str(opts.pop("conditional_put", "etag")).strip().lower()
     if conditional not in CONDITIONAL_ON + CONDITIONAL_OFF:
-        raise InvalidOptionError(f"table {uri}: storage option conditional_put={conditional!r} is not one of "
-                                 f"{CONDITIONAL_ON + CONDITIONAL_OFF}")
+        raise InvalidOptionError(f"table {uri}: storage option {given['conditional_put']}={conditional!r} is not "
+                                 f"one of {CONDITIONAL_ON + CONDITIONAL_OFF}")
     host, scheme = _split_endpoint(uri, opts.pop("endpoint", None), opts.pop("allow_http", None),
                                    opts.pop("scheme", None))
     if host:
@@ -135,10 +144,11 @@ def s3_settings(uri: str, options: dict[str, Any]) -> S3Settings:
 
 def gcs_options(uri: str, options: dict[str, Any]) -> dict[str, Any]:
     """GCS storage options -> pyarrow `GcsFileSystem` keywords."""
-    opts = _normalise(uri, options, _GCS_KEYS, "GCS")
+    given: dict[str, str] = {}
+    opts = _normalise(uri, options, _GCS_KEYS, "GCS", given)
     if "anonymous" in opts:
-        opts["anonymous"] = _flag(uri, "anonymous", opts["anonymous"])
-    allow_http = _flag(uri, "allow_http", opts.pop("allow_http")) if "allow_http" in opts else None
+        opts["anonymous"] = _flag(uri, given["anonymous"], opts["anonymous"])
+    allow_http = _flag(uri, given["allow_http"], opts.pop("allow_http")) if "allow_http" in opts else None
     host, scheme = _split_endpoint(uri, opts.pop("endpoint", None), allow_http, opts.pop("scheme", None))
     if host:
         opts["endpoint_override"] = host
@@ -163,6 +173,12 @@ class ConditionalPut:
         self.settings = settings
         self._client = None
         self._lock = threading.Lock()
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"settings": self.settings}  # the client is made again where it is used
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["settings"])
 
     def client(self):
         with self._lock:

@@ -184,7 +184,8 @@ class Table:
     def open(path: str, *, options: dict[str, Any] | None = None, engine: Engine | None = None,
              storage_options: dict[str, Any] | None = None) -> Table:
         """Open an existing table; `TableNotFoundError` if the path holds none.
-        `storage_options` configure the file system (pyarrow's S3/GCS/HDFS/Azure keywords)."""
+        `storage_options` configure the file system (`aws_access_key_id`, `aws_region`,
+        `aws_endpoint_url`... or pyarrow's S3/GCS/HDFS/Azure keywords; docs/object-stores.md)."""
         storage = open_storage(path, storage_options)
         if not storage.exists(".hoodie"):
             raise TableNotFoundError(f"{storage.uri} is not a Hudi table: no .hoodie folder")

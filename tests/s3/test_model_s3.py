@@ -10,7 +10,7 @@ from tests.core.test_write_model import LAYOUTS, judge, run_scenario
 
 # COW and MOR, partitioned and not, bloom / simple / bucket indexes, log blocks in both formats
 S3_LAYOUTS = [layout for layout in LAYOUTS if layout.name in (
-    "nonpartitioned", "complex_hive", "cow_bucket", "mor_bloom", "mor_complex_avro", "mor_global_bloom")]
+    "nonpartitioned", "cow_bucket", "mor_bloom", "mor_complex_avro")]
 
 
 @pytest.mark.parametrize("layout", S3_LAYOUTS, ids=lambda layout: layout.name)
