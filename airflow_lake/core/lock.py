@@ -67,10 +67,9 @@ class FileSystemLock:
             if self.storage.create(LOCK_PATH, info):
                 self._depth = 1
                 return
-            status = self.storage.status(LOCK_PATH)
-            if status is not None and self.expire_ms > 0 and time.time() * 1000 - status.mtime_ms > self.expire_ms:
-                self.storage.delete(LOCK_PATH)  # the holder died; take over
-                continue
+            if self.expire_ms > 0 and self.storage.take_over(LOCK_PATH, info, self.expire_ms):
+                self._depth = 1  # the holder died: its lock is ours now
+                return
             if time.monotonic() > deadline:
                 raise LockError(f"table {self.storage.uri}: could not take {LOCK_PATH} within "
                                 f"{self.wait_ms} ms (held: {self._holder()})")

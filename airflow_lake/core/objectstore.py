@@ -206,6 +206,33 @@ class ConditionalPut:
                 self._client = boto3.session.Session().client("s3", config=config, **kwargs)
             return self._client
 
+    def version(self, bucket_key: str) -> tuple[str, int] | None:
+        """(ETag, modification time in ms) of `bucket/key`, None when absent."""
+        from botocore.exceptions import ClientError
+
+        bucket, _, key = bucket_key.partition("/")
+        try:
+            head = self.client().head_object(Bucket=bucket, Key=key)
+        except ClientError as e:
+            if e.response.get("ResponseMetadata", {}).get("HTTPStatusCode") == 404:
+                return None
+            raise OSError(f"HEAD of s3://{bucket_key} failed: {e}") from e
+        return head["ETag"], int(head["LastModified"].timestamp() * 1000)
+
+    def put_if_match(self, bucket_key: str, data: bytes, etag: str) -> bool:
+        """PUT `bucket/key` only if it is still the version `etag` (`If-Match`); False when it changed."""
+        from botocore.exceptions import ClientError
+
+        bucket, _, key = bucket_key.partition("/")
+        try:
+            self.client().put_object(Bucket=bucket, Key=key, Body=data, IfMatch=etag)
+            return True
+        except ClientError as e:
+            status = e.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            if status in (404, 409, 412):  # gone, or replaced meanwhile: another taker won
+                return False
+            raise OSError(f"conditional PUT of s3://{bucket_key} failed: {e}") from e
+
     def put_if_absent(self, bucket_key: str, data: bytes) -> bool:
         """PUT `bucket/key` unless it exists; False when it existed (or a racing PUT won)."""
         from botocore.exceptions import ClientError

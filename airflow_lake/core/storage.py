@@ -15,6 +15,7 @@ import logging
 import os
 import posixpath
 import threading
+import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -71,6 +72,16 @@ class Storage:
         self.conditional_put: objectstore.ConditionalPut | None = conditional_put  # type: ignore[assignment]
         self.calls: Counter[str] = Counter()  # storage calls by kind: list, head, get, put, create...
         self.listed: Counter[str] = Counter()  # listings by folder (relative path)
+        self._calls_lock = threading.Lock()
+        self._counting = 0
+
+    def __getstate__(self) -> dict[str, Any]:
+        # travels to executors without this process's counters and lock
+        return {k: v for k, v in self.__dict__.items() if k not in ("calls", "listed", "_calls_lock", "_counting")}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self.calls, self.listed = Counter(), Counter()
         self._calls_lock = threading.Lock()
         self._counting = 0
 
@@ -237,6 +248,28 @@ class Storage:
             return False
         self.write(path, data)
         return True
+
+    def take_over(self, path: str, data: bytes, older_than_ms: int) -> bool:
+        """Replace a file last modified more than `older_than_ms` ago (a dead holder's lock)
+        with `data`. On S3 one PUT with `If-Match` its ETag: of several takers exactly one
+        wins. Elsewhere a delete then `create`: two takers that both saw the stale file could
+        both delete (Hudi's file lock has the same window). False when the file is not stale
+        or another taker won."""
+        now = time.time() * 1000
+        if self.conditional_put is not None:
+            self._count("head")
+            version = self.conditional_put.version(self.full(path))
+            if version is None:
+                return self.create(path, data)
+            if now - version[1] <= older_than_ms:
+                return False
+            self._count("put")
+            return self.conditional_put.put_if_match(self.full(path), data, version[0])
+        status = self.status(path)
+        if status is not None and now - status.mtime_ms <= older_than_ms:
+            return False
+        self.delete(path)
+        return self.create(path, data)
 
     def delete(self, path: str, *, missing_ok: bool = True) -> None:
         self._count("delete")

@@ -1,16 +1,19 @@
 """Processes racing on S3: for each instant both try to create the same completed instant
 file, exactly one wins and the file holds the winner's content; the `.hoodie/lock` file
-excludes: read-modify-write of a counter under it loses no increment."""
+excludes: read-modify-write of a counter under it loses no increment, also when the processes
+race to take over a dead holder's lock."""
 
 from __future__ import annotations
 
 import json
 import multiprocessing
+import time
 
 import pyarrow as pa
 
 from airflow_lake.core import Table
 from airflow_lake.core.errors import TimelineError
+from airflow_lake.core.lock import LOCK_PATH, FileSystemLock
 from airflow_lake.core.timeline.active import ActiveTimeline
 from airflow_lake.core.timeline.instant import COMMIT, Instant, State
 
@@ -32,12 +35,13 @@ def _race_instants(uri: str, options: dict, me: int, times: list[str], barrier, 
     results.put((me, won))
 
 
-def _increment(uri: str, options: dict, rounds: int, barrier) -> None:
+def _increment(uri: str, options: dict, rounds: int, barrier, expire_ms: int = 60_000) -> None:
     table = Table.open(uri, storage_options=options)
     barrier.wait(timeout=120)
     for _ in range(rounds):
-        with table.lock():
+        with FileSystemLock(table.storage, expire_ms=expire_ms, wait_ms=300_000):
             n = int(table.storage.read("counter"))
+            time.sleep(0.05)  # widen the window a second holder would need
             table.storage.write("counter", str(n + 1).encode())
 
 
@@ -77,3 +81,21 @@ def test_lock_file_excludes_other_processes(s3_table, s3_options):
         assert p.exitcode == 0
     assert int(table.storage.read("counter")) == WORKERS * rounds
     assert not table.storage.exists(".hoodie/lock")
+
+
+def test_one_taker_of_a_dead_holders_lock(s3_table, s3_options):
+    """A lock left by a dead process (older than the expiry): both processes see it stale and
+    take it over by a PUT conditional on its ETag; only one can, the other waits its turn."""
+    table = Table.create(s3_table, name="t", record_key="id", storage_options=s3_options)
+    table.storage.write("counter", b"0")
+    table.storage.write(LOCK_PATH, json.dumps({"owner": "dead"}).encode())
+    time.sleep(2.5)  # S3 times have second resolution: now it is surely older than the expiry
+    ctx = multiprocessing.get_context("spawn")
+    barrier = ctx.Barrier(WORKERS)
+    procs = [ctx.Process(target=_increment, args=(s3_table, s3_options, 1, barrier, 2000)) for _ in range(WORKERS)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=600)
+        assert p.exitcode == 0
+    assert int(table.storage.read("counter")) == WORKERS
