@@ -164,7 +164,7 @@ def test_compaction_jobs_on_a_table_with_nothing_to_do(spark, table_path):
 
 
 # -- real spark-submit runs ----------------------------------------------------------------
-def spark_submit(name: str, *args: str) -> subprocess.CompletedProcess:
+def spark_submit(name: str, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
     """`spark-submit --master local[2] --py-files <zip> <job file> ARGS`, running this checkout."""
     binary = Path(sys.executable).parent / "spark-submit"
     if not binary.exists():
@@ -175,7 +175,7 @@ def spark_submit(name: str, *args: str) -> subprocess.CompletedProcess:
            "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
     command = [str(binary), "--master", "local[2]", "--conf", "spark.ui.enabled=false",
                "--py-files", str(package_zip()), str(job_path(name)), *args]
-    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout)
 
 
 def last_json(proc: subprocess.CompletedProcess) -> dict:
