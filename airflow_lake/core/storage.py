@@ -63,8 +63,7 @@ class Storage:
         self.root = root.rstrip("/") or "/"
         self.is_local = isinstance(filesystem, pafs.LocalFileSystem)
         # object stores have no folders: nothing to make, and a PUT needs no parent
-        self.is_object_store = isinstance(filesystem, (pafs.S3FileSystem, pafs.GcsFileSystem)) or \
-            type(filesystem).__name__ == "AzureFileSystem"
+        self.is_object_store = filesystem.type_name in ("s3", "gcs", "abfs")
         if conditional_put == "auto":  # a bare URI: boto3 finds credentials where pyarrow did (env, profile)
             conditional_put = objectstore.ConditionalPut(objectstore.S3Settings(
                 {"region": filesystem.region}, None, True)) \
