@@ -4,7 +4,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml .ci/uv-excludes.txt Makefile | cksum | cut -d' ' -f1)
 PYTEST_ARGS ?=
 
-.PHONY: venv test demo lint clean bench bench-large reliability
+.PHONY: venv test demo lint clean bench bench-large bench-s3 reliability
 
 venv: $(STAMP)
 
@@ -37,3 +37,6 @@ bench: venv
 
 bench-large: venv
 	$(PY) -m bench.suite --large
+
+bench-s3: venv
+	$(PY) -m bench.s3

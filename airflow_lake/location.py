@@ -13,6 +13,7 @@ from typing import Any
 from urllib.parse import SplitResult, urlsplit
 
 from airflow_lake.core.errors import InvalidOptionError
+from airflow_lake.core.objectstore import names_setting
 
 ASSET_SCHEME = "hudi"
 # hudi:/abs/path for local tables, hudi+<storage scheme>://... for the others
@@ -23,8 +24,9 @@ ASSET_SCHEMES = (ASSET_SCHEME, *(f"{ASSET_SCHEME}+{s}" for s in STORAGE_SCHEMES)
 @dataclass(frozen=True)
 class LakeSettings:
     """What a `lake` connection holds (all optional): a base path for relative table paths,
-    storage options for the file system (pyarrow's S3/GCS/HDFS/Azure keywords) and default
-    table options (`hoodie.*` write settings)."""
+    storage options for the file system (delta-rs style `aws_*` keys or pyarrow's S3/GCS/HDFS/
+    Azure keywords, see docs/object-stores.md) and default table options (`hoodie.*` write
+    settings)."""
 
     base_path: str | None = None
     storage_options: dict[str, Any] = field(default_factory=dict)
@@ -34,15 +36,15 @@ class LakeSettings:
     def from_extra(extra: dict[str, Any] | str | None, *, login: str | None = None,
                    password: str | None = None, where: str = "lake connection") -> LakeSettings:
         """From a connection's extra (dict or JSON); login/password, when set, become the
-        storage options `access_key`/`secret_key` unless those are given."""
+        storage options `access_key`/`secret_key` unless those are given (under any name)."""
         if isinstance(extra, str):
             extra = json.loads(extra) if extra.strip() else {}
         extra = {k.removeprefix("extra__lake__"): v for k, v in dict(extra or {}).items()}
         storage = _as_dict(extra.get("storage_options"), f"{where}: storage_options")
         table = _as_dict(extra.get("table_options"), f"{where}: table_options")
-        if login and "access_key" not in storage:
+        if login and not any(names_setting(k, "access_key") for k in storage):
             storage["access_key"] = login
-        if password and "secret_key" not in storage:
+        if password and not any(names_setting(k, "secret_key") for k in storage):
             storage["secret_key"] = password
         return LakeSettings(extra.get("base_path") or None, storage, table)
 

@@ -52,10 +52,10 @@ def read_source(spark, source: str, fmt: str, storage_options: dict | None = Non
         return spark.sql(source)
     if fmt == "table":
         return spark.table(source)
-    if fmt == "avro":
-        from airflow_lake.spark.sources import read_avro
+    from airflow_lake.spark.sources import read_by_core, read_files
 
-        return read_avro(spark, source, storage_options)
+    if read_by_core(source, fmt):  # avro, or files on an object store: the core's storage layer in executors
+        return read_files(spark, source, fmt, storage_options)
     reader = spark.read.format(fmt)
     if fmt == "csv":
         reader = reader.option("header", "true").option("inferSchema", "true")
@@ -77,7 +77,8 @@ def body(run: job.JobRun) -> dict[str, Any]:
             name = a.table_name or os.path.basename(a.table.rstrip("/")) or "table"
             Table.create(a.table, name=name, table_type=a.table_type, record_key=a.record_key,
                          precombine_field=a.precombine_field, partition_fields=a.partition_fields,
-                         hive_style_partitioning=a.hive_style_partitioning, options=run.table_options)
+                         hive_style_partitioning=a.hive_style_partitioning, options=run.table_options,
+                         storage_options=run.storage_options)
             created = True
             job.log.info("upsert: created %s table %s (%s)", a.table_type, a.table, name)
     table = run.open_table()

@@ -99,6 +99,10 @@ class WriteOptions:
     HEARTBEAT_TOLERABLE_MISSES = Option("hoodie.client.heartbeat.tolerable.misses", 2, int)
     LOCK_EXPIRE_MINUTES = Option("hoodie.write.lock.filesystem.expire", 1.0, float)
     LOCK_WAIT_MS = Option("hoodie.write.lock.wait_time_ms", 60000, int)
+    # several writers at once (OPTIMISTIC_CONCURRENCY_CONTROL) need an atomic create-if-absent
+    # from the store, or a lock provider outside it (lock.table_lock)
+    CONCURRENCY_MODE = Option("hoodie.write.concurrency.mode", "SINGLE_WRITER")
+    LOCK_PROVIDER = Option("hoodie.write.lock.provider", "")
     PARALLELISM = Option("airflow_lake.parallelism", 0, int)
     DROP_METADATA_TABLE = Option("airflow_lake.metadata.table.drop", True, bool)
     # new naive timestamp columns: false = Avro timestamp-* (UTC instants, Spark's TimestampType,

@@ -28,9 +28,12 @@ class TableContext:
 
     @staticmethod
     def of(table) -> TableContext:
-        """The context of an open `Table`."""
-        return TableContext(table.storage.uri, dict(table.config.props), dict(table.options),
-                            dict(getattr(table, "storage_options", None) or {}))
+        """The context of an open `Table`. In this process it shares the table's `Storage`
+        (one client, one count of storage calls); pickled, it carries only the values."""
+        ctx = TableContext(table.storage.uri, dict(table.config.props), dict(table.options),
+                           dict(getattr(table, "storage_options", None) or {}))
+        ctx.__dict__["storage"] = table.storage
+        return ctx
 
     def __getstate__(self) -> dict[str, Any]:
         # only the values travel; storage, config and key generator are rebuilt where used

@@ -1,28 +1,49 @@
 """The table lock: `.hoodie/lock` taken by create-if-absent, with owner and expiry.
 
 Same file and semantics as Hudi's FileSystemBasedLockProvider, so Java writers configured
-with it exclude us. Other providers implement `LockProvider`.
+with it exclude us. Other providers implement `LockProvider` and are named by
+`hoodie.write.lock.provider` (`table_lock`).
+
+The file lock is only as good as the store's create-if-absent: atomic locally and on S3
+(conditional PUT), a check then a PUT elsewhere. There, several writers
+(`hoodie.write.concurrency.mode=OPTIMISTIC_CONCURRENCY_CONTROL`) need a lock provider
+outside the store, and `table_lock` refuses to start without one.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import socket
 import threading
 import time
 import uuid
-from typing import Protocol
+from typing import Any, Protocol
 
-from .errors import LockError
+from . import objectstore
+from .errors import InvalidOptionError, LockError
 from .storage import Storage
 
 LOCK_PATH = ".hoodie/lock"
 
 
+SINGLE_WRITER = "SINGLE_WRITER"
+MULTI_WRITER = "OPTIMISTIC_CONCURRENCY_CONTROL"
+CONCURRENCY_MODES = (SINGLE_WRITER, MULTI_WRITER)
+FILE_SYSTEM_PROVIDER = "org.apache.hudi.client.transaction.lock.FileSystemBasedLockProvider"
+IN_PROCESS_PROVIDER = "org.apache.hudi.client.transaction.lock.InProcessLockProvider"
+
+
 class LockProvider(Protocol):
+    """A table lock. A class named by `hoodie.write.lock.provider` as `package.module:Class`
+    (or `package.module.Class`) is called as `Class(storage, options)` for each operation
+    and must be re-entrant within it (acquire/release nest) and a context manager."""
+
     def acquire(self) -> None: ...
     def release(self) -> None: ...
+    def __enter__(self) -> LockProvider: ...
+    def __exit__(self, *exc) -> None: ...
 
 
 class FileSystemLock:
@@ -46,10 +67,9 @@ class FileSystemLock:
             if self.storage.create(LOCK_PATH, info):
                 self._depth = 1
                 return
-            status = self.storage.status(LOCK_PATH)
-            if status is not None and self.expire_ms > 0 and time.time() * 1000 - status.mtime_ms > self.expire_ms:
-                self.storage.delete(LOCK_PATH)  # the holder died; take over
-                continue
+            if self.expire_ms > 0 and self.storage.take_over(LOCK_PATH, info, self.expire_ms):
+                self._depth = 1  # the holder died: its lock is ours now
+                return
             if time.monotonic() > deadline:
                 raise LockError(f"table {self.storage.uri}: could not take {LOCK_PATH} within "
                                 f"{self.wait_ms} ms (held: {self._holder()})")
@@ -78,3 +98,64 @@ class FileSystemLock:
 
     def __exit__(self, *exc) -> None:
         self.release()
+
+
+class InProcessLock:
+    """Hudi's InProcessLockProvider: a lock per table URI, shared by this process's threads
+    only (other processes are not excluded)."""
+
+    _locks: dict[str, threading.RLock] = {}
+    _guard = threading.Lock()
+
+    def __init__(self, storage: Storage, options: dict[str, Any] | None = None):
+        with self._guard:
+            self._lock = self._locks.setdefault(storage.uri, threading.RLock())
+
+    def acquire(self) -> None:
+        self._lock.acquire()
+
+    def release(self) -> None:
+        self._lock.release()
+
+    def __enter__(self) -> InProcessLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
+def table_lock(storage: Storage, options: dict[str, Any], *, mode: str, provider: str,
+               expire_ms: int, wait_ms: int) -> LockProvider:
+    """The lock of one operation: the provider `hoodie.write.lock.provider` names (default the
+    `.hoodie/lock` file). In multi-writer mode the file lock needs an atomic create-if-absent
+    from the store; without one this refuses, naming the table and what to configure."""
+    mode = (mode or SINGLE_WRITER).strip().upper()
+    if mode not in CONCURRENCY_MODES:
+        raise InvalidOptionError(f"table {storage.uri}: hoodie.write.concurrency.mode={mode!r} is not one of "
+                                 f"{CONCURRENCY_MODES}")
+    provider = (provider or FILE_SYSTEM_PROVIDER).strip()
+    if provider == FILE_SYSTEM_PROVIDER:
+        if mode == MULTI_WRITER and not storage.atomic_create:
+            hint = " (or install boto3, the `s3` extra, for conditional PUTs)" \
+                if storage.fs.type_name == "s3" and not objectstore.boto3_available() else ""
+            raise LockError(
+                f"table {storage.uri}: hoodie.write.concurrency.mode={MULTI_WRITER} refused: this store "
+                f"({storage.fs.type_name}) has no atomic create-if-absent here, so the .hoodie/lock file and "
+                "timeline files could be overwritten by a racing writer; set hoodie.write.lock.provider to a lock "
+                f"outside the store (a Python class 'package.module:Class'){hint}, or write with a single writer")
+        return FileSystemLock(storage, expire_ms=expire_ms, wait_ms=wait_ms)
+    if provider == IN_PROCESS_PROVIDER:
+        return InProcessLock(storage, options)
+    module, sep, name = provider.partition(":") if ":" in provider else provider.rpartition(".")
+    if not sep or not module or not name or provider.startswith("org.apache."):
+        raise InvalidOptionError(f"table {storage.uri}: hoodie.write.lock.provider={provider!r}: airflow-lake "
+                                 f"implements {FILE_SYSTEM_PROVIDER}, {IN_PROCESS_PROVIDER} and Python classes "
+                                 "named 'package.module:Class'")
+    try:
+        cls = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as e:
+        raise InvalidOptionError(f"table {storage.uri}: hoodie.write.lock.provider={provider!r} cannot be "
+                                 f"imported: {e}") from e
+    return cls(storage, options)
+

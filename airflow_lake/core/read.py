@@ -30,7 +30,7 @@ from .formats.parquet import read_base_file
 from .keys import parse_partition_path
 from .merge import KEY, MergeSpec, merge_slice, record_keys
 from .model import FileGroup, LogFile
-from .schema import META_FIELDS, META_SCHEMA, conform
+from .schema import META_FIELDS, META_SCHEMA, conform, from_avro
 from .timeline.active import ActiveTimeline
 from .timeline.archived import archive_files
 from .timeline.instant import check_instant_time
@@ -209,16 +209,25 @@ class ReadPlan:
 class Reader:
     """Plans reads of a table (`plan_snapshot`, `plan_incremental`) and runs them locally."""
 
-    def __init__(self, table, engine: Engine | None = None):
+    def __init__(self, table, engine: Engine | None = None, timeline=None):
         self.table = table
         self.storage = table.storage
         self.engine = engine if engine is not None else table.engine
+        self._timeline = timeline
+
+    @property
+    def timeline(self):
+        """The timeline this Reader works with: listed once, on first use (or given)."""
+        if self._timeline is None:
+            self._timeline = self.table.timeline
+        return self._timeline
 
     @cached_property
     def full_schema(self) -> pa.Schema:
-        """The table schema with the meta fields, resolved once per Reader (it reads the
-        timeline and the latest commit)."""
-        schema = self.table.schema()
+        """The table schema with the meta fields, resolved once per Reader (from its timeline
+        and the latest commit)."""
+        avro = self.table.schema_avro(self.timeline)
+        schema = from_avro(avro) if avro else pa.schema([])
         return pa.schema(list(META_SCHEMA) + [f for f in schema if f.name not in META_FIELDS])
 
     def snapshot(self, *, as_of: str | None, columns: list[str] | None, filters,
@@ -246,7 +255,7 @@ class Reader:
         if query_type not in QUERY_TYPES:
             raise InvalidOptionError(f"table {self.storage.uri}: unknown query_type {query_type!r}; "
                                      f"one of {QUERY_TYPES}")
-        timeline = self.table.timeline
+        timeline = self.timeline
         if as_of is not None:
             check_instant_time(as_of)
             self._check_retained(timeline, as_of, "time travel to")
@@ -256,7 +265,7 @@ class Reader:
 
     def _incremental_plan(self, start, end, columns, filters, holes):
         check_instant_time(start)
-        timeline = self.table.timeline
+        timeline = self.timeline
         self._check_retained(timeline, start, "an incremental read from")
         first = timeline.commits().first
         if first is not None and start < first.time and archive_files(self.storage, self.table.config.archive_folder):

@@ -1,15 +1,23 @@
 """Storage over `pyarrow.fs`: the only I/O layer of the core.
 
 Local paths and URIs (`file://`, `s3://`, `gs://`, `hdfs://`) are accepted. There is no
-rename and no append: object stores have neither. `create` (create-if-absent) is the one
-atomic primitive the timeline needs.
+rename and no append: object stores have neither, so every file is written whole, once.
+`create` (create-if-absent) is the one atomic primitive the timeline and the lock need: a
+hard link locally, a conditional PUT (`If-None-Match: *`) on S3 (`objectstore`).
+
+Every call is counted by kind (`calls`); `counting(what)` logs an operation's calls at DEBUG.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import posixpath
+import threading
+import time
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -18,7 +26,10 @@ from urllib.parse import urlsplit
 import pyarrow as pa
 import pyarrow.fs as pafs
 
+from . import objectstore
 from .errors import InvalidOptionError
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,7 +48,8 @@ class FileStatus:
 class Storage:
     """A file system rooted at a table's base path; all paths are relative to the root."""
 
-    def __init__(self, uri: str, filesystem: pafs.FileSystem | None = None):
+    def __init__(self, uri: str, filesystem: pafs.FileSystem | None = None, *,
+                 conditional_put: objectstore.ConditionalPut | None | str = "auto"):
         if filesystem is None:
             if "://" not in uri:
                 uri = os.path.abspath(uri)
@@ -50,6 +62,53 @@ class Storage:
         self.fs = filesystem
         self.root = root.rstrip("/") or "/"
         self.is_local = isinstance(filesystem, pafs.LocalFileSystem)
+        # object stores have no folders: nothing to make, and a PUT needs no parent
+        self.is_object_store = filesystem.type_name in ("s3", "gcs", "abfs")
+        if conditional_put == "auto":  # a bare URI: boto3 finds credentials where pyarrow did (env, profile)
+            conditional_put = objectstore.ConditionalPut(objectstore.S3Settings(
+                {"region": filesystem.region}, None, True)) \
+                if isinstance(filesystem, pafs.S3FileSystem) and objectstore.boto3_available() else None
+        self.conditional_put: objectstore.ConditionalPut | None = conditional_put  # type: ignore[assignment]
+        self.calls: Counter[str] = Counter()  # storage calls by kind: list, head, get, put, create...
+        self.listed: Counter[str] = Counter()  # listings by folder (relative path)
+        self._calls_lock = threading.Lock()
+        self._counting = 0
+
+    def __getstate__(self) -> dict[str, Any]:
+        # travels to executors without this process's counters and lock
+        return {k: v for k, v in self.__dict__.items() if k not in ("calls", "listed", "_calls_lock", "_counting")}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self.calls, self.listed = Counter(), Counter()
+        self._calls_lock = threading.Lock()
+        self._counting = 0
+
+    @property
+    def atomic_create(self) -> bool:
+        """Whether `create` is atomic against other processes (a hard link, a conditional
+        PUT); where not, only a lock provider outside the store makes several writers safe."""
+        return self.is_local or self.conditional_put is not None
+
+    def _count(self, kind: str, path: str | None = None) -> None:
+        with self._calls_lock:
+            self.calls[kind] += 1
+            if path is not None:
+                self.listed[path] += 1
+
+    @contextlib.contextmanager
+    def counting(self, what: str) -> Iterator[None]:
+        """Log at DEBUG how many storage calls `what` made (the outermost of nested ones)."""
+        self._counting += 1
+        before = Counter(self.calls) if self._counting == 1 else None
+        try:
+            yield
+        finally:
+            self._counting -= 1
+            if before is not None and log.isEnabledFor(logging.DEBUG):
+                made = self.calls - before
+                log.debug("table %s: %s made %d storage calls (%s)", self.uri, what, sum(made.values()),
+                          ", ".join(f"{k}={v}" for k, v in sorted(made.items())))
 
     def full(self, path: str) -> str:
         """Absolute path inside the file system for a path relative to the root."""
@@ -57,16 +116,20 @@ class Storage:
 
     # -- reads -----------------------------------------------------------------------------
     def exists(self, path: str) -> bool:
+        self._count("head")
         return self.fs.get_file_info(self.full(path)).type != pafs.FileType.NotFound
 
     def is_dir(self, path: str) -> bool:
+        self._count("head")
         return self.fs.get_file_info(self.full(path)).type == pafs.FileType.Directory
 
     def read(self, path: str) -> bytes:
+        self._count("get")
         with self.fs.open_input_stream(self.full(path)) as f:
             return f.read()
 
     def status(self, path: str) -> FileStatus | None:
+        self._count("head")
         info = self.fs.get_file_info(self.full(path))
         if info.type == pafs.FileType.NotFound:
             return None
@@ -79,6 +142,7 @@ class Storage:
 
     def list(self, path: str, *, recursive: bool = False) -> list[FileStatus]:
         """Files (not folders) under `path`; an absent folder lists as empty."""
+        self._count("list", path)
         selector = pafs.FileSelector(self.full(path), allow_not_found=True, recursive=recursive)
         return [self._status(i) for i in self.fs.get_file_info(selector) if i.is_file]
 
@@ -87,6 +151,7 @@ class Storage:
         cost a stat per file (a local folder: names only); an absent folder lists as empty."""
         if not self.is_local:
             return [(f.name, f.mtime_ms) for f in self.list(path)]
+        self._count("list", path)
         try:
             with os.scandir(self.full(path)) as entries:
                 return [(e.name, None) for e in entries if e.is_file()]
@@ -94,11 +159,20 @@ class Storage:
             return []
 
     def list_dirs(self, path: str) -> list[str]:
+        return self.list_entries(path)[1]
+
+    def list_entries(self, path: str) -> tuple[list[FileStatus], list[str]]:
+        """(files, folders) directly in `path`, from one listing."""
+        self._count("list", path)
         selector = pafs.FileSelector(self.full(path), allow_not_found=True)
-        return [
-            self._status(i).path for i in self.fs.get_file_info(selector)
-            if i.type == pafs.FileType.Directory
-        ]
+        files: list[FileStatus] = []
+        dirs: list[str] = []
+        for info in self.fs.get_file_info(selector):
+            if info.is_file:
+                files.append(self._status(info))
+            elif info.type == pafs.FileType.Directory:
+                dirs.append(self._status(info).path)
+        return files, dirs
 
     def walk_files(self, path: str = "") -> Iterator[FileStatus]:
         yield from self.list(path, recursive=True)
@@ -121,14 +195,20 @@ class Storage:
             path = parent
 
     def open_input(self, path: str) -> pa.NativeFile:
+        self._count("open")
         return self.fs.open_input_file(self.full(path))
 
     # -- writes ----------------------------------------------------------------------------
     def mkdirs(self, path: str) -> None:
+        """Make a folder (and its parents); nothing on object stores, which have none."""
+        if self.is_object_store:
+            return
+        self._count("mkdir")
         self.fs.create_dir(self.full(path), recursive=True)
 
     def write(self, path: str, data: bytes) -> None:
         """Write a whole file (overwrite). Object stores make this one PUT."""
+        self._count("put")
         self._ensure_parent(path)
         with self.fs.open_output_stream(self.full(path)) as f:
             f.write(data)
@@ -136,11 +216,13 @@ class Storage:
     def create(self, path: str, data: bytes = b"") -> bool:
         """Create the file only if it does not exist. Returns False when it already existed.
 
-        On a local file system the content is written to a temp file first and hard-linked into
-        place, so exactly one of several racing creators wins and no reader sees a torn file.
-        On object stores a PUT is atomic but pyarrow offers no conditional PUT; there the check
-        is made under the table lock, which every timeline transition holds.
+        Local file systems: the content goes to a temp file first, hard-linked into place, so
+        exactly one of several racing creators wins and no reader sees a torn file. S3: one
+        PUT with `If-None-Match: *`, refused (412) when the key exists. Elsewhere (GCS, HDFS,
+        Azure through pyarrow) a check then a PUT: atomic only under a lock provider outside
+        the store (`atomic_create` is False there; see `lock.table_lock`).
         """
+        self._count("create")
         if self.is_local:
             # write a private temp file, then hard-link it into place: the link is atomic and
             # fails if the name exists, so a crash never leaves a torn or empty timeline file
@@ -159,12 +241,37 @@ class Storage:
             finally:
                 os.unlink(tmp)
             return True
+        if self.conditional_put is not None:
+            return self.conditional_put.put_if_absent(self.full(path), data)
         if self.exists(path):
             return False
         self.write(path, data)
         return True
 
+    def take_over(self, path: str, data: bytes, older_than_ms: int) -> bool:
+        """Replace a file last modified more than `older_than_ms` ago (a dead holder's lock)
+        with `data`. On S3 one PUT with `If-Match` its ETag: of several takers exactly one
+        wins. Elsewhere a delete then `create`: two takers that both saw the stale file could
+        both delete (Hudi's file lock has the same window). False when the file is not stale
+        or another taker won."""
+        now = time.time() * 1000
+        if self.conditional_put is not None:
+            self._count("head")
+            version = self.conditional_put.version(self.full(path))
+            if version is None:
+                return self.create(path, data)
+            if now - version[1] <= older_than_ms:
+                return False
+            self._count("put")
+            return self.conditional_put.put_if_match(self.full(path), data, version[0])
+        status = self.status(path)
+        if status is not None and now - status.mtime_ms <= older_than_ms:
+            return False
+        self.delete(path)
+        return self.create(path, data)
+
     def delete(self, path: str, *, missing_ok: bool = True) -> None:
+        self._count("delete")
         try:
             self.fs.delete_file(self.full(path))
         except FileNotFoundError:
@@ -175,6 +282,7 @@ class Storage:
         """Delete a folder and its content; an absent folder (or one deleted meanwhile) is fine."""
         try:
             if self.is_dir(path):
+                self._count("delete")
                 self.fs.delete_dir(self.full(path))
         except FileNotFoundError:
             pass
@@ -185,16 +293,22 @@ class Storage:
 
 
 def open_storage(uri: str, storage_options: dict[str, Any] | None = None) -> Storage:
-    """A `Storage` at `uri`, its file system built from `storage_options` when given."""
+    """A `Storage` at `uri`, its file system built from `storage_options` when given: S3 and
+    GCS take delta-rs / object_store style keys (`aws_access_key_id`, `aws_region`,
+    `aws_endpoint_url`, `aws_allow_http`...) or pyarrow's keywords (see `objectstore`)."""
     if not storage_options:
         return Storage(uri)
     parts = urlsplit(uri)
     scheme = parts.scheme.lower()
     opts = dict(storage_options)
+    conditional = None
     if scheme in ("s3", "s3a"):
-        fs: pafs.FileSystem = pafs.S3FileSystem(**opts)
+        settings = objectstore.s3_settings(uri, opts)
+        fs: pafs.FileSystem = objectstore.s3_filesystem(uri, settings)
+        if settings.conditional_put and objectstore.boto3_available():
+            conditional = objectstore.ConditionalPut(settings)
     elif scheme in ("gs", "gcs"):
-        fs = pafs.GcsFileSystem(**opts)
+        fs = pafs.GcsFileSystem(**objectstore.gcs_options(uri, opts))
     elif scheme in ("abfs", "abfss"):
         fs = pafs.AzureFileSystem(**opts)
     elif scheme in ("hdfs", "viewfs"):
@@ -205,6 +319,6 @@ def open_storage(uri: str, storage_options: dict[str, Any] | None = None) -> Sto
     else:
         raise InvalidOptionError(f"table {uri}: storage options are supported for s3, gs, abfs and hdfs "
                                  f"tables, not {scheme or 'local'!r} ones")
-    storage = Storage(posixpath.join(parts.netloc, parts.path.lstrip("/")), fs)
+    storage = Storage(posixpath.join(parts.netloc, parts.path.lstrip("/")), fs, conditional_put=conditional)
     storage.uri = uri  # errors name the table by its URI
     return storage

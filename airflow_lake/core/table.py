@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import re
@@ -38,7 +39,7 @@ from .errors import (
 )
 from .keygen_timestamp import INPUT_TIMEZONE, OUTPUT_TIMEZONE, TIMEZONE, setting
 from .keys import KEYGEN_CLASSES, WRITE_PARTITION_FIELD, KeyGenerator, declared_keygen, split_typed_fields
-from .lock import FileSystemLock
+from .lock import LockProvider, table_lock
 from .paths import Deleter
 from .read import Reader
 from .schema import NAME_RULE, from_avro, is_avro_name
@@ -54,6 +55,18 @@ log = logging.getLogger(__name__)
 TABLE_TYPES = ("COPY_ON_WRITE", "MERGE_ON_READ")
 _INIT_FOLDERS = (".hoodie", ".hoodie/.schema", ".hoodie/archived", ".hoodie/.temp", ".hoodie/.aux",
                  ".hoodie/.aux/.bootstrap/.partitions", ".hoodie/.aux/.bootstrap/.fileids")
+
+
+def _counted(method):
+    """Log the storage calls of a table operation at DEBUG (`Storage.counting`)."""
+
+    @functools.wraps(method)
+    def run(self: Table, *args, **kwargs):
+        what = kwargs.get("operation", "upsert") if method.__name__ == "write" else method.__name__
+        with self.storage.counting(what):
+            return method(self, *args, **kwargs)
+
+    return run
 
 
 class Table:
@@ -79,14 +92,16 @@ class Table:
     @staticmethod
     def create(path: str, *, name: str, table_type: str = "COPY_ON_WRITE", record_key: str | list[str],
                precombine_field: str | None = None, partition_fields: str | list[str] | tuple = (),
-               hive_style_partitioning: bool = False, options: dict[str, Any] | None = None) -> Table:
+               hive_style_partitioning: bool = False, options: dict[str, Any] | None = None,
+               storage_options: dict[str, Any] | None = None) -> Table:
         """Create an empty table (hoodie.properties and the meta folders).
 
         `options` may name the key generator (`hoodie.table.keygenerator.class`) and its
         `hoodie.keygen.timebased.*` settings; they are kept in hoodie.properties, where Java
         writers find them too. CustomKeyGenerator fields are given typed
-        (`partition_fields=["ts:TIMESTAMP", "city:SIMPLE"]`)."""
-        storage = Storage(path)
+        (`partition_fields=["ts:TIMESTAMP", "city:SIMPLE"]`). `storage_options` configure the
+        file system as in `open`."""
+        storage = open_storage(path, storage_options)
         blocker = storage.file_in_the_way()
         if blocker is not None:
             raise InvalidOptionError(f"table {storage.uri}: cannot create a table there, {blocker} is a "
@@ -162,13 +177,14 @@ class Table:
             storage.mkdirs(folder)
         config = TableConfig(props)
         properties.save(storage, config, create=True)
-        return Table(storage, config, write_options)
+        return Table(storage, config, write_options, storage_options=storage_options)
 
     @staticmethod
     def open(path: str, *, options: dict[str, Any] | None = None, engine: Engine | None = None,
              storage_options: dict[str, Any] | None = None) -> Table:
         """Open an existing table; `TableNotFoundError` if the path holds none.
-        `storage_options` configure the file system (pyarrow's S3/GCS/HDFS/Azure keywords)."""
+        `storage_options` configure the file system (`aws_access_key_id`, `aws_region`,
+        `aws_endpoint_url`... or pyarrow's S3/GCS/HDFS/Azure keywords; docs/object-stores.md)."""
         storage = open_storage(path, storage_options)
         if not storage.exists(".hoodie"):
             raise TableNotFoundError(f"{storage.uri} is not a Hudi table: no .hoodie folder")
@@ -240,24 +256,28 @@ class Table:
                 raise InvalidOptionError(f"table {self.storage.uri}: write option {key}={given!r} names other "
                                          f"fields than the table's {fields}; the table's are used by every writer")
 
+    @_counted
     def write(self, data, *, operation: str = "upsert", extra_metadata: dict[str, str] | None = None) -> WriteResult:
         """Write one batch as one commit. Operations: insert, upsert, bulk_insert, delete,
         insert_overwrite, insert_overwrite_table."""
         return WriteClient(self, self.engine).write(data, operation, extra_metadata)
 
     # -- reads -----------------------------------------------------------------------------
+    @_counted
     def read(self, *, as_of: str | None = None, columns: list[str] | None = None, filters=None,
              query_type: str = "snapshot") -> pa.Table:
         """Snapshot (or as-of) read with the five meta columns; `filters` as pyarrow's DNF."""
         return Reader(self, self.engine).snapshot(as_of=as_of, columns=columns, filters=filters,
                                                   query_type=query_type)
 
+    @_counted
     def read_incremental(self, start: str, end: str | None = None, *, columns: list[str] | None = None,
                          filters=None, holes: str = "FAIL") -> pa.Table:
         """Rows whose latest write is a commit in (start, end]."""
         return Reader(self, self.engine).incremental(start, end, columns=columns, filters=filters, holes=holes)
 
     # -- table services --------------------------------------------------------------------
+    @_counted
     def plan_compaction(self, *, instant: str | None = None, strategy: str | None = None,
                         max_delta_commits: int | None = None, max_delta_seconds: int | None = None,
                         target_io_mb: int | None = None,
@@ -275,17 +295,20 @@ class Table:
         extra_metadata."""
         return self.plan_compaction(**kwargs).instant
 
+    @_counted
     def run_compaction(self, instant: str | None = None, *, order: str = "FIFO",
                        extra_metadata: dict[str, str] | None = None) -> compaction.CompactionResult:
         """Execute the given pending compaction plan, or the oldest (FIFO) / newest (LIFO)."""
         self.check_merge_support("compaction")
         return compaction.run(self, instant, order=order, extra_metadata=extra_metadata)
 
+    @_counted
     def clean(self, *, policy: str = "KEEP_LATEST_COMMITS", retained: int | None = None, dry_run: bool = False,
               extra_metadata: dict[str, str] | None = None) -> clean.CleanResult:
         """Delete file slices outside the retained window (plan, delete, `T.clean`)."""
         return clean.clean(self, policy=policy, retained=retained, dry_run=dry_run, extra_metadata=extra_metadata)
 
+    @_counted
     def archive(self, *, min_commits: int = 20, max_commits: int = 30, batch: int = 10,
                 extra_metadata: dict[str, str] | None = None) -> archive.ArchiveResult:
         """Move the oldest completed instants to the archived timeline."""
@@ -296,24 +319,30 @@ class Table:
     def archived_timeline(self) -> ArchivedTimeline:
         return ArchivedTimeline(self.storage, self.config.archive_folder)
 
+    @_counted
     def rollback(self, instant: str, *, extra_metadata: dict[str, str] | None = None) -> undo.RollbackResult:
         """Roll back a pending write or compaction, or the latest completed write. A run token
         in `extra_metadata` is recorded in the token index (rollback metadata has no field for it)."""
         return rollback.rollback(self, instant, extra_metadata=extra_metadata)
 
+    @_counted
     def savepoint(self, instant: str, *, user: str | None = None, comments: str = "",
                   extra_metadata: dict[str, str] | None = None) -> str:
         """Protect the files of completed commit `instant` from clean and archive."""
         return savepoint.savepoint(self, instant, user=user, comments=comments, extra_metadata=extra_metadata)
 
+    @_counted
     def restore(self, instant: str, *, extra_metadata: dict[str, str] | None = None) -> savepoint.RestoreResult:
         """Roll the table back to the savepoint `instant`."""
         return savepoint.restore(self, instant, extra_metadata=extra_metadata)
 
     # -- used by the write client and services ---------------------------------------------
-    def lock(self) -> FileSystemLock:
-        return FileSystemLock(self.storage, expire_ms=int(self.option(WriteOptions.LOCK_EXPIRE_MINUTES) * 60_000),
-                              wait_ms=self.option(WriteOptions.LOCK_WAIT_MS))
+    def lock(self) -> LockProvider:
+        """The table lock of one operation (`hoodie.write.lock.provider`, default `.hoodie/lock`)."""
+        return table_lock(self.storage, self.options, mode=self.option(WriteOptions.CONCURRENCY_MODE),
+                          provider=self.option(WriteOptions.LOCK_PROVIDER),
+                          expire_ms=int(self.option(WriteOptions.LOCK_EXPIRE_MINUTES) * 60_000),
+                          wait_ms=self.option(WriteOptions.LOCK_WAIT_MS))
 
     def new_instant_time(self, timeline: ActiveTimeline | None = None) -> str:
         """A new instant, greater than every instant on the timeline (call under the lock)."""

@@ -23,9 +23,9 @@ def list_partition_files(storage: Storage, partitions: Iterable[str] | None = No
     each, not recursive)."""
     if partitions is not None:
         found = (f for p in sorted(set(partitions)) for f in storage.list(p))
-    else:
-        found = itertools.chain(storage.list(""), *(storage.list(d, recursive=True)
-                                                    for d in storage.list_dirs("") if d != ".hoodie"))
+    else:  # the root once, then each top folder (partition) once, recursively
+        top_files, top_dirs = storage.list_entries("")
+        found = itertools.chain(top_files, *(storage.list(d, recursive=True) for d in top_dirs if d != ".hoodie"))
     files_by_dir: dict[str, list] = defaultdict(list)
     marked: set[str] = set()
     for f in found:

@@ -10,10 +10,11 @@ A job file declares its flags on `parser(...)`, writes a `body(run) -> dict`, an
   exit 1 (argparse errors exit 2, `--help` exits 0).
 
 `--option` keys starting with `hoodie.` or `airflow_lake.` are table / write options (as in
-`Table.open(options=...)`); every other key is a storage option (pyarrow's S3/GCS/HDFS/Azure
-file-system keywords, e.g. `region`, `endpoint_override`). A storage option's value is read as
-JSON when it is a JSON literal (`true`, `false`, `null`, a number, a quoted string), else taken
-as the plain string: `--option allow_bucket_creation=true`, `--option 'access_key="0123"'`.
+`Table.open(options=...)`); every other key is a storage option (delta-rs style keys such as
+`aws_region`, `aws_endpoint_url`, or pyarrow's S3/GCS/HDFS/Azure keywords; docs/object-stores.md).
+A storage option's value is read as JSON when it is a JSON literal (`true`, `false`, `null`, a
+number, a quoted string), else taken as the plain string: `--option allow_bucket_creation=true`,
+`--option 'access_key="0123"'`.
 """
 
 from __future__ import annotations

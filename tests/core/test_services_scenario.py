@@ -18,10 +18,16 @@ COLS = ["id", "k2", "ts", "part", "sub", "val", "name", "_hoodie_commit_time"]
 
 @pytest.mark.parametrize("table_type", ["MERGE_ON_READ", "COPY_ON_WRITE"])
 def test_mixed_writes_and_services(table_path, table_type):
+    services_scenario(table_path, table_type)
+
+
+def services_scenario(table_path: str, table_type: str, storage_options: dict | None = None) -> None:
+    """The scenario on a new table at `table_path` (a path, or a URI with its storage options)."""
+    so = storage_options
     rng = random.Random(11)
     layout = Layout("scenario", ["id"], ["part"])
     table = Table.create(table_path, name="s", table_type=table_type, record_key="id", precombine_field="ts",
-                         partition_fields="part")
+                         partition_fields="part", storage_options=so)
     model = Model(["id"], layout.partition_of, "ts")
     parts: dict[int, str] = {}
     next_key = 0
@@ -60,13 +66,13 @@ def test_mixed_writes_and_services(table_path, table_type):
     table.archive(min_commits=5, max_commits=max_commits)
     final = rows(table.read(), COLS)
     assert final == model_rows(list(model.rows.values()), COLS)
-    assert rows(hudi_read(table_path), COLS) == final
+    assert rows(hudi_read(table_path, so), COLS) == final
     active = table.timeline.commits().completed().times
     assert len(active) <= max_commits + 4  # min..max plus what the clean window protects
     for instant in active:
         if instant in dict(model.history):
             expected = model_rows(model.as_of(instant), COLS)
             assert rows(table.read(as_of=instant), COLS) == expected
-            assert rows(hudi_read(table_path, **{"hoodie.read.as.of.timestamp": instant}), COLS) == expected
+            assert rows(hudi_read(table_path, so, **{"hoodie.read.as.of.timestamp": instant}), COLS) == expected
     assert table.archived_timeline.completed()
     assert table.read().num_rows == pa.table({"n": [len(model.rows)]})["n"][0].as_py()

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 
 from airflow_lake.core import Table
-from tests.conftest import hudi_read, rows
+from tests.conftest import hudi_builder, hudi_read, rows
 from tests.model import Model
 
 PARTS = ["p0", "p1", "p2"]
@@ -110,15 +110,16 @@ def to_arrow(batch: list[dict]) -> pa.Table:
     return pa.Table.from_pylist(batch, schema=schema)
 
 
-def run_scenario(layout: Layout, path: str, seed: int, steps: int = 10, write=None):
+def run_scenario(layout: Layout, path: str, seed: int, steps: int = 10, write=None, storage_options=None):
     """Random operations on a new table and the model; `write(table, data, operation)` is the
-    engine under test (default: the table's own, local engine)."""
+    engine under test (default: the table's own, local engine); `path` may be a URI with
+    its `storage_options`."""
     write = write or (lambda t, data, operation: t.write(data, operation=operation))
     rng = random.Random(seed)
     table = Table.create(path, name=f"t_{layout.name}", table_type=layout.table_type,
                          record_key=layout.key_fields, precombine_field="ts",
                          partition_fields=layout.partition_fields, hive_style_partitioning=layout.hive,
-                         options=layout.options)
+                         options=layout.options, storage_options=storage_options)
     model = Model(layout.key_fields, layout.partition_of, "ts", layout.is_global)
     # For non-global layouts a key lives in one fixed partition, as users' data does.
     fixed_part: dict[int, tuple[str, str]] = {}
@@ -202,9 +203,10 @@ def test_three_judges_agree(layout, seed, table_path):
     judge(layout, table, model, table_path)
 
 
-def judge(layout: Layout, table: Table, model: Model, table_path: str) -> None:
+def judge(layout: Layout, table: Table, model: Model, table_path: str, storage_options=None) -> None:
     """Our reader, hudi-rs and the model agree: snapshot, read-optimized, as of every instant,
     incremental between instants, and partition filters."""
+    so = storage_options
     cols = ["id", "k2", "ts", "part", "sub", "val", "name", "event_ms", "at"]
     if layout.meta_fields:
         cols.append("_hoodie_commit_time")
@@ -213,15 +215,15 @@ def judge(layout: Layout, table: Table, model: Model, table_path: str) -> None:
 
     final = rows(table.read(), cols)
     assert final == model_rows(list(model.rows.values()), cols)
-    assert rows(hudi_read(table_path), cols) == final
+    assert rows(hudi_read(table_path, so), cols) == final
     if layout.table_type == MOR:
         ro = rows(table.read(query_type="read_optimized"), cols)
-        assert rows(hudi_read(table_path, **{"hoodie.read.use.read_optimized.mode": "true"}), cols) == ro
+        assert rows(hudi_read(table_path, so, **{"hoodie.read.use.read_optimized.mode": "true"}), cols) == ro
 
     for instant in instants:
         ours = rows(table.read(as_of=instant), cols)
         assert ours == model_rows(model.as_of(instant), cols), f"as of {instant}"
-        assert rows(hudi_read(table_path, **{"hoodie.read.as.of.timestamp": instant}), cols) == ours
+        assert rows(hudi_read(table_path, so, **{"hoodie.read.as.of.timestamp": instant}), cols) == ours
 
     for start, end in zip([instants[0]] + instants[:-1], instants, strict=True):
         if start == end:
@@ -229,7 +231,7 @@ def judge(layout: Layout, table: Table, model: Model, table_path: str) -> None:
         ours = rows(table.read_incremental(start, end), cols)
         if layout.meta_fields:  # without them a row's instant is its file's or block's, as hudi-rs
             assert ours == model_rows(model.incremental(start, end), cols), f"({start}, {end}]"
-        theirs = hudi_read(table_path, **{"hoodie.read.query.type": "incremental",
+        theirs = hudi_read(table_path, so, **{"hoodie.read.query.type": "incremental",
                                           "hoodie.read.start.timestamp": start,
                                           "hoodie.read.end.timestamp": end})
         theirs = rows(theirs, cols)
@@ -250,7 +252,7 @@ def judge(layout: Layout, table: Table, model: Model, table_path: str) -> None:
                                        if _matches(r["part"], flt[0][1], flt[0][2])], cols)
                 assert rows(table.read(filters=flt), cols) == expected, flt
                 if layout.hudi_rs_filters and value != "" and layout.parts[0] != "":
-                    assert rows(hudi_read_filtered(table_path, flt), cols) == expected, f"hudi-rs {flt}"
+                    assert rows(hudi_read_filtered(table_path, flt, so), cols) == expected, f"hudi-rs {flt}"
 
 
 def _matches(value, op: str, operand) -> bool:
@@ -259,14 +261,12 @@ def _matches(value, op: str, operand) -> bool:
     return value == operand if op == "=" else value != operand
 
 
-def hudi_read_filtered(path: str, filters: list[tuple]) -> pa.Table:
+def hudi_read_filtered(path: str, filters: list[tuple], storage_options=None) -> pa.Table:
     """hudi-rs with its own filter pushdown (partition pruning by its rules, then rows); its
     `IN` takes the values joined by commas."""
-    from pathlib import Path
+    from hudi import HudiReadOptions
 
-    from hudi import HudiReadOptions, HudiTableBuilder
-
-    table = HudiTableBuilder.from_base_uri(str(Path(path).resolve())).build()
+    table = hudi_builder(path, storage_options).build()
     batches = table.read(HudiReadOptions().with_filters(
         [(c, op.upper(), ",".join(map(str, x)) if isinstance(x, list) else str(x)) for c, op, x in filters]))
     batches = batches if isinstance(batches, list) else batches.to_batches()

@@ -1,6 +1,7 @@
 """Run one table operation in this process and SIGKILL it at its N-th storage mutation.
 
 Usage: python -m tests.reliability.crash_runner <table path> <operation> <crash at (0: never)>
+[<storage options as JSON>]
 Prints the number of storage mutations when it was not killed. Every write, create and delete
 counts (each data file, marker, timeline transition, lock file), except the periodic heartbeat
 refreshes, whose number depends on timing.
@@ -8,6 +9,7 @@ refreshes, whose number depends on timing.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sys
@@ -38,10 +40,11 @@ def _wrap(name: str) -> None:
 def main() -> None:
     global _crash_at
     path, operation, crash_at = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    storage_options = json.loads(sys.argv[4]) if len(sys.argv) > 4 else None
     _crash_at = crash_at
     for name in ("write", "create", "delete", "delete_dir"):
         _wrap(name)
-    OPERATIONS[operation].run(open_table(path))
+    OPERATIONS[operation].run(open_table(path, storage_options))
     print(_count, flush=True)
 
 

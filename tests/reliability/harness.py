@@ -3,13 +3,16 @@ retried; after each kill and each recovery our reader and hudi-rs must show a st
 allows (before or after the operation), and in the end exactly the state after it.
 
 `make reliability` runs it large; the test suite runs it small. Prints: operations run,
-kills injected, recoveries, rows compared, mismatches (must be 0).
+kills injected, recoveries, rows compared, mismatches (must be 0). The tables live in a local
+folder, or under an object-store URI with its storage options (tests/s3).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import posixpath
 import shutil
 import subprocess
 import sys
@@ -17,6 +20,9 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 
+import pyarrow.fs as pafs
+
+from airflow_lake.core.storage import open_storage
 from tests.conftest import hudi_read, rows
 from tests.reliability.operations import OPERATIONS, build, open_table
 
@@ -37,15 +43,35 @@ class Report:
                 f"rows compared: {self.rows_compared}, mismatches: {len(self.mismatches)}")
 
 
-def _run(path: str, operation: str, crash_at: int) -> subprocess.CompletedProcess:
+def _run(path: str, operation: str, crash_at: int, so: dict | None = None) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": REPO}
-    return subprocess.run([sys.executable, "-m", "tests.reliability.crash_runner", path, operation, str(crash_at)],
-                          capture_output=True, text=True, cwd=REPO, env=env, timeout=300)
+    args = [sys.executable, "-m", "tests.reliability.crash_runner", path, operation, str(crash_at)]
+    return subprocess.run(args + ([json.dumps(so)] if so else []), capture_output=True, text=True, cwd=REPO,
+                          env=env, timeout=300)
 
 
-def _state(path: str, report: Report, label: str) -> list[tuple]:
-    ours = rows(open_table(path).read(), COLS)
-    theirs = rows(hudi_read(path), COLS)
+def _join(root: str, name: str) -> str:
+    return posixpath.join(root, name) if "://" in root else os.path.join(root, name)
+
+
+def _copy(src: str, dst: str, so: dict | None) -> None:
+    if "://" not in src:
+        shutil.copytree(src, dst)
+        return
+    source, target = open_storage(src, so), open_storage(dst, so)
+    pafs.copy_files(source.root, target.root, source_filesystem=source.fs, destination_filesystem=target.fs)
+
+
+def _remove(path: str, so: dict | None) -> None:
+    if "://" not in path:
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        open_storage(path, so).delete_dir("")
+
+
+def _state(path: str, report: Report, label: str, so: dict | None = None) -> list[tuple]:
+    ours = rows(open_table(path, so).read(), COLS)
+    theirs = rows(hudi_read(path, so), COLS)
     report.rows_compared += len(ours) + len(theirs)
     if ours != theirs:
         report.mismatches.append(f"{label}: hudi-rs and our reader differ")
@@ -53,65 +79,70 @@ def _state(path: str, report: Report, label: str) -> list[tuple]:
 
 
 def check_operation(name: str, workdir: str, report: Report, *, size: int = 1, commits: int = 10,
-                    points: int | None = None) -> None:
+                    points: int | None = None, storage_options: dict | None = None) -> None:
+    so = storage_options
     op = OPERATIONS[name]
-    base = os.path.join(workdir, f"{name}-base")
-    table = build(base, op.table_type, commits, size)
+    base = _join(workdir, f"{name}-base")
+    table = build(base, op.table_type, commits, size, so)
     op.prepare(table)
-    before = _state(base, report, f"{name} before")
+    before = _state(base, report, f"{name} before", so)
     allowed = [rows(table.read(as_of=i), COLS) for i in op.intermediate(table)]
-    after_path = os.path.join(workdir, f"{name}-after")
-    shutil.copytree(base, after_path)
-    counted = _run(after_path, name, 0)
+    after_path = _join(workdir, f"{name}-after")
+    _copy(base, after_path, so)
+    counted = _run(after_path, name, 0, so)
     report.operations += 1
     if counted.returncode != 0:
         report.mismatches.append(f"{name}: the operation itself failed: {counted.stderr[-800:]}")
         return
     total = int(counted.stdout.split()[-1])
-    after = _state(after_path, report, f"{name} after")
+    after = _state(after_path, report, f"{name} after", so)
     crash_points = list(range(1, total + 1))
     if points is not None and len(crash_points) > points:
         step = len(crash_points) / points
         crash_points = sorted({crash_points[int(i * step)] for i in range(points)} | {1, total})
     for k in crash_points:
-        path = os.path.join(workdir, f"{name}-{k}")
-        shutil.copytree(base, path)
-        proc = _run(path, name, k)
+        path = _join(workdir, f"{name}-{k}")
+        _copy(base, path, so)
+        proc = _run(path, name, k, so)
         report.operations += 1
         if proc.returncode != -9:
             report.mismatches.append(f"{name} crash at {k}: expected SIGKILL, got {proc.returncode}: "
                                      f"{proc.stderr[-500:]}")
             continue
         report.kills += 1
-        seen = _state(path, report, f"{name} killed at {k}")
+        seen = _state(path, report, f"{name} killed at {k}", so)
         if seen not in [before, after, *allowed]:
             report.mismatches.append(f"{name} killed at {k}: a state that is neither before nor after")
         time.sleep(0.15)  # the dead process's heartbeat and lock expire
         try:
-            op.retry(open_table(path))
+            op.retry(open_table(path, so))
         except Exception as e:  # noqa: BLE001 - recorded as a mismatch
             report.mismatches.append(f"{name} killed at {k}: retry failed: {type(e).__name__}: {e}")
             continue
         report.recoveries += 1
-        final = _state(path, report, f"{name} recovered from {k}")
+        final = _state(path, report, f"{name} recovered from {k}", so)
         if final != after:
             report.mismatches.append(f"{name} killed at {k}: after the retry the rows differ from the model")
-        pending = [str(i) for i in open_table(path).timeline.pending()
+        pending = [str(i) for i in open_table(path, so).timeline.pending()
                    if not (name == "compaction_schedule" and i.action == "compaction")]
         if pending:
             report.mismatches.append(f"{name} killed at {k}: pending instants left: {pending}")
-        shutil.rmtree(path, ignore_errors=True)
+        _remove(path, so)
 
 
-def run(operations: list[str], *, size: int, commits: int, points: int | None) -> Report:
+def run(operations: list[str], *, size: int, commits: int, points: int | None, workdir: str | None = None,
+        storage_options: dict | None = None) -> Report:
+    """The harness over `operations`, in a new temporary folder or under `workdir` (a URI
+    with its `storage_options`, removed at the end)."""
     report = Report()
-    workdir = tempfile.mkdtemp(prefix="airflow-lake-kill-")
+    workdir = workdir or tempfile.mkdtemp(prefix="airflow-lake-kill-")
     try:
         for name in operations:
-            check_operation(name, workdir, report, size=size, commits=commits, points=points)
+            check_operation(name, workdir, report, size=size, commits=commits, points=points,
+                            storage_options=storage_options)
             print(f"  {name:<20} {report.line()}", flush=True)
     finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+        _remove(workdir, storage_options)
     return report
 
 

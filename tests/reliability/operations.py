@@ -17,8 +17,8 @@ PARTS = ["p0", "p1", "p2"]
 TOKEN = {"airflow_lake.token": "harness/run/op"}
 
 
-def open_table(path: str) -> Table:
-    return Table.open(path, options=FAST)
+def open_table(path: str, storage_options: dict | None = None) -> Table:
+    return Table.open(path, options=FAST, storage_options=storage_options)
 
 
 def rows_of(start: int, n: int, ts: int, size: int = 1) -> pa.Table:
@@ -28,9 +28,9 @@ def rows_of(start: int, n: int, ts: int, size: int = 1) -> pa.Table:
                      "pad": ["x" * size] * n})
 
 
-def build(path: str, table_type: str, commits: int, size: int) -> Table:
+def build(path: str, table_type: str, commits: int, size: int, storage_options: dict | None = None) -> Table:
     t = Table.create(path, name="h", table_type=table_type, record_key="id", precombine_field="ts",
-                     partition_fields="part", options=FAST)
+                     partition_fields="part", options=FAST, storage_options=storage_options)
     t.write(rows_of(0, 30 * size, 0), operation="insert")
     for j in range(1, commits):
         t.write(rows_of(j * 3, 10 * size, j))

@@ -181,7 +181,7 @@ def test_compaction_jobs_on_a_table_with_nothing_to_do(spark, table_path):
 
 # -- real spark-submit runs ----------------------------------------------------------------
 def spark_submit(name: str, *args: str, master: str = "local[2]", env: dict[str, str] | None = None,
-                 probe: bool = False, timeout: float = 300) -> subprocess.CompletedProcess:
+                 probe: bool = False, timeout: float = 900) -> subprocess.CompletedProcess:
     """`spark-submit --master M --py-files <zip> <job file> ARGS`, running this checkout; with
     `probe`, the job runs under `driver_probe.py` (configured by `env`)."""
     binary = Path(sys.executable).parent / "spark-submit"

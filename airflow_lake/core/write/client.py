@@ -13,7 +13,6 @@ import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import cached_property
 
 import numpy as np
 import pyarrow as pa
@@ -83,16 +82,19 @@ class WriteClient:
         self.table = table
         self.storage = table.storage
         self.engine = engine
+        self._reader = None
 
     def opt(self, option):
         return self.table.option(option)
 
-    @cached_property
-    def reader(self):
-        """One Reader per write (merged slices for key lookups and ordering checks)."""
-        from ..read import Reader
+    def reader(self, view: FileSystemView):
+        """One Reader per write (merged slices for key lookups and ordering checks), on the
+        write's timeline (no listing of its own)."""
+        if self._reader is None:
+            from ..read import Reader
 
-        return Reader(self.table, self.engine)
+            self._reader = Reader(self.table, self.engine, view.timeline)
+        return self._reader
 
     # -- entry point -----------------------------------------------------------------------
     def write(self, data, operation: str, extra_metadata: dict[str, str] | None) -> WriteResult:
@@ -400,7 +402,7 @@ class WriteClient:
         if not field or batch.ordering is None or cfg.payload_class != DEFAULT_PAYLOAD or not len(rows):
             return np.zeros(len(rows), dtype=bool)
         group = view.groups[partition][file_id]
-        current = self.reader.read_group(view, group, [KEY, field])
+        current = self.reader(view).read_group(view, group, [KEY, field])
         pos = pc.index_in(batch.keys.take(pa.array(rows)), value_set=current.column(KEY).combine_chunks())
         stored = current.column(field).combine_chunks().take(pos)
         incoming = batch.ordering.take(pa.array(rows))
@@ -429,7 +431,7 @@ class WriteClient:
         def live_keys(base):
             group = view.groups[base.partition][base.file_id]
             if view.read_slice(group)[1]:
-                return self.reader.read_group(view, group, [KEY]).column(KEY).combine_chunks()
+                return self.reader(view).read_group(view, group, [KEY]).column(KEY).combine_chunks()
             return read_keys(self.storage, base, self.table.keygen, cfg.populate_meta_fields)
 
         return live_keys

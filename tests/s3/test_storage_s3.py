@@ -1,0 +1,107 @@
+"""The storage layer on S3: options, conditional create, no silent overwrite, call counts."""
+
+from __future__ import annotations
+
+import logging
+
+import pyarrow as pa
+import pytest
+
+from airflow_lake.core import Table
+from airflow_lake.core.errors import InvalidOptionError, LockError, TimelineError
+from airflow_lake.core.storage import open_storage
+from airflow_lake.core.timeline.instant import COMMIT, Instant, State
+from tests.conftest import hudi_read, rows
+
+
+def test_conditional_create_never_overwrites(s3_table, s3_options):
+    storage = open_storage(s3_table, s3_options)
+    assert storage.atomic_create
+    assert storage.create(".hoodie/x.commit", b"first")
+    assert not storage.create(".hoodie/x.commit", b"second")
+    assert storage.read(".hoodie/x.commit") == b"first"
+
+
+def test_timeline_file_is_not_overwritten(s3_table, s3_options):
+    table = Table.create(s3_table, name="t", record_key="id", storage_options=s3_options)
+    table.write(pa.table({"id": [1, 2], "v": ["a", "b"]}), operation="insert")
+    timeline = table.timeline
+    done = timeline.commits().completed().last
+    before = table.storage.read(f".hoodie/{done.file_name}")
+    with pytest.raises(TimelineError, match="already exists"):
+        timeline.create(Instant(done.time, COMMIT, State.COMPLETED), b"{}")
+    assert table.storage.read(f".hoodie/{done.file_name}") == before
+    assert rows(hudi_read(s3_table, s3_options), ["id", "v"]) == [(1, "a"), (2, "b")]
+
+
+def test_options_aliases_and_bad_options(s3_table, s3_endpoint):
+    # pyarrow's keywords, the SDK's names, upper case: one and the same store
+    for opts in ({"access_key": "testing", "secret_key": "testing", "region": "us-east-1",
+                  "endpoint_override": s3_endpoint.removeprefix("http://"), "scheme": "http"},
+                 {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "region_name": "us-east-1",
+                  "endpoint_url": s3_endpoint}):
+        storage = open_storage(s3_table, opts)
+        assert storage.list("") == []
+    with pytest.raises(InvalidOptionError, match="unknown S3 storage option 'aws_acess_key_id'"):
+        open_storage(s3_table, {"aws_acess_key_id": "x"})
+    with pytest.raises(InvalidOptionError, match="contradicts"):
+        open_storage(s3_table, {"aws_region": "us-east-1", "region": "eu-west-1"})
+    with pytest.raises(InvalidOptionError, match="allow_http is false"):
+        open_storage(s3_table, {"aws_endpoint_url": s3_endpoint, "aws_allow_http": "false"})
+    with pytest.raises(InvalidOptionError, match="conditional_put"):
+        open_storage(s3_table, {"aws_conditional_put": "maybe"})
+
+
+def test_multi_writer_needs_conditional_writes_or_a_lock_provider(s3_table, s3_options):
+    no_conditional = {**s3_options, "aws_conditional_put": "none"}
+    table = Table.create(s3_table, name="t", record_key="id", storage_options=no_conditional)
+    assert not table.storage.atomic_create
+    table.write(pa.table({"id": [1], "v": ["a"]}))  # a single writer is fine
+    multi = {"hoodie.write.concurrency.mode": "optimistic_concurrency_control"}
+    shared = Table.open(s3_table, options=multi, storage_options=no_conditional)
+    before = sorted(f.path for f in shared.storage.walk_files())
+    with pytest.raises(LockError, match="OPTIMISTIC_CONCURRENCY_CONTROL refused.*hoodie.write.lock.provider"):
+        shared.write(pa.table({"id": [2], "v": ["b"]}))
+    assert sorted(f.path for f in shared.storage.walk_files()) == before  # nothing written
+    # with a lock provider outside the store (here this process's), it runs
+    locked = Table.open(s3_table, storage_options=no_conditional, options={
+        **multi, "hoodie.write.lock.provider": "org.apache.hudi.client.transaction.lock.InProcessLockProvider"})
+    locked.write(pa.table({"id": [2], "v": ["b"]}))
+    # conditional PUTs make the file lock safe: multi-writer mode runs as is
+    Table.open(s3_table, options=multi, storage_options=s3_options).write(pa.table({"id": [3], "v": ["c"]}))
+    assert rows(hudi_read(s3_table, s3_options), ["id", "v"]) == [(1, "a"), (2, "b"), (3, "c")]
+
+
+def test_storage_calls_are_logged(s3_table, s3_options, caplog):
+    table = Table.create(s3_table, name="t", record_key="id", partition_fields="p", storage_options=s3_options)
+    with caplog.at_level(logging.DEBUG, logger="airflow_lake.core.storage"):
+        table.write(pa.table({"id": [1, 2], "p": ["x", "y"]}), operation="insert")
+    lines = [r.getMessage() for r in caplog.records if "storage calls" in r.getMessage()]
+    assert len(lines) == 1 and lines[0].startswith(f"table {s3_table}: insert made "), lines
+
+
+def test_listing_cost_per_operation(s3_table, s3_options):
+    """A timeline load is one listing of `.hoodie/`; a view build one listing per partition.
+    A write loads the timeline twice: at its start and at its commit, under the lock, where
+    it must see other writers' instants."""
+    table = Table.create(s3_table, name="t", table_type="MERGE_ON_READ", record_key="id", precombine_field="ts",
+                         partition_fields="p", storage_options=s3_options)
+
+    def batch(ids):
+        return pa.table({"id": ids, "ts": [1] * len(ids), "p": [f"p{i % 3}" for i in ids]})
+
+    first = table.write(batch(list(range(30))), operation="insert").instant
+    parts = {"p0", "p1", "p2"}
+    for op, expected_timeline_loads in (
+        (lambda: table.write(batch(list(range(10, 40)))), 2),
+        (lambda: table.read(), 1),
+        (lambda: table.schedule_compaction(max_delta_commits=1), 1),
+        (lambda: table.run_compaction(), 1),
+        (lambda: table.read_incremental(first), 1),
+    ):
+        table.storage.listed.clear()
+        op()
+        listed = dict(table.storage.listed)
+        assert listed.pop(".hoodie") == expected_timeline_loads, listed
+        assert all(n == 1 for n in listed.values()), listed  # no folder listed twice
+        assert set(listed) <= parts | {"", ".hoodie/.temp", ".hoodie/.aux/.tokens"}, listed
