@@ -10,7 +10,6 @@ from typing import Any
 
 from airflow.sdk import Asset, BaseHook
 
-from airflow_lake.core import properties
 from airflow_lake.core.config import WriteOptions
 from airflow_lake.core.errors import TableNotFoundError
 from airflow_lake.core.storage import Storage, open_storage
@@ -66,12 +65,8 @@ class LakeHook(BaseHook):
     def get_table(self, table_path: str, options: dict[str, Any] | None = None) -> Table:
         """Open a table with the connection's table options (then `options`)."""
         merged = {**self.settings.table_options, **(options or {})}
-        if not self.settings.storage_options:
-            return Table.open(self.resolve(table_path), options=merged)
-        storage = self.storage(table_path)
-        if not storage.exists(".hoodie/hoodie.properties"):
-            raise TableNotFoundError(f"{storage.uri} is not a Hudi table: no .hoodie/hoodie.properties")
-        return Table(storage, properties.load(storage), merged)
+        return Table.open(self.resolve(table_path), options=merged,
+                          storage_options=self.settings.storage_options or None)
 
     def get_timeline(self, table_path: str) -> ActiveTimeline:
         """The table's active timeline, scanned now."""
