@@ -45,7 +45,7 @@ def test_executor_reads_each_format_from_s3(s3_bucket, s3_options, fmt):
     import pyarrow.orc as orc
 
     from airflow_lake.spark import sources
-    from airflow_lake.spark.write import _exact
+    from airflow_lake.spark.schema import exact_arrow_schema
 
     data = batch(range(6), 3, 2)
     root = f"s3://{s3_bucket}/landing/{fmt}"
@@ -67,7 +67,7 @@ def test_executor_reads_each_format_from_s3(s3_bucket, s3_options, fmt):
     found_root, names, found = sources._files(root, s3_options, fmt)
     assert names == [f"part-0.{fmt}"]
     with found.open_input(names[0]) as f:
-        schema = _exact(sources._schema(fmt, f))
+        schema = exact_arrow_schema(sources._schema(fmt, f))
     tasks = [pa.record_batch({"name": names})]
     out = pa.Table.from_batches(list(sources._file_batches(found_root, s3_options, fmt, schema, iter(tasks))))
     assert rows(out, COLS) == rows(data, COLS)
