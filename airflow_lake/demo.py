@@ -9,7 +9,7 @@ small-data `SPARK_CONF_DIR` (4 shuffle partitions, no web UI, Spark's JVM logs a
 
     python -m airflow_lake.demo [--base DIR] [--master 'local[*]']
 
-Airflow is imported only inside `main()`, after the environment is set.
+This module imports no Airflow: it drives the DAG and its run through their own methods.
 """
 
 from __future__ import annotations
@@ -146,14 +146,14 @@ def task_states(dag_run) -> dict[str, str]:
 
 
 def task_results(dag_run) -> dict[str, object]:
-    """task_id -> its XCom `return_value` (what each lake task reported)."""
-    from airflow.models.xcom import XComModel
-    from airflow.utils.session import create_session
-
-    with create_session() as session:
-        rows = session.scalars(XComModel.get_many(run_id=dag_run.run_id, dag_ids=dag_run.dag_id,
-                                                  key="return_value")).all()
-        return {row.task_id: XComModel.deserialize_value(row) for row in rows}
+    """task_id -> its XCom `return_value` (what each lake task reported), through the run's
+    own task instances (this module imports no Airflow)."""
+    results = {}
+    for ti in dag_run.get_task_instances():
+        value = ti.xcom_pull(task_ids=ti.task_id, map_indexes=ti.map_index)
+        if value is not None:
+            results[ti.task_id] = value
+    return results
 
 
 def failed_tasks(dag_run) -> list[str]:
