@@ -267,6 +267,14 @@ class LakeHook(BaseHook):
         return True, f"listed {base}"
 
 
+def with_asset(kwargs: dict[str, Any], field: str, asset: Asset) -> None:
+    """Add `asset` to a task's `inlets` or `outlets` keyword (`field`) unless it is there."""
+    assets = list(kwargs.pop(field, None) or [])
+    if asset not in assets:
+        assets.append(asset)
+    kwargs[field] = assets
+
+
 def table_asset(location: str, *, name: str | None = None) -> Asset:
     """The Airflow Asset of the table at an absolute path or URI (see `asset_uri`)."""
     uri = asset_uri(location)

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from airflow.sdk import Asset, BaseOperator, ResumableJobMixin
 
 from airflow_lake.core.errors import InvalidOptionError
-from airflow_lake.hooks.lake import LakeHook, table_asset
+from airflow_lake.hooks.lake import LakeHook, table_asset, with_asset
 from airflow_lake.hooks.submit import LakeJobError
 from airflow_lake.location import is_absolute
 
@@ -82,10 +82,7 @@ class LakeJobOperator(ResumableJobMixin, BaseOperator):
                  asset: Asset | bool | None = None, wait_timeout: float | None = None, **kwargs) -> None:
         asset = self._default_asset(table_path, asset, kwargs.get("task_id"))
         if asset is not None:
-            outlets = list(kwargs.pop("outlets", None) or [])
-            if asset not in outlets:
-                outlets.append(asset)
-            kwargs["outlets"] = outlets
+            with_asset(kwargs, "outlets", asset)
         super().__init__(**kwargs)
         self.table_path = table_path
         self.lake_conn_id = lake_conn_id

@@ -11,7 +11,7 @@ from airflow.sdk import Asset, BaseSensorOperator, PokeReturnValue, conf
 from airflow.sdk.exceptions import AirflowException
 
 from airflow_lake.core.errors import InstantNotFoundError
-from airflow_lake.hooks.lake import LakeHook, table_asset
+from airflow_lake.hooks.lake import LakeHook, table_asset, with_asset
 from airflow_lake.location import is_absolute
 from airflow_lake.triggers.instant import LakeInstantTrigger
 from airflow_lake.watch import Baseline, Observation, TimelineWatch, actions_key, normalize_actions
@@ -62,10 +62,7 @@ class InstantSensor(BaseSensorOperator):
         if track_watermark and asset is None:
             asset = _default_asset(table_path, kwargs.get("task_id"))
         if asset is not None:
-            inlets = list(kwargs.pop("inlets", None) or [])
-            if asset not in inlets:
-                inlets.append(asset)
-            kwargs["inlets"] = inlets
+            with_asset(kwargs, "inlets", asset)
         super().__init__(**kwargs)
         self.table_path = table_path
         self.baseline = baseline
