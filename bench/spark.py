@@ -1,6 +1,9 @@
 """Spark cases: a whole `spark-submit` of a job on `local[2]` (JVM start, session, the job,
 shutdown), timed from the outside, the way an Airflow task runs it; the Python driver's peak
-RSS (VmHWM) comes from `tests/spark/driver_probe.py`, which runs the job in the driver.
+RSS (VmHWM) comes from `tests/spark/driver_probe.py`, which runs the job in the driver. The
+driver gets the hook's start-up options (`airflow_lake.spark.startup`; the first run on a machine,
+which writes the class-data archive, is untimed); `AIRFLOW_LAKE_BENCH_FAST_START=0` runs a plain
+`spark-submit` instead.
 
 `bench.suite` runs `spark_upsert_bloom` (vs the local engine's `mor_upsert_bloom`) and
 `spark_compaction` (vs `compaction`). `python -m bench.spark driver-memory [N ...]` upserts
@@ -23,23 +26,30 @@ import pyarrow.parquet as pq
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PROBE = os.path.join(REPO, "tests", "spark", "driver_probe.py")
 MASTER = "local[2]"
+FAST_START = os.environ.get("AIRFLOW_LAKE_BENCH_FAST_START", "1") != "0"  # 0: plain spark-submit, to compare
 
 
 def spark_submit(job: str, *args: str, timeout: float = 3600) -> dict:
     """Run `job` with spark-submit under the driver probe: wall seconds, the driver's peak RSS
     in MB and the job's JSON result."""
     from airflow_lake.spark import package_zip
+    from airflow_lake.spark.startup import driver_startup
 
     binary = os.path.join(os.path.dirname(sys.executable), "spark-submit")
     with tempfile.TemporaryDirectory(prefix="bench-rss-") as scratch:
         rss = os.path.join(scratch, "rss")
         env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1",
                "PYTHONPATH": REPO, "AIRFLOW_LAKE_PROBE_RSS": rss}
-        command = [binary, "--master", MASTER, "--conf", "spark.ui.enabled=false", "--py-files", str(package_zip()),
-                   PROBE, job, *args]
+        # the driver's JVM options as the hook gives them (AIRFLOW_LAKE_BENCH_FAST_START=0: none)
+        startup = driver_startup() if FAST_START else None
+        conf = ["--conf", f"spark.driver.extraJavaOptions={startup.java_options}"] if startup else []
+        command = [binary, "--master", MASTER, "--conf", "spark.ui.enabled=false", *conf,
+                   "--py-files", str(package_zip()), PROBE, job, *args]
         start = time.perf_counter()
         proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout)
         seconds = time.perf_counter() - start
+        if startup is not None:
+            startup.finish(proc.returncode == 0)
         lines = proc.stdout.strip().splitlines()
         if proc.returncode != 0 or not lines or not lines[-1].startswith("{"):
             raise RuntimeError(f"{job} failed ({proc.returncode}): {(proc.stdout + proc.stderr)[-3000:]}")
@@ -51,9 +61,24 @@ def spark_submit(job: str, *args: str, timeout: float = 3600) -> dict:
 def case(name: str, base_rows: int, batch_rows: int, path: str) -> dict:
     """One Spark measurement on the copy at `path` (made by `bench.suite`)."""
     from airflow_lake.spark import package_zip
-    from bench.suite import _batch
+    from airflow_lake.spark.startup import archive_path
 
     package_zip()  # built (and cached) before the clock starts
+    archive = archive_path()
+    if FAST_START and archive is not None and not archive.is_file():
+        # the first job on a machine writes the driver's class-data archive at exit: untimed
+        shutil.copytree(path, f"{path}-warm")
+        try:
+            _case(name, base_rows, batch_rows, f"{path}-warm")
+        finally:
+            shutil.rmtree(f"{path}-warm", ignore_errors=True)
+    run = _case(name, base_rows, batch_rows, path)
+    return {"seconds": run["seconds"], "peak_rss_mb": run["peak_rss_mb"]}
+
+
+def _case(name: str, base_rows: int, batch_rows: int, path: str) -> dict:
+    from bench.suite import _batch
+
     if name == "spark_upsert_bloom":
         source = f"{path}-source"
         os.makedirs(source)
@@ -67,7 +92,7 @@ def case(name: str, base_rows: int, batch_rows: int, path: str) -> dict:
         run = spark_submit("compaction_execute", "--table", path, "--instant", plan)
     else:
         raise SystemExit(f"unknown case {name}")
-    return {"seconds": run["seconds"], "peak_rss_mb": run["peak_rss_mb"]}
+    return run
 
 
 def driver_memory(batches: list[int], base_rows: int = 100_000) -> list[tuple[int, float, float]]:

@@ -116,12 +116,16 @@ class LakeHook(BaseHook):
     def spark_submit_hook(self, job: str, table_path: str, args: Sequence[str] = (), *, token: str | None = None,
                           spark_conn_id: str = "spark_default", spark_conf: Mapping[str, Any] | None = None,
                           spark_args: Mapping[str, Any] | None = None, env_vars: Mapping[str, Any] | None = None,
-                          table_options: Mapping[str, Any] | None = None) -> JobSubmitHook:
+                          table_options: Mapping[str, Any] | None = None, fast_start: bool = True,
+                          ) -> JobSubmitHook:
         """The `SparkSubmitHook` (a `JobSubmitHook`) that runs `spark_jobs/<job>.py` on the table:
         `--py-files` the package zip, master, deploy mode and conf from the Spark connection (then
         `spark_conf`, `spark_args`: any other `SparkSubmitHook` keyword), `--option` from the lake
-        connection's storage and table options (then `table_options`), `--run-token token`."""
+        connection's storage and table options (then `table_options`), `--run-token token`.
+        `fast_start`: a client-mode driver gets `airflow_lake.spark.startup`'s JVM options (quick
+        JIT, a class-data archive) unless the driver's Java options are set by the user."""
         from airflow_lake.spark.packaging import job_path, package_zip  # no pyspark import
+        from airflow_lake.spark.startup import driver_startup, user_java_options
 
         job_path(job)  # an unknown job fails here, naming the known ones
         location = self.resolve(table_path)
@@ -138,6 +142,10 @@ class LakeHook(BaseHook):
         cluster = hook._connection.get("deploy_mode") == "cluster"
         configured = "spark.pyspark.python" in conf or "spark.pyspark.driver.python" in conf
         hook._env_vars = dict(env_vars or {}) if cluster or configured else python_env(env_vars)
+        key = user_java_options(conf, hook._properties_file) if fast_start and not cluster else None
+        if key is not None:
+            hook.startup = driver_startup()
+            conf[key] = hook.startup.java_options
         return hook
 
     def submit_job(self, job: str, table_path: str, args: Sequence[str] = (), *, token: str | None = None,
@@ -172,12 +180,18 @@ class LakeHook(BaseHook):
         raises `LakeJobError` with the job's own one-line error when spark-submit showed it."""
         from airflow_lake.spark.packaging import job_path
 
+        ok = False
         try:
-            return hook.submit(str(job_path(hook.job)))
+            driver = hook.submit(str(job_path(hook.job)))
+            ok = True
+            return driver
         except Exception as e:
             if hook.error_line:
                 raise LakeJobError(hook.error_line) from e
             raise LakeJobError(f"{hook.job} failed: {e}") from e
+        finally:
+            if hook.startup is not None:  # a class-data archive this run wrote moves into place
+                hook.startup.finish(ok)
 
     def find_result(self, table_path: str, token: str, *, actions: Collection[str] | None = None,
                     pending_done: bool = False) -> dict[str, Any] | None:

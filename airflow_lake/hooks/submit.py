@@ -19,6 +19,8 @@ from typing import Any
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.sdk.exceptions import AirflowException
 
+from airflow_lake.spark.startup import DriverStartup
+
 PYTHON_ENV = ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")
 TABLE_PREFIXES = ("hoodie.", "airflow_lake.")
 
@@ -35,6 +37,7 @@ class JobSubmitHook(SparkSubmitHook):
         self.job = job
         self.result_line: dict[str, Any] | None = None
         self.error_line: str | None = None
+        self.startup: DriverStartup | None = None  # the driver's start-up options (client mode)
 
     def tracks_driver(self) -> bool:
         """Cluster deploy modes where spark-submit returns before the driver ends and the Spark

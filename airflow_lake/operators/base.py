@@ -59,6 +59,10 @@ class LakeJobOperator(ResumableJobMixin, BaseOperator):
         (else pass `asset=table_asset(...)`, or `asset=False` for none).
     :param wait_timeout: seconds to wait for a previous try's job still running with this
         task's run token (default: no limit but the task's own timeout).
+    :param fast_start: give a client-mode driver JVM options that cut Spark's start-up (quick
+        JIT, a class-data archive of Spark's classes written by the first job on the machine,
+        see `airflow_lake.spark.startup`); skipped when `spark.driver.extraJavaOptions` and
+        `spark.driver.defaultJavaOptions` are both set by you (default True).
     :param durable: keep the submission in the task state store so a retry reattaches to it
         (Airflow 3.3 `ResumableJobMixin`; default True).
     """
@@ -79,7 +83,8 @@ class LakeJobOperator(ResumableJobMixin, BaseOperator):
                  storage_options: dict[str, Any] | None = None, table_options: dict[str, Any] | None = None,
                  spark_conn_id: str = "spark_default", spark_conf: dict[str, Any] | None = None,
                  spark_args: dict[str, Any] | None = None, env_vars: dict[str, Any] | None = None,
-                 asset: Asset | bool | None = None, wait_timeout: float | None = None, **kwargs) -> None:
+                 asset: Asset | bool | None = None, wait_timeout: float | None = None, fast_start: bool = True,
+                 **kwargs) -> None:
         asset = self._default_asset(table_path, asset, kwargs.get("task_id"))
         if asset is not None:
             with_asset(kwargs, "outlets", asset)
@@ -94,6 +99,7 @@ class LakeJobOperator(ResumableJobMixin, BaseOperator):
         self.env_vars = env_vars
         self.asset = asset
         self.wait_timeout = wait_timeout
+        self.fast_start = fast_start
         self._token: str | None = None
         self._result: dict[str, Any] | None = None
 
@@ -149,7 +155,7 @@ class LakeJobOperator(ResumableJobMixin, BaseOperator):
         return self.hook.spark_submit_hook(
             self.job, self.table_path, self._args, token=self._token, spark_conn_id=self.spark_conn_id,
             spark_conf=self.spark_conf, spark_args=self.spark_args, env_vars=self.env_vars,
-            table_options=self.table_options)
+            table_options=self.table_options, fast_start=self.fast_start)
 
     def _lookup(self) -> dict[str, Any]:
         return {"actions": self.result_actions, "pending_done": self.pending_done}

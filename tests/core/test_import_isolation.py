@@ -23,6 +23,23 @@ def test_core_imports_neither_airflow_nor_pyspark():
     assert proc.returncode == 0, f"core imported: {proc.stdout} {proc.stderr}"
 
 
+def test_the_hook_imports_no_pyspark():
+    """The Airflow worker builds spark-submit commands (job paths, the package zip, the
+    driver's start-up options) without importing pyspark; `airflow_lake.spark`'s names still
+    resolve to its functions, also after their submodules were imported directly."""
+    code = (
+        "import sys, airflow_lake.hooks.lake, airflow_lake.spark.packaging, airflow_lake.spark.startup;"
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] == 'pyspark');"
+        "import airflow_lake.spark.write, airflow_lake.spark.session, airflow_lake.spark as s;"
+        "assert callable(s.write) and s.write.__module__ == 'airflow_lake.spark.write', s.write;"
+        "assert callable(s.session) and s.session.__name__ == 'session', s.session;"
+        "from airflow_lake.spark import SparkEngine, read_table, write;"
+        "print(','.join(bad)); sys.exit(1 if bad else 0)"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, f"imported: {proc.stdout} {proc.stderr}"
+
+
 def _module_name(path: Path) -> str:
     parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)

@@ -22,6 +22,7 @@ import airflow_lake
 from airflow_lake.spark import job_path, package_zip
 from airflow_lake.spark.job import JobError, split_options
 from airflow_lake.spark.packaging import job_names
+from airflow_lake.spark.startup import driver_startup
 from tests.conftest import REPO, hudi_read, rows
 from tests.core.test_compaction import mor
 from tests.core.test_lifecycle import cow
@@ -193,9 +194,17 @@ def spark_submit(name: str, *args: str, master: str = "local[2]", env: dict[str,
            "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
            **(env or {})}
     script = [str(Path(__file__).with_name("driver_probe.py")), name] if probe else [str(job_path(name))]
+    startup = driver_startup()  # the driver JVM options the hook gives (class-data archive included)
     command = [str(binary), "--master", master, "--conf", "spark.ui.enabled=false",
+               "--conf", f"spark.driver.extraJavaOptions={startup.java_options}",
                "--py-files", str(package_zip()), *script, *args]
-    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout)
+    ok = False
+    try:
+        proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout)
+        ok = proc.returncode == 0
+        return proc
+    finally:
+        startup.finish(ok)
 
 
 def last_json(proc: subprocess.CompletedProcess) -> dict:

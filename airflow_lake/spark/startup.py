@@ -1,0 +1,171 @@
+"""Driver JVM options that cut a short job's start-up: `spark-submit` in client mode spends
+most of a small job starting Spark's JVM (class loading and JIT compilation on few cores).
+
+- `-XX:TieredStopAtLevel=1 -XX:+UseSerialGC`: quick (C1) compilation only and one GC thread,
+  so start-up does not compete with the job for cores. The driver schedules; with a `local`
+  master it also runs the tasks' JVM side, where the Python workers do the heavy work.
+- A class-data sharing archive of the classes Spark loads (`-XX:SharedArchiveFile`): the first
+  job on a machine writes it at exit (`-XX:ArchiveClassesAtExit`, about 160 MB, under
+  `$AIRFLOW_LAKE_CACHE` or `~/.cache/airflow-lake/jvm/`); later jobs map it instead of
+  loading classes one by one. It is keyed by the Java binary and Spark's jars; a stale or
+  damaged archive is ignored by the JVM, which then starts as usual.
+- JVM log lines go to stderr, never after the job's JSON line on stdout.
+
+Measured on 2 cores (load 7-8): a `spark-submit` that starts a session, runs two small jobs
+and stops took 50-56 s plain, 27-30 s with the first two options, 18-21 s with the archive.
+
+    spark-submit --driver-java-options "$(python -m airflow_lake.spark.startup --create)" ...
+
+runs a job by hand with them (`--create`: the first such job writes the archive).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import shutil
+import sys
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+QUICK_JIT = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
+JVM_LOG = ("-Xlog:disable", "-Xlog:all=warning,cds*=off:stderr")  # stdout stays the job's
+DRIVER_OPTION_KEYS = ("spark.driver.extraJavaOptions", "spark.driver.defaultJavaOptions")
+KEEP_ARCHIVES = 2
+
+
+def cache_dir() -> Path:
+    """Where the archives live: `$AIRFLOW_LAKE_CACHE/jvm`, else `$XDG_CACHE_HOME/airflow-lake/jvm`
+    (default `~/.cache/airflow-lake/jvm`)."""
+    root = os.environ.get("AIRFLOW_LAKE_CACHE")
+    if root:
+        return Path(root) / "jvm"
+    xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(xdg) / "airflow-lake" / "jvm"
+
+
+def java_binary() -> Path | None:
+    """The `java` spark-submit runs: `$JAVA_HOME/bin/java`, else the one on PATH (resolved)."""
+    home = os.environ.get("JAVA_HOME")
+    found = os.path.join(home, "bin", "java") if home else shutil.which("java")
+    return Path(found).resolve() if found and os.path.exists(found) else None
+
+
+def spark_jars() -> Path | None:
+    """Spark's jars folder: `$SPARK_HOME/jars`, else the pip pyspark's (found, not imported)."""
+    home = os.environ.get("SPARK_HOME")
+    if not home:
+        spec = importlib.util.find_spec("pyspark")
+        home = os.path.dirname(spec.origin) if spec and spec.origin else None
+    jars = Path(home) / "jars" if home else None
+    return jars if jars and jars.is_dir() else None
+
+
+def fingerprint(java: Path, jars: Path) -> str:
+    """What an archive was made for: the Java binary and Spark's jars (names, sizes, times)."""
+    h = hashlib.sha256()
+    for path in [java, *sorted(jars.glob("*.jar"))]:
+        st = path.stat()
+        h.update(f"{path}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()[:16]
+
+
+@dataclass
+class DriverStartup:
+    """The driver's JVM options for one `spark-submit`, and the archive it uses or writes.
+    Call `finish(ok)` once spark-submit has exited: a written archive is moved into place
+    (atomically: concurrent jobs may each write one) only when the job succeeded."""
+
+    java_options: str
+    archive: Path | None = None
+    writing: Path | None = None
+
+    def finish(self, ok: bool) -> None:
+        if self.writing is None:
+            return
+        try:
+            if ok and self.writing.is_file() and self.writing.stat().st_size > 0:
+                os.replace(self.writing, self.archive)
+                _prune(self.archive.parent, keep=self.archive)
+        finally:
+            self.writing.unlink(missing_ok=True)
+            self.writing = None
+
+
+def archive_path() -> Path | None:
+    """The class-data archive for this machine's Java and Spark (it may not exist yet), or None
+    when either cannot be found."""
+    java, jars = java_binary(), spark_jars()
+    if java is None or jars is None:
+        return None
+    return cache_dir() / f"spark-{fingerprint(java, jars)}.jsa"
+
+
+def driver_startup(*, archive: bool = True, create: bool = True) -> DriverStartup:
+    """The options for a driver started on this machine. With `archive`, the class-data archive
+    for this Java and Spark is used when it exists, else (with `create`) written by this run."""
+    options = [*QUICK_JIT, *JVM_LOG]
+    target = archive_path() if archive else None
+    if target is None:
+        return DriverStartup(" ".join(options))
+    if target.is_file():
+        return DriverStartup(" ".join([*options, f"-XX:SharedArchiveFile={target}"]), target)
+    if not create:
+        return DriverStartup(" ".join(options))
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError:  # no writable cache: start without an archive
+        return DriverStartup(" ".join(options))
+    writing = target.parent / f".{target.name}.{uuid.uuid4().hex}.tmp"
+    return DriverStartup(" ".join([*options, f"-XX:ArchiveClassesAtExit={writing}"]), target, writing)
+
+
+def user_java_options(conf: dict[str, object], defaults_file: str | None = None) -> str | None:
+    """The key among `DRIVER_OPTION_KEYS` that is free for these options, or None when the
+    user set both (in `conf` or in the spark-defaults file `spark-submit` reads): a `--conf`
+    would replace the file's value, so a key set there is left alone."""
+    taken = {k for k in DRIVER_OPTION_KEYS if k in conf}
+    path = defaults_file or _spark_defaults()
+    if path and os.path.isfile(path):
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                words = line.split(None, 1)
+                if words and words[0] in DRIVER_OPTION_KEYS:
+                    taken.add(words[0])
+    free = [k for k in DRIVER_OPTION_KEYS if k not in taken]
+    return free[0] if free else None
+
+
+def _spark_defaults() -> str | None:
+    conf_dir = os.environ.get("SPARK_CONF_DIR")
+    if not conf_dir and os.environ.get("SPARK_HOME"):
+        conf_dir = os.path.join(os.environ["SPARK_HOME"], "conf")
+    return os.path.join(conf_dir, "spark-defaults.conf") if conf_dir else None
+
+
+def _prune(folder: Path, keep: Path) -> None:
+    """Keep the newest `KEEP_ARCHIVES` archives (older Java or Spark versions' go)."""
+    archives = sorted(folder.glob("spark-*.jsa"), key=lambda p: p.stat().st_mtime, reverse=True)
+    for old in archives[KEEP_ARCHIVES:]:
+        if old != keep:
+            old.unlink(missing_ok=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print the options; with `--create` and no archive yet, options that write it (at the
+    exit of the job they are given to)."""
+    args = sys.argv[1:] if argv is None else argv
+    startup = driver_startup(create=False)
+    options = startup.java_options
+    target = archive_path()
+    if "--create" in args and startup.archive is None and target is not None:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        options += f" -XX:ArchiveClassesAtExit={target}"
+    print(options)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

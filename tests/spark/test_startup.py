@@ -1,0 +1,114 @@
+"""The driver's start-up options (`airflow_lake.spark.startup`): what the hook adds to a
+client-mode spark-submit, what it leaves to the user, and the class-data archive the first
+job writes and later jobs map. One real spark-submit pair on a fresh cache."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from airflow_lake.spark import job_path
+from airflow_lake.spark.startup import (
+    DRIVER_OPTION_KEYS,
+    KEEP_ARCHIVES,
+    archive_path,
+    driver_startup,
+    user_java_options,
+)
+from tests.conftest import hudi_read, rows
+from tests.core.test_lifecycle import cow
+from tests.spark.test_jobs import last_json, spark_submit
+
+COLS = ["id", "ts", "part", "v"]
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("AIRFLOW_LAKE_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache" / "jvm"
+
+
+def test_first_run_writes_the_archive_then_later_runs_map_it(cache):
+    target = archive_path()
+    assert target is not None and target.parent == cache  # java and pyspark's jars are here
+    first = driver_startup()
+    assert first.writing is not None and f"-XX:ArchiveClassesAtExit={first.writing}" in first.java_options
+    assert "-XX:TieredStopAtLevel=1" in first.java_options and "-Xlog:disable" in first.java_options
+    first.writing.write_bytes(b"archive")  # what the JVM writes at exit
+    first.finish(ok=True)
+    assert target.read_bytes() == b"archive" and [p.name for p in cache.iterdir()] == [target.name]
+    later = driver_startup()
+    assert later.writing is None and later.java_options.endswith(f"-XX:SharedArchiveFile={target}")
+    later.finish(ok=True)  # nothing to move
+    assert target.read_bytes() == b"archive"
+
+
+def test_a_failed_run_leaves_no_archive_and_old_archives_are_pruned(cache):
+    failed = driver_startup()
+    failed.writing.write_bytes(b"half")
+    failed.finish(ok=False)
+    assert not archive_path().exists() and list(cache.iterdir()) == []
+    for n in range(KEEP_ARCHIVES + 2):  # other Java / Spark versions' archives, oldest first
+        old = cache / f"spark-old{n}.jsa"
+        old.write_bytes(b"x")
+        os.utime(old, (1000 + n, 1000 + n))
+    run = driver_startup()
+    run.writing.write_bytes(b"new")
+    run.finish(ok=True)
+    assert sorted(p.name for p in cache.iterdir()) == sorted(
+        [archive_path().name] + [f"spark-old{n}.jsa" for n in range(KEEP_ARCHIVES + 1, KEEP_ARCHIVES + 2)])
+    assert driver_startup(archive=False).java_options.count("-XX:") == 2  # no archive option
+
+
+def test_the_users_driver_options_win(tmp_path, monkeypatch):
+    monkeypatch.delenv("SPARK_HOME", raising=False)
+    monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path))
+    assert user_java_options({}) == "spark.driver.extraJavaOptions"
+    assert user_java_options({"spark.driver.extraJavaOptions": "-Dx=1"}) == "spark.driver.defaultJavaOptions"
+    assert user_java_options({k: "-Dx=1" for k in DRIVER_OPTION_KEYS}) is None
+    (tmp_path / "spark-defaults.conf").write_text("# a comment\nspark.driver.defaultJavaOptions  -Dy=2\n")
+    assert user_java_options({"spark.driver.extraJavaOptions": "-Dx=1"}) is None  # a --conf would replace it
+    props = tmp_path / "job.properties"
+    props.write_text("spark.driver.extraJavaOptions -Dz=3\n")
+    assert user_java_options({}, str(props)) == "spark.driver.defaultJavaOptions"
+
+
+def test_the_hook_adds_them_to_client_mode_only(tmp_path, monkeypatch, cache):
+    from airflow_lake.hooks import LakeHook
+
+    monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path))
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_LOCAL", json.dumps({"conn_type": "spark", "host": "local[2]"}))
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_CLUSTER", json.dumps(
+        {"conn_type": "spark", "host": "yarn", "extra": {"deploy-mode": "cluster"}}))
+    table = str(tmp_path / "t")
+    hook = LakeHook(None).spark_submit_hook("clean", table, spark_conn_id="spark_local")
+    text = " ".join(hook._build_spark_submit_command(str(job_path("clean"))))
+    assert f"spark.driver.extraJavaOptions={hook.startup.java_options}" in text and "TieredStopAtLevel=1" in text
+    mine = LakeHook(None).spark_submit_hook("clean", table, spark_conn_id="spark_local",
+                                            spark_conf={"spark.driver.extraJavaOptions": "-Dmine=1"})
+    assert mine._conf["spark.driver.extraJavaOptions"] == "-Dmine=1"
+    assert "TieredStopAtLevel=1" in mine._conf["spark.driver.defaultJavaOptions"]
+    off = LakeHook(None).spark_submit_hook("clean", table, spark_conn_id="spark_local", fast_start=False)
+    assert off.startup is None and not any(k in off._conf for k in DRIVER_OPTION_KEYS)
+    cluster = LakeHook(None).spark_submit_hook("clean", table, spark_conn_id="spark_cluster")
+    assert cluster.startup is None and not any(k in cluster._conf for k in DRIVER_OPTION_KEYS)
+
+
+def test_real_jobs_write_then_use_the_archive(tmp_path, cache):
+    """On a fresh cache the first spark-submit writes the archive at its exit (JVM log lines go
+    to stderr: the job's JSON stays stdout's last line); the second maps it; a damaged archive
+    is ignored by the JVM."""
+    path = str(tmp_path / "t")
+    expected = rows(cow(path).read(), COLS)
+    target = archive_path()
+    first = last_json(spark_submit("archive", "--table", path))
+    assert first["job"] == "archive" and target.is_file() and target.stat().st_size > 10_000_000
+    assert [p.name for p in cache.iterdir()] == [target.name]  # no temporary file left
+    second = last_json(spark_submit("clean", "--table", path))
+    assert second["job"] == "clean"
+    target.chmod(0o644)
+    target.write_bytes(b"damaged")
+    assert last_json(spark_submit("clean", "--table", path))["job"] == "clean"
+    assert rows(hudi_read(path), COLS) == expected
