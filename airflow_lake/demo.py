@@ -8,6 +8,14 @@ count (ours and hudi-rs'), and exits 1 if any task did not succeed. `spark-submi
 small-data `SPARK_CONF_DIR` (4 shuffle partitions, no web UI, Spark's JVM logs at WARN).
 
     python -m airflow_lake.demo [--base DIR] [--master 'local[*]']
+    python -m airflow_lake.demo --base s3://bucket/prefix [--storage-option KEY=VALUE ...] [--home DIR]
+
+With an object-store base the tables and landing files go there (the Airflow home stays in a
+local folder): the storage options (`--storage-option`, and for S3 the AWS SDK's variables
+`AWS_ENDPOINT_URL`, `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`,
+`AWS_REGION` / `AWS_DEFAULT_REGION`) go into the `lake_default` connection, from which every
+task, and every Spark job's executors, take them. A missing bucket is created when an endpoint
+is given (a local S3-compatible server), else it is an error naming it.
 
 This module imports no Airflow: it drives the DAG and its run through their own methods.
 """
@@ -23,9 +31,15 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from airflow_lake.core.errors import LakeError
+from airflow_lake.core.objectstore import names_setting
+from airflow_lake.core.storage import open_storage
 
 CITIES = ("chennai", "san_francisco", "sao_paulo")
 DAGS_FOLDER = Path(__file__).resolve().parents[1] / "dags"
@@ -57,9 +71,21 @@ def expected_trips(batches: int, rows: int = 40) -> dict[str, float]:
     return fares
 
 
-def land_trips(folder: str, batches: int = 3, rows: int = 40, first: int = 1) -> list[str]:
-    """Write batches `first`..`first + batches - 1` as `batch_<n>.parquet` into `folder`
-    (written under a temporary name, then renamed: a watcher never sees half a file)."""
+def land_trips(folder: str, batches: int = 3, rows: int = 40, first: int = 1,
+               storage_options: dict[str, Any] | None = None) -> list[str]:
+    """Write batches `first`..`first + batches - 1` as `batch_<n>.parquet` into `folder` (a path,
+    or a URI on an object store reached with `storage_options`). A watcher never sees half a
+    file: locally each is written under a temporary name, then renamed; on an object store each
+    is one PUT through the core's storage layer."""
+    if "://" in folder:
+        storage = open_storage(folder, storage_options)
+        paths = []
+        for b in range(first, first + batches):
+            sink = pa.BufferOutputStream()
+            pq.write_table(trips_batch(b, rows), sink)
+            storage.write(f"batch_{b}.parquet", sink.getvalue().to_pybytes())
+            paths.append(f"{folder.rstrip('/')}/batch_{b}.parquet")
+        return paths
     os.makedirs(folder, exist_ok=True)
     paths = []
     for b in range(first, first + batches):
@@ -68,6 +94,90 @@ def land_trips(folder: str, batches: int = 3, rows: int = 40, first: int = 1) ->
         os.replace(path + ".tmp", path)
         paths.append(path)
     return paths
+
+
+# -- object stores -------------------------------------------------------------------------------
+# the AWS SDK's variables -> (storage option, setting); the first one set of a setting wins
+AWS_VARIABLES = (
+    ("AWS_ENDPOINT_URL_S3", "aws_endpoint_url", "endpoint"),
+    ("AWS_ENDPOINT_URL", "aws_endpoint_url", "endpoint"),
+    ("AWS_ACCESS_KEY_ID", "aws_access_key_id", "access_key"),
+    ("AWS_SECRET_ACCESS_KEY", "aws_secret_access_key", "secret_key"),
+    ("AWS_SESSION_TOKEN", "aws_session_token", "session_token"),
+    ("AWS_REGION", "aws_region", "region"),
+    ("AWS_DEFAULT_REGION", "aws_region", "region"),
+)
+SECRET_SETTINGS = ("secret_key", "session_token", "access_token")
+
+
+def is_object_store(base: str) -> bool:
+    return "://" in base and urlsplit(base).scheme.lower() != "file"
+
+
+def parse_storage_options(pairs: list[str]) -> dict[str, str]:
+    """`KEY=VALUE` strings -> a dict (a pair without `=` is a usage error)."""
+    options = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise SystemExit(f"--storage-option {pair!r}: expected KEY=VALUE")
+        options[key.strip()] = value
+    return options
+
+
+def option(options: dict[str, Any], setting: str) -> str | None:
+    """The value of the option naming `setting` (e.g. `endpoint`), under any of its names."""
+    return next((str(v) for k, v in options.items() if names_setting(k, setting)), None)
+
+
+def demo_storage_options(base: str, given: dict[str, str],
+                         environ: dict[str, str]) -> tuple[dict[str, str], list[str]]:
+    """The storage options of the lake at `base`: `given` (from `--storage-option`), and for S3
+    the AWS SDK's variables of `environ` turned into options for the settings `given` leaves
+    open (`aws_allow_http=true` with an `http://` endpoint). Returns them and the variables used.
+    Nothing relies on Spark's executors inheriting the variables: the options travel with the jobs."""
+    options = dict(given)
+    used = []
+    if urlsplit(base).scheme.lower() in ("s3", "s3a"):
+        for variable, key, setting in AWS_VARIABLES:
+            value = environ.get(variable)
+            if value and option(options, setting) is None:
+                options[key] = value
+                used.append(variable)
+    if (option(options, "endpoint") or "").startswith("http://") and option(options, "allow_http") is None:
+        options["aws_allow_http" if "aws_endpoint_url" in options else "allow_http"] = "true"
+    return options, used
+
+
+def shown_options(options: dict[str, Any]) -> str:
+    """The options for printing, secrets masked."""
+    return ", ".join(f"{k}={'***' if any(names_setting(k, s) for s in SECRET_SETTINGS) else v}"
+                     for k, v in sorted(options.items())) or "none (the SDK's own defaults)"
+
+
+def ensure_bucket(base: str, options: dict[str, Any]) -> str | None:
+    """Check that the bucket of `base` exists. A missing one is created when the options name
+    an endpoint (a local or self-hosted S3-compatible server: returns a line saying so); on
+    the provider's own service (no endpoint) it is an error naming bucket and store."""
+    parts = urlsplit(base)
+    bucket, scheme = parts.netloc, parts.scheme.lower()
+    endpoint = option(options, "endpoint")
+    where = endpoint or ("AWS S3" if scheme in ("s3", "s3a") else scheme.upper())
+    try:
+        storage = open_storage(f"{scheme}://{bucket}", options)
+        if storage.exists(""):
+            return None
+    except (OSError, LakeError) as e:
+        raise SystemExit(f"cannot reach bucket {bucket!r} at {where}: {e}") from None
+    if endpoint is None:
+        raise SystemExit(f"bucket {bucket!r} does not exist at {where}: create it first "
+                         f"(e.g. `aws s3 mb s3://{bucket}`) or name an existing one in --base")
+    creating = {**options, "allow_bucket_creation": True} if scheme in ("s3", "s3a") else options
+    try:
+        open_storage(f"{scheme}://{bucket}", creating).fs.create_dir(bucket)
+    except (OSError, LakeError) as e:
+        raise SystemExit(f"bucket {bucket!r} does not exist at {where} and could not be created: {e}") from None
+    return f"created bucket {bucket!r} at {where}"
 
 
 # -- the runner ----------------------------------------------------------------------------------
@@ -98,10 +208,15 @@ def spark_conf_dir(folder: Path) -> Path:
     return folder
 
 
-def airflow_env(home: Path, lake: Path, master: str, dags_folder: Path = DAGS_FOLDER) -> dict[str, str]:
-    """Environment of a throwaway Airflow (SQLite) whose `spark_default` submits to `master`."""
+def airflow_env(home: Path, lake: Path | str, master: str, dags_folder: Path = DAGS_FOLDER,
+                storage_options: dict[str, Any] | None = None) -> dict[str, str]:
+    """Environment of a throwaway Airflow (SQLite) whose `spark_default` submits to `master`;
+    with `storage_options` (a lake on an object store), the `lake_default` connection holds them."""
     bin_dir = str(Path(sys.executable).parent)
+    lake_conn = {} if storage_options is None else {"AIRFLOW_CONN_LAKE_DEFAULT": json.dumps(
+        {"conn_type": "lake", "extra": {"storage_options": storage_options}})}
     return {
+        **lake_conn,
         "SPARK_CONF_DIR": str(spark_conf_dir(home / "spark-conf")),
         "AIRFLOW_HOME": str(home),
         "AIRFLOW__CORE__DAGS_FOLDER": str(dags_folder),
@@ -161,11 +276,12 @@ def failed_tasks(dag_run) -> list[str]:
     return [t for t, s in task_states(dag_run).items() if s not in OK_STATES]
 
 
-def describe_table(path: str) -> list[str]:
-    """Timeline (active and archived) and row counts of the table, read by us and by hudi-rs."""
+def describe_table(path: str, storage_options: dict[str, Any] | None = None) -> list[str]:
+    """Timeline (active and archived) and row counts of the table, read by us and by hudi-rs
+    (both with the same storage options)."""
     from airflow_lake.core import Table
 
-    table = Table.open(path)
+    table = Table.open(path, storage_options=storage_options or None)
     lines = [f"table {path} ({table.config.table_type})", "  active timeline:"]
     lines += [f"    {i.time}  {i.action:<13} {i.state.name}" for i in table.timeline]
     archived = table.archived_timeline.completed()
@@ -176,25 +292,52 @@ def describe_table(path: str) -> list[str]:
         from hudi import HudiReadOptions, HudiTableBuilder
     except ImportError:
         return lines
-    batches = HudiTableBuilder.from_base_uri(path).build().read(HudiReadOptions())
+    uri = path if "://" in path else str(Path(path).resolve())
+    builder = HudiTableBuilder.from_base_uri(uri).with_storage_options(
+        {k: str(v) for k, v in (storage_options or {}).items()})
+    batches = builder.build().read(HudiReadOptions())
     lines.append(f"  rows read by hudi-rs: {sum(b.num_rows for b in batches)}")
     return lines
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m airflow_lake.demo", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--base", help="folder for the Airflow home and the lake (default: a new temporary folder)")
+    parser.add_argument("--base", help="where the lake goes: a folder (then also the Airflow home, in <base>/airflow) "
+                        "or an object-store URI (s3://bucket/prefix, gs://...); default: a new temporary folder")
+    parser.add_argument("--home", help="the Airflow home (default: <base>/airflow for a folder, a new temporary "
+                        "folder for an object-store base)")
+    parser.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE",
+                        help="a storage option of an object-store base (repeatable; see docs/object-stores.md); "
+                        "for s3:// the AWS_* variables fill in the ones not given")
     parser.add_argument("--master", default="local[*]", help="Spark master of spark_default (default: local[*])")
     args = parser.parse_args(argv)
     if not (shutil.which("java") or os.environ.get("JAVA_HOME")):
         print("Spark needs a Java runtime (17 or later): put `java` on PATH or set JAVA_HOME", file=sys.stderr)
         return 2
-    base = Path(args.base or tempfile.mkdtemp(prefix="airflow-lake-demo-")).resolve()
-    home, lake = base / "airflow", base / "lake"
+    given = parse_storage_options(args.storage_option)
+    options: dict[str, Any] | None = None
+    if args.base and is_object_store(args.base):
+        lake: Path | str = args.base.rstrip("/")
+        options, used = demo_storage_options(lake, given, dict(os.environ))
+        for variable in used:  # the options carry them, to every task and executor
+            os.environ.pop(variable, None)
+        home = Path(args.home or tempfile.mkdtemp(prefix="airflow-lake-demo-home-")).resolve()
+        created = ensure_bucket(lake, options)
+        print(f"airflow-lake demo on {lake}: storage options {shown_options(options)}"
+              f"{' (from ' + ', '.join(used) + ')' if used else ''}", flush=True)
+        if created:
+            print(created, flush=True)
+        kept = f"tables in {lake}, Airflow home in {home}"
+    else:
+        if given:
+            raise SystemExit("--storage-option is for an object-store --base (s3://..., gs://...)")
+        base = Path(args.base or tempfile.mkdtemp(prefix="airflow-lake-demo-")).resolve()
+        home, lake = Path(args.home).resolve() if args.home else base / "airflow", base / "lake"
+        kept = f"files kept in {base}"
     home.mkdir(parents=True, exist_ok=True)
-    os.environ.update(airflow_env(home, lake, args.master))
+    os.environ.update(airflow_env(home, lake, args.master, storage_options=options))
     started = time.monotonic()
-    print(f"airflow-lake demo in {base}: AIRFLOW_HOME={home}, tables under {lake}, Spark {args.master}", flush=True)
+    print(f"airflow-lake demo: AIRFLOW_HOME={home}, tables under {lake}, Spark {args.master}", flush=True)
     migrate_db()
 
     dag = load_dag(DEMO_DAG)
@@ -206,12 +349,12 @@ def main(argv: list[str] | None = None) -> int:
     for task_id, state in task_states(dag_run).items():
         shown = json.dumps(results[task_id], default=str) if task_id in results else ""
         print(f"  {task_id:<20} {state:<16} {shown if len(shown) < 160 else shown[:157] + '...'}")
-    table_path = str(lake / "demo" / "trips")
-    if os.path.isdir(os.path.join(table_path, ".hoodie")):
-        print("\n" + "\n".join(describe_table(table_path)))
+    table_path = f"{lake}/demo/trips"
+    if open_storage(table_path, options).exists(".hoodie"):
+        print("\n" + "\n".join(describe_table(table_path, options)))
     failed = failed_tasks(dag_run)
     print(f"\n{'FAILED: ' + ', '.join(failed) if failed else 'all tasks succeeded'} "
-          f"({time.monotonic() - started:.0f} s); files kept in {base}")
+          f"({time.monotonic() - started:.0f} s); {kept}")
     return 1 if failed or dag_run.state != "success" else 0
 
 

@@ -66,6 +66,7 @@ def test_executor_reads_each_format_from_s3(s3_bucket, s3_options, fmt):
     assert sources.read_by_core("/local/landing", fmt) == (fmt == "avro")  # Spark reads local files itself
     found_root, names, found = sources._files(root, s3_options, fmt)
     assert names == [f"part-0.{fmt}"]
+    assert sources._files(f"{root}/part-0.{fmt}", s3_options, fmt)[:2] == (root, names)  # one file as source
     with found.open_input(names[0]) as f:
         schema = exact_arrow_schema(sources._schema(fmt, f))
     tasks = [pa.record_batch({"name": names})]
