@@ -20,10 +20,11 @@ $(STAMP): pyproject.toml .ci/uv-excludes.txt Makefile
 test: venv
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-# `make demo BASE=s3://bucket/prefix` puts the lake on an object store (docs/object-stores.md);
+# `make demo BASE=s3://bucket/prefix` puts the lake on an object store (docs/object-stores.md;
+# only a BASE given on make's command line counts, not one exported in the shell);
 # DEMO_ARGS: more options of `python -m airflow_lake.demo` (e.g. --storage-option KEY=VALUE)
 demo: venv
-	$(PY) -m airflow_lake.demo $(if $(BASE),--base '$(BASE)') $(DEMO_ARGS)
+	$(PY) -m airflow_lake.demo $(if $(filter command line,$(origin BASE)),--base '$(BASE)') $(DEMO_ARGS)
 
 lint: venv
 	$(VENV)/bin/ruff check airflow_lake tests bench spark_jobs dags
