@@ -123,13 +123,17 @@ def write(table, df: DataFrame, operation: str = "upsert", extra_metadata: dict[
     is_global = index_type.startswith("GLOBAL")
     client = WriteClient(table, table.engine)
     spark = df.sparkSession
-    keyed, avro = _key_frame(table, df, operation, is_global, where)
+    frame, avro = _key_frame(table, df, operation, is_global, where)
     combine = operation in ("upsert", "delete") or table.option(WriteOptions.COMBINE_BEFORE_INSERT)
-    if combine:
-        keyed = _combine(keyed, cfg.precombine_field if operation != "delete" else None, is_global)
-    keyed = keyed.persist()
+    keyed = frame = frame.persist()
     try:
-        stage(lambda: keyed.count(), where, "checking the batch")  # bad values fail here, nothing touched
+        # one pass: bad values fail here, before the timeline is touched; the partitions written,
+        # and whether a key repeats within one (a global index combines across partitions)
+        counts = stage(lambda: frame.groupBy(PART).agg(F.count(F.lit(1)), F.count_distinct(KEY)).collect(),
+                       where, "checking the batch")
+        parts = sorted(p for p, _, _ in counts)
+        if combine and (is_global or any(n != distinct for _, n, distinct in counts)):
+            keyed = _combine(frame, cfg.precombine_field if operation != "delete" else None, is_global).persist()
         extra = dict(extra_metadata or {})
         replace = operation in ("insert_overwrite", "insert_overwrite_table")
         action = REPLACE_COMMIT if replace else (DELTA_COMMIT if cfg.is_mor else COMMIT)
@@ -137,8 +141,8 @@ def write(table, df: DataFrame, operation: str = "upsert", extra_metadata: dict[
         if heartbeat is None:  # a retry whose run token is already committed
             return client.stored_result(timeline, requested, operation)
         try:
-            return _run(spark, table, client, keyed, avro, operation, is_global, index_type, requested, timeline,
-                        extra, where)
+            return _run(spark, table, client, keyed, parts, avro, operation, is_global, index_type, requested,
+                        timeline, extra, where)
         except BaseException:
             _abandon(table, requested.time)
             raise
@@ -146,6 +150,7 @@ def write(table, df: DataFrame, operation: str = "upsert", extra_metadata: dict[
             heartbeat.stop()
     finally:
         keyed.unpersist()
+        frame.unpersist()
 
 
 @dataclass
@@ -160,10 +165,10 @@ class _Routing:
     new_keys: DataFrame  # PART, KEY
 
 
-def _run(spark, table, client: WriteClient, keyed: DataFrame, avro: dict, operation: str, is_global: bool,
-         index_type: str, requested, timeline: ActiveTimeline, extra: dict[str, str], where: str) -> WriteResult:
+def _run(spark, table, client: WriteClient, keyed: DataFrame, parts: list[str], avro: dict, operation: str,
+         is_global: bool, index_type: str, requested, timeline: ActiveTimeline, extra: dict[str, str],
+         where: str) -> WriteResult:
     seen = set(timeline.completed().times) | {i.time for i in timeline.actions(COMPACTION)}
-    parts = sorted(r[0] for r in keyed.select(PART).distinct().collect())  # metadata: the partitions written
     wide = is_global or operation == "insert_overwrite_table"
     view = FileSystemView(table.storage, timeline,
                           partition_files=None if wide else list_partition_files(table.storage, parts))
@@ -207,11 +212,11 @@ def _route_keys(spark, table, client: WriteClient, keyed: DataFrame, view: FileS
         rows = rows.withColumn(STORED, F.lit(None).cast("string")).filter(~F.col(DEL))
     rows = rows.persist()
     cached.append(rows)
-    # metadata only: rows per located group, inserts per partition
-    located_counts = {(p, f): n for p, f, n in stage(
-        lambda: rows.filter(F.col(LOC_F).isNotNull()).groupBy(LOC_P, LOC_F).count().collect(), where, "counting")}
-    insert_counts = {p: n for p, n in stage(
-        lambda: rows.filter(F.col(LOC_F).isNull()).groupBy(PART).count().collect(), where, "counting")}
+    # metadata only, in one job: rows per located group (LOC_P, LOC_F), inserts per partition (PART)
+    new_part = F.when(F.col(LOC_F).isNull(), F.col(PART)).alias("_al_new_partition")
+    counts = stage(lambda: rows.groupBy(LOC_P, LOC_F, new_part).count().collect(), where, "counting")
+    located_counts = {(p, f): n for p, f, _, n in counts if f is not None}
+    insert_counts = {p: n for _, f, p, n in counts if f is None}
 
     groups: dict[int, GroupPlan] = {}
     located: dict[str, int] = {}
