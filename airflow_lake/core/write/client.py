@@ -13,6 +13,7 @@ import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 import pyarrow as pa
@@ -34,9 +35,9 @@ from ..timeline.instant import COMMIT, COMMIT_ACTIONS, COMPACTION, DELTA_COMMIT,
 from ..timeline.metadata import CommitMetadata, requested_replace_bytes, workload_metadata
 from ..timeline.payloads import CompactionPlan
 from ..view import PARTITION_METAFILE, FileSystemView, list_partition_files
-from .files import WriteContext, insert_file, merge_file
+from .execute import TARGET, ExecSpec, GroupPlan, execute_group, routed_rows
+from .files import WriteContext
 from .heartbeat import Heartbeat
-from .logs import append_log
 from .markers import delete_markers
 from .plan import Sizing, Task, fill_small_files, group_by, new_files, plan_bucket, rows_by_partition, slice_ref
 from .prepare import Batch, conform_batch, prepare, to_arrow
@@ -178,6 +179,8 @@ class WriteClient:
                               else list_partition_files(storage, parts))
         ctx = self.write_context(instant, batch.avro_schema)
         batch, tasks, replaced = self._plan(view, batch, operation, is_global, instant, timeline)
+        # a group left with nothing to write (its stale deletes dropped) is not written
+        tasks = [t for t in tasks if len(t.rows) or (t.insert_rows is not None and len(t.insert_rows))]
 
         inserts: dict[str, int] = {}
         for t in tasks:
@@ -193,38 +196,38 @@ class WriteClient:
         self.write_partition_metadata(instant, {t.partition for t in tasks})
         block_format = self.opt(WriteOptions.LOG_BLOCK_FORMAT).lower()
 
-        # one gather puts every task's rows next to each other; each task then takes a slice
-        segments = [r for t in tasks for r in (t.rows, t.insert_rows if t.insert_rows is not None else t.rows[:0])]
-        grouped = batch.take(np.concatenate(segments), self.engine) if segments else batch
-        bounds = np.cumsum([0] + [len(r) for r in segments])
-
-        def run(indexed: tuple[int, Task]) -> WriteStat:
-            n, task = indexed
-            part = grouped.slice(bounds[2 * n], bounds[2 * n + 1])
-            if task.kind == "merge":
-                extra_rows = None if task.insert_rows is None else grouped.slice(bounds[2 * n + 1], bounds[2 * n + 2])
-                return merge_file(ctx, n, task.base, part, extra_rows)
-            if task.kind == "log":
-                return append_log(ctx, n, task.slice, part, block_format=block_format, inserts=task.inserts)
-            return insert_file(ctx, n, task.partition, task.file_id, part)
-
-        stats: list[WriteStat] = self.engine.map(run, list(enumerate(tasks)))
+        groups, routed = self._route(batch, tasks)
+        spec = ExecSpec(ctx, groups, tuple(batch.data.column_names), None, block_format,  # (ordering: a column)
+                        new_keys=operation == "upsert")
+        stats: list[WriteStat] = self.engine.write_groups(partial(execute_group, spec), routed, TARGET)
 
         touched = {(t.partition, t.file_id) for t in tasks if t.kind != "insert"}
         touched |= {(p, f) for p, ids in (replaced or {}).items() for f in ids}
         if self.index_type() == "BUCKET":
             touched |= {(t.partition, t.file_id) for t in tasks}
-        inserted: dict[str, list[np.ndarray]] = {}
-        if operation == "upsert":
-            for t, stat in zip(tasks, stats, strict=True):
-                rows = t.rows if t.kind == "insert" else (t.insert_rows if t.insert_rows is not None else None)
-                if rows is not None and len(rows):
-                    inserted.setdefault(t.partition, []).append(rows)
-                if stat.new_rows is not None and len(stat.new_rows):  # tagged to the file, not in it
-                    inserted.setdefault(t.partition, []).append(t.rows[stat.new_rows])
-        new_keys = {p: batch.keys.take(pa.array(np.concatenate(r))) for p, r in inserted.items()}
+        inserted: dict[str, list[pa.Array]] = {}
+        for stat in stats:  # (upsert: the keys each group inserted)
+            if stat.new_keys is not None and len(stat.new_keys):
+                inserted.setdefault(stat.partition, []).append(stat.new_keys)
+        new_keys = {p: pa.concat_arrays(k) for p, k in inserted.items()}
         return self.commit(timeline, inflight, seen, operation, stats, extra, batch.avro_schema, touched,
                            self.key_clash(new_keys, is_global), replaced)
+
+    def _route(self, batch: Batch, tasks: list[Task]) -> tuple[dict[int, GroupPlan], pa.Table]:
+        """The tasks as group plans (plan id = task index) and the batch's rows routed to them."""
+        whole = self.index_type() == "BUCKET"  # a bucket's merge matches every row against the file
+        target = np.full(len(batch), -1, dtype=np.int64)
+        located = np.zeros(len(batch), dtype=bool)
+        groups: dict[int, GroupPlan] = {}
+        for gid, t in enumerate(tasks):
+            groups[gid] = GroupPlan(t.kind, t.partition, t.file_id, base=t.base, slice=t.slice,
+                                    whole=whole and t.kind == "merge", inserts=t.inserts)
+            target[t.rows] = gid
+            if t.kind == "merge":
+                located[t.rows] = True
+            if t.insert_rows is not None:
+                target[t.insert_rows] = gid
+        return groups, routed_rows(batch, target, located, self.engine)
 
     def write_context(self, instant: str, avro_schema: dict) -> WriteContext:
         """What every file-group task of this commit shares."""
