@@ -28,6 +28,7 @@ from ..index import Tags, check_index_type, tagger
 from ..index.simple import read_keys
 from ..merge import KEY
 from ..model import BaseFile, WriteStat
+from ..read import SliceRead, group_read
 from ..schema import from_avro
 from ..timeline import tokens
 from ..timeline.active import ActiveTimeline
@@ -179,8 +180,6 @@ class WriteClient:
                               else list_partition_files(storage, parts))
         ctx = self.write_context(instant, batch.avro_schema)
         batch, tasks, replaced = self._plan(view, batch, operation, is_global, instant, timeline)
-        # a group left with nothing to write (its stale deletes dropped) is not written
-        tasks = [t for t in tasks if len(t.rows) or (t.insert_rows is not None and len(t.insert_rows))]
 
         inserts: dict[str, int] = {}
         for t in tasks:
@@ -197,9 +196,12 @@ class WriteClient:
         block_format = self.opt(WriteOptions.LOG_BLOCK_FORMAT).lower()
 
         groups, routed = self._route(batch, tasks)
+        stored = any(g.stored is not None for g in groups.values())
         spec = ExecSpec(ctx, groups, tuple(batch.data.column_names), None, block_format,  # (ordering: a column)
-                        new_keys=operation == "upsert")
-        stats: list[WriteStat] = self.engine.write_groups(partial(execute_group, spec), routed, TARGET)
+                        new_keys=operation == "upsert", table=self.table.context() if stored else None,
+                        schema=self.reader(view).full_schema if stored else None)
+        written = self.engine.write_groups(partial(execute_group, spec), routed, TARGET)
+        stats: list[WriteStat] = [s for s in written if s is not None]
 
         touched = {(t.partition, t.file_id) for t in tasks if t.kind != "insert"}
         touched |= {(p, f) for p, ids in (replaced or {}).items() for f in ids}
@@ -221,7 +223,7 @@ class WriteClient:
         groups: dict[int, GroupPlan] = {}
         for gid, t in enumerate(tasks):
             groups[gid] = GroupPlan(t.kind, t.partition, t.file_id, base=t.base, slice=t.slice,
-                                    whole=whole and t.kind == "merge", inserts=t.inserts)
+                                    whole=whole and t.kind == "merge", inserts=t.inserts, stored=t.stored)
             target[t.rows] = gid
             if t.kind == "merge":
                 located[t.rows] = True
@@ -361,8 +363,8 @@ class WriteClient:
                     base = tags.files[i]
                     if is_mor:
                         group = view.groups[base.partition][base.file_id]
-                        rows = self._drop_stale_deletes(view, group, batch, rows)
-                        tasks.append(Task("log", base.partition, base.file_id, rows, slice=slice_ref(view, group)))
+                        tasks.append(Task("log", base.partition, base.file_id, rows, slice=slice_ref(view, group),
+                                          stored=self._stored_records(view, group, batch, rows)))
                     else:
                         tasks.append(Task("merge", base.partition, base.file_id, rows, base=base))
                 insert_rows = np.nonzero(~located)[0]
@@ -387,14 +389,15 @@ class WriteClient:
     def index_type(self) -> str:
         return check_index_type(self.opt(WriteOptions.INDEX_TYPE), f"table {self.storage.uri}")
 
-    def _drop_stale_deletes(self, view: FileSystemView, group, batch: Batch, rows: np.ndarray) -> np.ndarray:
-        """MOR: a `_hoodie_is_deleted` row older than the stored record is dropped here, so that
-        Java (whose delete blocks always remove the base record) and hudi-rs agree."""
-        dels = rows[batch.is_delete[rows]]
-        if not len(dels) or batch.ordering is None:
-            return rows
-        older = self._older_than_stored(view, group.partition, group.file_id, batch, dels)
-        return np.setdiff1d(rows, dels[older], assume_unique=True)
+    def _stored_records(self, view: FileSystemView, group, batch: Batch, rows: np.ndarray) -> SliceRead | None:
+        """MOR: the read of the group's current keys and ordering values when its task must
+        check `_hoodie_is_deleted` rows against them (DefaultHoodieRecordPayload)."""
+        cfg = self.table.config
+        field = cfg.precombine_field
+        if not field or batch.ordering is None or cfg.payload_class != DEFAULT_PAYLOAD \
+                or not batch.is_delete[rows].any():
+            return None
+        return group_read(view, group, self.reader(view).full_schema, [KEY, field], cfg)
 
     def _older_than_stored(self, view: FileSystemView, partition: str, file_id: str, batch: Batch,
                            rows: np.ndarray) -> np.ndarray:

@@ -15,8 +15,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..context import TableContext
 from ..merge import KEY
 from ..model import BaseFile, WriteStat
+from ..read import SliceRead, read_group_records
 from .files import WriteContext, insert_file, merge_file
 from .logs import SliceRef, append_log
 from .prepare import Batch
@@ -35,7 +37,8 @@ WORK = (KEY, PART, DEL, SEQ)
 class GroupPlan:
     """One file group's write: `merge` (rewrite a base file), `log` (a new log file), `insert`.
     `whole`: every row of a merge is matched against the file (the bucket index), not only
-    the located ones; `inserts`: rows of a log that are new records (a new bucket)."""
+    the located ones; `inserts`: rows of a log that are new records (a new bucket); `stored`:
+    the group's current records (key, ordering value) to read for a log's ordering check."""
 
     kind: str
     partition: str
@@ -44,12 +47,14 @@ class GroupPlan:
     slice: SliceRef | None = None
     whole: bool = False
     inserts: int = 0
+    stored: SliceRead | None = None
 
 
 @dataclass(frozen=True)
 class ExecSpec:
     """What every group of one write shares. `new_keys`: stats carry the keys each group
-    inserted (the local engine's concurrent-insert check; Spark finds them by a join)."""
+    inserted (the local engine's concurrent-insert check; Spark finds them by a join).
+    `table` and `schema` (with meta fields): to read a group's `stored` records."""
 
     ctx: WriteContext
     groups: dict[int, GroupPlan]
@@ -57,11 +62,13 @@ class ExecSpec:
     ordering_field: str | None
     block_format: str
     new_keys: bool = False
+    table: TableContext | None = None
+    schema: pa.Schema | None = None
 
 
-def execute_group(spec: ExecSpec, rows: pa.Table) -> WriteStat:
+def execute_group(spec: ExecSpec, rows: pa.Table) -> WriteStat | None:
     """Write one file group's rows (all with the same `TARGET`) with the core's per-group
-    writers; its write stat."""
+    writers; its write stat (None: the ordering check left nothing to write)."""
     gid = rows.column(TARGET)[0].as_py()
     plan = spec.groups[gid]
     seq = rows.column(SEQ).to_numpy()
@@ -71,6 +78,10 @@ def execute_group(spec: ExecSpec, rows: pa.Table) -> WriteStat:
     if plan.kind == "insert":
         stat = insert_file(ctx, gid, plan.partition, plan.file_id, _batch(spec, rows))
     elif plan.kind == "log":
+        if plan.stored is not None:
+            rows = _drop_stale_deletes(spec, plan.stored, rows)
+            if not rows.num_rows:
+                return None
         stat = append_log(ctx, gid, plan.slice, _batch(spec, rows), block_format=spec.block_format,
                           inserts=plan.inserts)
     elif plan.whole:  # the bucket index: every row is matched against the file's keys
@@ -85,6 +96,29 @@ def execute_group(spec: ExecSpec, rows: pa.Table) -> WriteStat:
         stat = merge_file(ctx, gid, plan.base, _batch(spec, updates),
                           _batch(spec, inserts) if inserts.num_rows else None)
     return stat if spec.new_keys else replace(stat, new_keys=None)
+
+
+def _drop_stale_deletes(spec: ExecSpec, stored: SliceRead, rows: pa.Table) -> pa.Table:
+    """MOR: a `_hoodie_is_deleted` row older than the stored record (base and logs merged,
+    DefaultHoodieRecordPayload) is dropped, so that Java (whose delete blocks always remove
+    the base record) and hudi-rs agree."""
+    dels = np.flatnonzero(rows.column(DEL).to_numpy(zero_copy_only=False))
+    if not len(dels) or ORDERING not in rows.column_names:  # (a delete by key always wins)
+        return rows
+    field = spec.ctx.ordering_field
+    current = read_group_records(spec.table, stored, spec.schema, [KEY, field])
+    idx = pa.array(dels)
+    pos = pc.index_in(rows.column(KEY).take(idx), value_set=current.column(KEY).combine_chunks())
+    values = current.column(field).combine_chunks().take(pos)
+    incoming = rows.column(ORDERING).take(idx)
+    if not values.type.equals(incoming.type):
+        values = values.cast(incoming.type)
+    older = pc.less(incoming, values).fill_null(False).to_numpy(zero_copy_only=False)
+    if not older.any():
+        return rows
+    keep = np.ones(rows.num_rows, dtype=bool)
+    keep[dels[older]] = False
+    return rows.filter(pa.array(keep))
 
 
 def _batch(spec: ExecSpec, rows: pa.Table) -> Batch:
