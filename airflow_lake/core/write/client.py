@@ -2,9 +2,10 @@
 
 Flow: prepare the batch (all validation, nothing touched) -> under the lock, repair the
 timeline and create the requested instant -> tag with the index -> plan per-file-group tasks
--> inflight workload -> one task per file group writes a base file or a log file (markers
-first) -> under the lock, conflict checks and the completed instant -> markers and
-heartbeat removed.
+-> inflight workload -> the rows routed to their file group (a `TARGET` column) and each
+group written by `execute.execute_group` through the engine's `write_groups` (a base file or
+a log file, markers first; the keys it inserted in its stat) -> under the lock, conflict
+checks and the completed instant -> markers and heartbeat removed.
 """
 
 from __future__ import annotations
