@@ -10,9 +10,10 @@ from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 import click
+import pyarrow as pa
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from ..core.engine import LocalEngine
+from ..core.engine import LocalEngine, group_slices
 from ..core.errors import LakeError
 from ..core.table import Table
 from . import render
@@ -148,6 +149,9 @@ class ProgressEngine:
                 return result
 
             return self.inner.map(step, items)
+
+    def write_groups(self, fn: Callable[[pa.Table], R], rows: pa.Table, key: str) -> list[R]:
+        return self.map(fn, group_slices(rows, key, self.inner))
 
 
 def common(fn: Callable) -> Callable:

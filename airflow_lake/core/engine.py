@@ -5,7 +5,10 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
+
+import numpy as np
+import pyarrow as pa
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -14,6 +17,11 @@ R = TypeVar("R")
 class Engine(Protocol):
     def map(self, fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
         """Apply `fn` to every item; results in item order; the first error propagates."""
+
+    def write_groups(self, fn: Callable[[pa.Table], R], rows: Any, key: str) -> list[R]:
+        """Apply `fn` to the rows of each value of the integer column `key` (one call per
+        group, all its rows); results in no particular order. `rows` is the engine's frame:
+        an Arrow table locally, a DataFrame on Spark."""
 
 
 class LocalEngine:
@@ -28,3 +36,24 @@ class LocalEngine:
             return [fn(i) for i in items]
         with ThreadPoolExecutor(min(self.parallelism, len(items))) as pool:
             return list(pool.map(fn, items))
+
+    def write_groups(self, fn: Callable[[pa.Table], R], rows: pa.Table, key: str) -> list[R]:
+        """The table ordered by `key` (a stable sort: a group's rows keep their order; no
+        gather when it is already ordered), each group a zero-copy slice; results in key order."""
+        return self.map(fn, group_slices(rows, key, self))
+
+
+def group_slices(rows: pa.Table, key: str, engine: Engine | None = None) -> list[pa.Table]:
+    """`rows` cut into one slice per value of the integer column `key`, in key order (columns
+    gathered by `engine` when the rows must be reordered)."""
+    codes = rows.column(key).to_numpy()
+    if not len(codes):
+        return []
+    if (codes[1:] < codes[:-1]).any():
+        order = pa.array(np.argsort(codes, kind="stable"))
+        codes = codes[order.to_numpy()]
+        columns = engine.map(lambda c: c.take(order), rows.columns) if engine is not None else \
+            [c.take(order) for c in rows.columns]
+        rows = pa.Table.from_arrays(columns, schema=rows.schema)
+    starts = np.concatenate([[0], np.flatnonzero(codes[1:] != codes[:-1]) + 1, [len(codes)]])
+    return [rows.slice(s, e - s) for s, e in zip(starts[:-1], starts[1:], strict=True)]

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    import numpy as np
+    import pyarrow as pa
 
 _LOG_NAME = re.compile(r"^\.(.+)_(.*)\.(log|archive)\.(\d+)(_((\d+)-(\d+)-(\d+))(\.cdc)?)?$")
 _BASE_EXTENSIONS = (".parquet", ".orc", ".hfile")
@@ -135,8 +135,8 @@ class WriteStat:
     log_size: int = 0
     updated_compacted: int = 0
     log_blocks: int = 0
-    # rows of a COW merge task's batch that the file did not hold (inserted): not serialised
-    new_rows: np.ndarray | None = field(default=None, repr=False, compare=False)
+    # keys of the records this file group's write inserted (new keys): not serialised
+    new_keys: pa.Array | None = field(default=None, repr=False, compare=False)
 
     def to_json(self) -> dict:
         doc = {

@@ -173,6 +173,27 @@ def _merged(ctx, task: SliceRead, schema: pa.Schema, timeline) -> pa.Table | Non
     return t.filter(expr) if expr is not None else t
 
 
+def group_read(view: FileSystemView, group: FileGroup, schema: pa.Schema, columns: list[str] | None,
+               cfg) -> SliceRead:
+    """The read task of one file group's current records for a writer (`read_group_records`):
+    `columns` and, without meta fields, the key fields the keys are derived from."""
+    cols = columns
+    if not cfg.populate_meta_fields and columns is not None and KEY in columns:
+        cols = [c for c in dict.fromkeys(list(columns) + _key_columns(cfg)) if c in schema.names]
+    query = SliceQuery(None if cols is None else tuple(cols), None if cols is None else tuple(cols))
+    return SliceRead.of(view, group, Visibility.of(view), query)
+
+
+def read_group_records(ctx, task: SliceRead, schema: pa.Schema, columns: list[str] | None, *,
+                       timeline=None) -> pa.Table:
+    """A `group_read` task's records in `columns`; without meta fields `_hoodie_record_key`
+    holds the keys derived from the key fields, not the stored nulls. `ctx` as `read_slice`'s."""
+    t = read_slice(ctx, task, schema, timeline=timeline)
+    if not ctx.config.populate_meta_fields and (columns is None or KEY in columns):
+        t = t.set_column(t.schema.get_field_index(KEY), KEY, record_keys(t, ctx.keygen.record_keys))
+    return t.select(columns) if columns is not None else t
+
+
 def _key_columns(cfg) -> list[str]:
     return [f.split(".")[0] for f in cfg.record_key_fields]
 
@@ -333,17 +354,8 @@ class Reader:
         """One file group's current records (base and visible logs merged). Without meta fields
         `_hoodie_record_key` holds the keys derived from the key fields (for index lookups and
         ordering checks), not the stored nulls."""
-        cfg = self.table.config
-        derive = not cfg.populate_meta_fields and (columns is None or KEY in columns)
-        cols = columns
-        if derive and columns is not None:
-            cols = [c for c in dict.fromkeys(list(columns) + _key_columns(cfg)) if c in self.full_schema.names]
-        query = SliceQuery(None if cols is None else tuple(cols), None if cols is None else tuple(cols))
-        t = read_slice(self.table, SliceRead.of(view, group, Visibility.of(view), query), self.full_schema,
-                       timeline=view.timeline)
-        if derive:
-            t = t.set_column(t.schema.get_field_index(KEY), KEY, record_keys(t, self.table.keygen.record_keys))
-        return t.select(columns) if columns is not None else t
+        task = group_read(view, group, self.full_schema, columns, self.table.config)
+        return read_group_records(self.table, task, self.full_schema, columns, timeline=view.timeline)
 
     def _prune(self, view: FileSystemView, groups: list[FileGroup], filters) -> list[FileGroup]:
         """Drop groups whose partition provably cannot match the filters on partition columns.

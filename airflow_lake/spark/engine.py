@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import logging
+import pickle
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable
 from typing import TypeVar
 
-from pyspark.sql import SparkSession
+import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession
+
+from airflow_lake.core.engine import group_slices
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -51,6 +55,20 @@ class SparkEngine:
         log.info("%s: %d/%d done (%.1f s)", what, len(items), len(items), time.monotonic() - start)
         return [r for _, r in sorted(out, key=lambda pair: pair[0])]
 
+    def write_groups(self, fn: Callable[[pa.Table], R], rows: DataFrame | pa.Table, key: str,
+                     groups: int = 0) -> list[R]:
+        """Apply `fn` to the rows of each value of `key`: a DataFrame's groups in executors
+        (`groupBy(key).applyInArrow`, one shuffle partition per group when `groups` is
+        given), the results pickled back; an Arrow table's groups as tasks of `map`."""
+        if isinstance(rows, pa.Table):
+            return self.map(fn, group_slices(rows, key))
+        if groups:
+            # left to adaptive execution, a small batch's groups are coalesced into one partition
+            # and every group runs in a single task
+            rows = rows.repartition(groups, key)
+        out = rows.groupBy(key).applyInArrow(_pickled(fn), "result binary")
+        return [pickle.loads(r[0]) for r in out.collect()]
+
     def _report(self, group: str, what: str, total: int, done: threading.Event, start: float) -> None:
         tracker = self.spark.sparkContext.statusTracker()
         while not done.wait(self.progress_seconds):
@@ -61,3 +79,12 @@ class SparkEngine:
                     stage = tracker.getStageInfo(stage_id)
                     finished += stage.numCompletedTasks if stage else 0
             log.info("%s: %d/%d done (%.1f s)", what, min(finished, total), total, time.monotonic() - start)
+
+
+def _pickled(fn: Callable[[pa.Table], R]) -> Callable[[pa.Table], pa.Table]:
+    """`fn` with its result pickled in a one-row table, typed as applyInArrow wants (a partial is not)."""
+
+    def apply(rows: pa.Table) -> pa.Table:
+        return pa.table({"result": pa.array([pickle.dumps(fn(rows))], pa.binary())})
+
+    return apply

@@ -55,10 +55,9 @@ from airflow_lake.core.timeline.instant import COMMIT, COMPACTION, DELTA_COMMIT,
 from airflow_lake.core.timeline.metadata import workload_metadata
 from airflow_lake.core.view import FileSystemView, list_partition_files
 from airflow_lake.core.write.client import OPERATION_TYPES, TOKEN_KEY, WriteClient, WriteResult
-from airflow_lake.core.write.files import WriteContext, insert_file, merge_file
-from airflow_lake.core.write.logs import append_log
+from airflow_lake.core.write.execute import ExecSpec, execute_group
 from airflow_lake.core.write.plan import Sizing, fill_small_files, new_files, slice_ref
-from airflow_lake.core.write.prepare import OPERATIONS, Batch
+from airflow_lake.core.write.prepare import OPERATIONS
 
 from .bucket import BucketRoute, BucketSpec, bucket_batches, bucket_route_batches, plan_buckets
 from .conflicts import key_clash
@@ -96,15 +95,6 @@ class RouteSpec:
     located: dict[str, int]  # "partition\0file_id" -> group id
     bins: dict[str, tuple[np.ndarray, np.ndarray]]  # partition -> (cumulative fractions, group ids)
     out_schema: pa.Schema
-
-
-@dataclass(frozen=True)
-class ExecSpec:
-    ctx: WriteContext
-    groups: dict[int, GroupPlan]
-    data_columns: tuple[str, ...]
-    ordering_field: str | None
-    block_format: str
 
 
 # -- entry point ---------------------------------------------------------------------------------
@@ -470,7 +460,7 @@ def group_writer(spec: ExecSpec):
     """`execute_group` bound to `spec`, typed as pyspark's applyInArrow wants (a partial is not)."""
 
     def write_group(rows: pa.Table) -> pa.Table:
-        return execute_group(spec, rows)
+        return pa.table({"stat": pa.array([pickle.dumps(execute_group(spec, rows))], pa.binary())})
 
     return write_group
 
@@ -484,35 +474,6 @@ def _unit_hash(hashes: np.ndarray) -> np.ndarray:
         x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
         x = x ^ (x >> np.uint64(31))
     return (x >> np.uint64(11)).astype(np.float64) / float(1 << 53)
-
-
-def execute_group(spec: ExecSpec, rows: pa.Table) -> pa.Table:
-    """Write one file group's rows with the core's per-group writers; its write stat."""
-    gid = rows.column(TARGET)[0].as_py()
-    plan = spec.groups[gid]
-    rows = rows.sort_by(SEQ)
-    ctx = spec.ctx
-    if plan.kind == "insert":
-        stat = insert_file(ctx, gid, plan.partition, plan.file_id, _batch(spec, rows))
-    elif plan.kind == "log":
-        stat = append_log(ctx, gid, plan.slice, _batch(spec, rows), block_format=spec.block_format,
-                          inserts=plan.inserts)
-    elif plan.whole:  # the bucket index: every row is matched against the file's keys
-        stat = merge_file(ctx, gid, plan.base, _batch(spec, rows))
-    else:
-        located = pc.is_valid(rows.column(LOC_F)).to_numpy(zero_copy_only=False)
-        updates = _batch(spec, rows.filter(pa.array(located)))
-        inserts = rows.filter(pa.array(~located))
-        stat = merge_file(ctx, gid, plan.base, updates, _batch(spec, inserts) if inserts.num_rows else None)
-    return pa.table({"stat": pa.array([pickle.dumps(stat)], pa.binary())})
-
-
-def _batch(spec: ExecSpec, rows: pa.Table) -> Batch:
-    data = rows.select(list(spec.data_columns))
-    ordering = data.column(spec.ordering_field).combine_chunks() \
-        if spec.ordering_field and spec.ordering_field in data.column_names else None
-    return Batch(data, rows.column(KEY).combine_chunks(), rows.column(PART).combine_chunks(),
-                 rows.column(DEL).to_numpy(zero_copy_only=False).astype(bool), ordering, spec.ctx.avro_schema)
 
 
 # -- helpers -------------------------------------------------------------------------------------

@@ -25,6 +25,25 @@ def test_map_runs_in_executors_in_item_order(spark):
     assert SparkEngine(spark).map(_pid_and_square, []) == []
 
 
+def _group_summary(rows: pa.Table) -> tuple[int, int, list[int], int]:
+    return rows.column("g")[0].as_py(), len(set(rows.column("g").to_pylist())), sorted(rows.column("n").to_pylist()), \
+        os.getpid()
+
+
+def test_write_groups_runs_each_group_once_in_executors(spark):
+    """A DataFrame's groups in executors (groupBy + applyInArrow); an Arrow table's as map tasks."""
+    from pyspark.sql import functions as F
+
+    frame = spark.range(200).select((F.col("id") % 7).alias("g"), F.col("id").alias("n"))
+    engine = SparkEngine(spark)
+    local = pa.table({"g": [n % 7 for n in range(200)], "n": list(range(200))})
+    for result in (engine.write_groups(_group_summary, frame, "g", groups=7),
+                   engine.write_groups(_group_summary, local, "g")):
+        out = sorted(result)
+        assert [(g, k, ns) for g, k, ns, _ in out] == [(g, 1, list(range(g, 200, 7))) for g in range(7)]
+        assert os.getpid() not in {pid for *_, pid in out}
+
+
 def test_package_zip_is_cached_by_content_and_importable(tmp_path):
     first = package_zip(tmp_path)
     assert package_zip(tmp_path) == first

@@ -2,9 +2,10 @@
 
 Flow: prepare the batch (all validation, nothing touched) -> under the lock, repair the
 timeline and create the requested instant -> tag with the index -> plan per-file-group tasks
--> inflight workload -> one task per file group writes a base file or a log file (markers
-first) -> under the lock, conflict checks and the completed instant -> markers and
-heartbeat removed.
+-> inflight workload -> the rows routed to their file group (a `TARGET` column) and each
+group written by `execute.execute_group` through the engine's `write_groups` (a base file or
+a log file, markers first; the keys it inserted in its stat) -> under the lock, conflict
+checks and the completed instant -> markers and heartbeat removed.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 import pyarrow as pa
@@ -27,6 +29,7 @@ from ..index import Tags, check_index_type, tagger
 from ..index.simple import read_keys
 from ..merge import KEY
 from ..model import BaseFile, WriteStat
+from ..read import SliceRead, group_read
 from ..schema import from_avro
 from ..timeline import tokens
 from ..timeline.active import ActiveTimeline
@@ -34,9 +37,9 @@ from ..timeline.instant import COMMIT, COMMIT_ACTIONS, COMPACTION, DELTA_COMMIT,
 from ..timeline.metadata import CommitMetadata, requested_replace_bytes, workload_metadata
 from ..timeline.payloads import CompactionPlan
 from ..view import PARTITION_METAFILE, FileSystemView, list_partition_files
-from .files import WriteContext, insert_file, merge_file
+from .execute import TARGET, ExecSpec, GroupPlan, execute_group, routed_rows
+from .files import WriteContext
 from .heartbeat import Heartbeat
-from .logs import append_log
 from .markers import delete_markers
 from .plan import Sizing, Task, fill_small_files, group_by, new_files, plan_bucket, rows_by_partition, slice_ref
 from .prepare import Batch, conform_batch, prepare, to_arrow
@@ -193,38 +196,41 @@ class WriteClient:
         self.write_partition_metadata(instant, {t.partition for t in tasks})
         block_format = self.opt(WriteOptions.LOG_BLOCK_FORMAT).lower()
 
-        # one gather puts every task's rows next to each other; each task then takes a slice
-        segments = [r for t in tasks for r in (t.rows, t.insert_rows if t.insert_rows is not None else t.rows[:0])]
-        grouped = batch.take(np.concatenate(segments), self.engine) if segments else batch
-        bounds = np.cumsum([0] + [len(r) for r in segments])
-
-        def run(indexed: tuple[int, Task]) -> WriteStat:
-            n, task = indexed
-            part = grouped.slice(bounds[2 * n], bounds[2 * n + 1])
-            if task.kind == "merge":
-                extra_rows = None if task.insert_rows is None else grouped.slice(bounds[2 * n + 1], bounds[2 * n + 2])
-                return merge_file(ctx, n, task.base, part, extra_rows)
-            if task.kind == "log":
-                return append_log(ctx, n, task.slice, part, block_format=block_format, inserts=task.inserts)
-            return insert_file(ctx, n, task.partition, task.file_id, part)
-
-        stats: list[WriteStat] = self.engine.map(run, list(enumerate(tasks)))
+        groups, routed = self._route(batch, tasks)
+        stored = any(g.stored is not None for g in groups.values())
+        spec = ExecSpec(ctx, groups, tuple(batch.data.column_names), None, block_format,  # (ordering: a column)
+                        new_keys=operation == "upsert", table=self.table.context() if stored else None,
+                        schema=self.reader(view).full_schema if stored else None)
+        written = self.engine.write_groups(partial(execute_group, spec), routed, TARGET)
+        stats: list[WriteStat] = [s for s in written if s is not None]
 
         touched = {(t.partition, t.file_id) for t in tasks if t.kind != "insert"}
         touched |= {(p, f) for p, ids in (replaced or {}).items() for f in ids}
         if self.index_type() == "BUCKET":
             touched |= {(t.partition, t.file_id) for t in tasks}
-        inserted: dict[str, list[np.ndarray]] = {}
-        if operation == "upsert":
-            for t, stat in zip(tasks, stats, strict=True):
-                rows = t.rows if t.kind == "insert" else (t.insert_rows if t.insert_rows is not None else None)
-                if rows is not None and len(rows):
-                    inserted.setdefault(t.partition, []).append(rows)
-                if stat.new_rows is not None and len(stat.new_rows):  # tagged to the file, not in it
-                    inserted.setdefault(t.partition, []).append(t.rows[stat.new_rows])
-        new_keys = {p: batch.keys.take(pa.array(np.concatenate(r))) for p, r in inserted.items()}
+        inserted: dict[str, list[pa.Array]] = {}
+        for stat in stats:  # (upsert: the keys each group inserted)
+            if stat.new_keys is not None and len(stat.new_keys):
+                inserted.setdefault(stat.partition, []).append(stat.new_keys)
+        new_keys = {p: pa.concat_arrays(k) for p, k in inserted.items()}
         return self.commit(timeline, inflight, seen, operation, stats, extra, batch.avro_schema, touched,
                            self.key_clash(new_keys, is_global), replaced)
+
+    def _route(self, batch: Batch, tasks: list[Task]) -> tuple[dict[int, GroupPlan], pa.Table]:
+        """The tasks as group plans (plan id = task index) and the batch's rows routed to them."""
+        whole = self.index_type() == "BUCKET"  # a bucket's merge matches every row against the file
+        target = np.full(len(batch), -1, dtype=np.int64)
+        located = np.zeros(len(batch), dtype=bool)
+        groups: dict[int, GroupPlan] = {}
+        for gid, t in enumerate(tasks):
+            groups[gid] = GroupPlan(t.kind, t.partition, t.file_id, base=t.base, slice=t.slice,
+                                    whole=whole and t.kind == "merge", inserts=t.inserts, stored=t.stored)
+            target[t.rows] = gid
+            if t.kind == "merge":
+                located[t.rows] = True
+            if t.insert_rows is not None:
+                target[t.insert_rows] = gid
+        return groups, routed_rows(batch, target, located, self.engine)
 
     def write_context(self, instant: str, avro_schema: dict) -> WriteContext:
         """What every file-group task of this commit shares."""
@@ -358,8 +364,8 @@ class WriteClient:
                     base = tags.files[i]
                     if is_mor:
                         group = view.groups[base.partition][base.file_id]
-                        rows = self._drop_stale_deletes(view, group, batch, rows)
-                        tasks.append(Task("log", base.partition, base.file_id, rows, slice=slice_ref(view, group)))
+                        tasks.append(Task("log", base.partition, base.file_id, rows, slice=slice_ref(view, group),
+                                          stored=self._stored_records(view, group, batch, rows)))
                     else:
                         tasks.append(Task("merge", base.partition, base.file_id, rows, base=base))
                 insert_rows = np.nonzero(~located)[0]
@@ -384,14 +390,15 @@ class WriteClient:
     def index_type(self) -> str:
         return check_index_type(self.opt(WriteOptions.INDEX_TYPE), f"table {self.storage.uri}")
 
-    def _drop_stale_deletes(self, view: FileSystemView, group, batch: Batch, rows: np.ndarray) -> np.ndarray:
-        """MOR: a `_hoodie_is_deleted` row older than the stored record is dropped here, so that
-        Java (whose delete blocks always remove the base record) and hudi-rs agree."""
-        dels = rows[batch.is_delete[rows]]
-        if not len(dels) or batch.ordering is None:
-            return rows
-        older = self._older_than_stored(view, group.partition, group.file_id, batch, dels)
-        return np.setdiff1d(rows, dels[older], assume_unique=True)
+    def _stored_records(self, view: FileSystemView, group, batch: Batch, rows: np.ndarray) -> SliceRead | None:
+        """MOR: the read of the group's current keys and ordering values when its task must
+        check `_hoodie_is_deleted` rows against them (DefaultHoodieRecordPayload)."""
+        cfg = self.table.config
+        field = cfg.precombine_field
+        if not field or batch.ordering is None or cfg.payload_class != DEFAULT_PAYLOAD \
+                or not batch.is_delete[rows].any():
+            return None
+        return group_read(view, group, self.reader(view).full_schema, [KEY, field], cfg)
 
     def _older_than_stored(self, view: FileSystemView, partition: str, file_id: str, batch: Batch,
                            rows: np.ndarray) -> np.ndarray:

@@ -92,7 +92,8 @@ def insert_file(ctx: WriteContext, task: int, partition: str, file_id: str, batc
     table = with_meta(ctx, meta_columns(ctx, task, batch.keys, partition, base.name), batch.data)
     size = _write(ctx, base, table, CREATE)
     return WriteStat(file_id, partition, base.path, "null", num_writes=len(table), num_inserts=len(table),
-                     total_write_bytes=size, file_size=size, create_ms=int((time.monotonic() - start) * 1000))
+                     total_write_bytes=size, file_size=size, create_ms=int((time.monotonic() - start) * 1000),
+                     new_keys=batch.keys)
 
 
 def merge_file(ctx: WriteContext, task: int, old: BaseFile, batch: Batch, appended: Batch | None = None) -> WriteStat:
@@ -136,7 +137,6 @@ def merge_file(ctx: WriteContext, task: int, old: BaseFile, batch: Batch, append
     dropped = np.zeros(len(existing), dtype=bool)
     dropped[hit_rows] = incoming_wins[hit_in] & batch.is_delete[hit_in]
     deleted = int((touched & incoming_wins & batch.is_delete).sum())
-    not_held = inserts  # (keys tagged to this file by its bloom filter alone that it did not hold)
     written = batch.take(np.concatenate([updates, inserts]))
     if appended is not None and len(appended):
         written = written.concat(appended)
@@ -162,4 +162,4 @@ def merge_file(ctx: WriteContext, task: int, old: BaseFile, batch: Batch, append
     return WriteStat(old.file_id, old.partition, new.path, old.instant, num_writes=len(table),
                      num_deletes=deleted, num_update_writes=len(updates), num_inserts=len(inserts),
                      total_write_bytes=size, file_size=size, upsert_ms=int((time.monotonic() - start) * 1000),
-                     new_rows=not_held)
+                     new_keys=written.keys.slice(len(updates)))

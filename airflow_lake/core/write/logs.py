@@ -73,7 +73,7 @@ def append_log(ctx: WriteContext, task: int, target: SliceRef, batch: Batch, *, 
                          "baseFile": target.base_file.name if target.base_file else "",
                          "logFiles": [f.name for f in target.log_files] + [log.name],
                          "recordsStats": {"val": None},
-                     })
+                     }, new_keys=records.keys if inserts else None)
     return stat
 
 

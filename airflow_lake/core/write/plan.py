@@ -16,6 +16,7 @@ import pyarrow as pa
 
 from ..index.bucket import bucket_ids, bucket_of_file_id, new_bucket_file_id
 from ..model import BaseFile, FileGroup, new_file_id
+from ..read import SliceRead
 from ..view import FileSystemView
 from .logs import SliceRef
 from .prepare import Batch
@@ -31,6 +32,7 @@ class Task:
     insert_rows: np.ndarray | None = None  # new records appended to a rewritten base file
     slice: SliceRef | None = None
     inserts: int = 0
+    stored: SliceRead | None = None  # the group's records its task checks deletes against
 
 
 @dataclass(frozen=True)
