@@ -23,7 +23,6 @@ Driver | executors:
 from __future__ import annotations
 
 import logging
-import pickle
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import partial
@@ -61,6 +60,7 @@ from airflow_lake.core.write.prepare import OPERATIONS
 
 from .bucket import BucketRoute, BucketSpec, bucket_batches, bucket_route_batches, plan_buckets
 from .conflicts import key_clash
+from .engine import SparkEngine
 from .frames import (
     BUCKET,
     DEL,
@@ -289,11 +289,10 @@ def _execute(spark, table, client: WriteClient, routing: _Routing, view: FileSys
     data_columns = tuple(c for c in routed.columns if c not in WORK and not c.startswith("_al_"))
     spec = ExecSpec(client.write_context(instant, avro), groups, data_columns, cfg.precombine_field,
                     table.option(WriteOptions.LOG_BLOCK_FORMAT).lower())
-    # one shuffle partition per file group: left to adaptive execution, a small batch's groups are
-    # coalesced into one partition and every file group of the write runs in a single task
-    routed = routed.repartition(max(1, len(groups)), TARGET)
-    out = routed.groupBy(TARGET).applyInArrow(group_writer(spec), "stat binary")
-    stats: list[WriteStat] = [pickle.loads(r[0]) for r in stage(lambda: out.collect(), where, f"write {instant}")]
+    # the core's group executor in executors, one shuffle partition (task) per file group
+    written = stage(lambda: SparkEngine(spark).write_groups(partial(execute_group, spec), routed, TARGET,
+                                                            groups=max(1, len(groups))), where, f"write {instant}")
+    stats: list[WriteStat] = [s for s in written if s is not None]
 
     if index_type == "BUCKET":  # a concurrent writer of the same bucket clashes, new group or not
         touched = {(g.partition, g.file_id) for g in groups.values()}
@@ -454,15 +453,6 @@ def route_batches(spec: RouteSpec, batches: Iterator[pa.RecordBatch]) -> Iterato
                 target[inserts[sel]] = ids[np.minimum(np.searchsorted(cum, u[sel], side="right"), len(ids) - 1)]
         out = pa.Table.from_batches([batch]).append_column(TARGET, pa.array(target))
         yield from out.cast(spec.out_schema).to_batches()
-
-
-def group_writer(spec: ExecSpec):
-    """`execute_group` bound to `spec`, typed as pyspark's applyInArrow wants (a partial is not)."""
-
-    def write_group(rows: pa.Table) -> pa.Table:
-        return pa.table({"stat": pa.array([pickle.dumps(execute_group(spec, rows))], pa.binary())})
-
-    return write_group
 
 
 def _unit_hash(hashes: np.ndarray) -> np.ndarray:
