@@ -3,6 +3,7 @@ provider's `SparkSubmitHook`, and reads their results back from the timeline by 
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Collection, Mapping, Sequence
 from functools import cached_property
@@ -144,7 +145,7 @@ class LakeHook(BaseHook):
         hook._env_vars = dict(env_vars or {}) if cluster or configured else python_env(env_vars)
         key = user_java_options(conf, hook._properties_file) if fast_start and not cluster else None
         if key is not None:
-            hook.startup = driver_startup()
+            hook.startup = driver_startup(env={**os.environ, **hook._env_vars})
             conf[key] = hook.startup.java_options
         return hook
 
@@ -186,6 +187,13 @@ class LakeHook(BaseHook):
             ok = True
             return driver
         except Exception as e:
+            startup = hook.startup
+            if startup is not None and startup.writing is not None and hook.result_line is not None:
+                # the job printed its result, then its JVM failed writing the class-data archive
+                self.log.warning("%s: the job completed, but its driver could not write the class-data archive "
+                                 "%s at exit (%s); later jobs start without one", hook.job, startup.archive, e)
+                startup.finish(False, archive_failed=True)
+                return None
             if hook.error_line:
                 raise LakeJobError(hook.error_line) from e
             raise LakeJobError(f"{hook.job} failed: {e}") from e

@@ -27,6 +27,7 @@ import os
 import shutil
 import sys
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -82,9 +83,13 @@ class DriverStartup:
     archive: Path | None = None
     writing: Path | None = None
 
-    def finish(self, ok: bool) -> None:
+    def finish(self, ok: bool, *, archive_failed: bool = False) -> None:
+        """`archive_failed`: the job completed but its JVM failed writing the archive at exit
+        (the exit code says so): later jobs do not try again."""
         if self.writing is None:
             return
+        if archive_failed:
+            _failed_marker(self.archive).touch()
         try:
             if ok and self.writing.is_file() and self.writing.stat().st_size > 0:
                 os.replace(self.writing, self.archive)
@@ -103,11 +108,31 @@ def archive_path() -> Path | None:
     return cache_dir() / f"spark-{fingerprint(java, jars)}.jsa"
 
 
-def driver_startup(*, archive: bool = True, create: bool = True) -> DriverStartup:
-    """The options for a driver started on this machine. With `archive`, the class-data archive
-    for this Java and Spark is used when it exists, else (with `create`) written by this run."""
+def class_path_folders(env: Mapping[str, str]) -> list[Path]:
+    """Folders spark-submit puts on the driver's class path before Spark's jars: the Spark
+    conf folder (`SPARK_CONF_DIR`, else `$SPARK_HOME/conf`), Hadoop's and YARN's."""
+    conf = env.get("SPARK_CONF_DIR") or (os.path.join(env["SPARK_HOME"], "conf") if env.get("SPARK_HOME") else None)
+    if conf is None and (jars := spark_jars()) is not None:
+        conf = str(jars.parent / "conf")
+    return [Path(p) for p in (conf, env.get("HADOOP_CONF_DIR"), env.get("YARN_CONF_DIR")) if p]
+
+
+def archive_possible(env: Mapping[str, str]) -> bool:
+    """The JVM archives classes only from a class path without non-empty folders (a Spark conf
+    folder holding `spark-defaults.conf` rules it out), and a failed attempt is not repeated."""
+    if any(p.is_dir() and any(p.iterdir()) for p in class_path_folders(env)):
+        return False
+    target = archive_path()
+    return target is not None and not _failed_marker(target).exists()
+
+
+def driver_startup(*, archive: bool = True, create: bool = True, env: Mapping[str, str] | None = None,
+                   ) -> DriverStartup:
+    """The options for a driver started on this machine (with spark-submit's environment `env`,
+    default this process's). With `archive`, the class-data archive for this Java and Spark is
+    used when it exists, else (with `create`) written by this run, where the class path allows."""
     options = [*QUICK_JIT, *JVM_LOG]
-    target = archive_path() if archive else None
+    target = archive_path() if archive and archive_possible(os.environ if env is None else env) else None
     if target is None:
         return DriverStartup(" ".join(options))
     if target.is_file():
@@ -143,6 +168,10 @@ def _spark_defaults() -> str | None:
     if not conf_dir and os.environ.get("SPARK_HOME"):
         conf_dir = os.path.join(os.environ["SPARK_HOME"], "conf")
     return os.path.join(conf_dir, "spark-defaults.conf") if conf_dir else None
+
+
+def _failed_marker(target: Path) -> Path:
+    return target.with_name(f".{target.name}.failed")
 
 
 def _prune(folder: Path, keep: Path) -> None:

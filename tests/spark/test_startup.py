@@ -48,7 +48,7 @@ def test_first_run_writes_the_archive_then_later_runs_map_it(cache):
 def test_a_failed_run_leaves_no_archive_and_old_archives_are_pruned(cache):
     failed = driver_startup()
     failed.writing.write_bytes(b"half")
-    failed.finish(ok=False)
+    failed.finish(ok=False)  # the job failed: the next one tries again
     assert not archive_path().exists() and list(cache.iterdir()) == []
     for n in range(KEEP_ARCHIVES + 2):  # other Java / Spark versions' archives, oldest first
         old = cache / f"spark-old{n}.jsa"
@@ -60,6 +60,25 @@ def test_a_failed_run_leaves_no_archive_and_old_archives_are_pruned(cache):
     assert sorted(p.name for p in cache.iterdir()) == sorted(
         [archive_path().name] + [f"spark-old{n}.jsa" for n in range(KEEP_ARCHIVES + 1, KEEP_ARCHIVES + 2)])
     assert driver_startup(archive=False).java_options.count("-XX:") == 2  # no archive option
+
+
+def test_no_archive_where_the_class_path_has_a_conf_folder_or_writing_it_failed(tmp_path, monkeypatch, cache):
+    """The JVM cannot archive classes with a non-empty folder on the class path (a Spark conf
+    folder with spark-defaults.conf): writing it at exit would fail the job's exit code."""
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    env = {"SPARK_CONF_DIR": str(conf)}
+    assert driver_startup(env=env).writing is not None  # an empty conf folder is fine
+    (conf / "spark-defaults.conf").write_text("spark.ui.enabled false\n")
+    startup = driver_startup(env=env)
+    assert startup.writing is None and startup.archive is None and "-XX:Shared" not in startup.java_options
+    assert "-XX:TieredStopAtLevel=1" in startup.java_options  # the JIT options still apply
+    monkeypatch.setenv("HADOOP_CONF_DIR", str(conf))
+    assert driver_startup().archive is None
+    monkeypatch.delenv("HADOOP_CONF_DIR")
+    broken = driver_startup()
+    broken.finish(ok=False, archive_failed=True)  # the job completed, the archive's writing failed
+    assert driver_startup().writing is None and not archive_path().exists()
 
 
 def test_the_users_driver_options_win(tmp_path, monkeypatch):
