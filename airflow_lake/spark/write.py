@@ -32,7 +32,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
+from pyspark.sql.functions import ArrowUDFType, arrow_udf
 from pyspark.sql.pandas.types import from_arrow_schema
+from pyspark.sql.types import LongType
 
 from airflow_lake.core import undo
 from airflow_lake.core.config import DEFAULT_PAYLOAD, TableOptions, WriteOptions
@@ -94,7 +96,6 @@ class KeySpec:
 class RouteSpec:
     located: dict[str, int]  # "partition\0file_id" -> group id
     bins: dict[str, tuple[np.ndarray, np.ndarray]]  # partition -> (cumulative fractions, group ids)
-    out_schema: pa.Schema
 
 
 # -- entry point ---------------------------------------------------------------------------------
@@ -200,9 +201,8 @@ def _route_keys(spark, table, client: WriteClient, keyed: DataFrame, view: FileS
     else:
         rows = keyed.withColumn(LOC_P, F.lit(None).cast("string")).withColumn(LOC_F, F.lit(None).cast("string"))
         rows = rows.withColumn(STORED, F.lit(None).cast("string")).filter(~F.col(DEL))
-    rows = rows.persist()
-    cached.append(rows)
-    # metadata only, in one job: rows per located group (LOC_P, LOC_F), inserts per partition (PART)
+    # metadata only, in one job: rows per located group (LOC_P, LOC_F), inserts per partition (PART);
+    # it reads the key columns of the cached key frame, never the payload
     new_part = F.when(F.col(LOC_F).isNull(), F.col(PART)).alias("_al_new_partition")
     counts = stage(lambda: rows.groupBy(LOC_P, LOC_F, new_part).count().collect(), where, "counting")
     located_counts = {(p, f): n for p, f, _, n in counts if f is not None}
@@ -248,9 +248,9 @@ def _route_keys(spark, table, client: WriteClient, keyed: DataFrame, view: FileS
                for g in groups.values() if (g.partition, g.file_id) in located_counts}
     log.info("%s: write routes rows to %d file groups (%d updated, %d inserted into)", where, len(groups),
              len(located), len(groups) - len(located))
-    route_schema = pa.schema(list(arrow_schema_of(rows.schema)) + [pa.field(TARGET, pa.int64())])
-    routed = rows.mapInArrow(partial(route_batches, RouteSpec(located, bins, route_schema)),
-                             from_arrow_schema(route_schema))
+    # the target group from four columns: the payload never goes through Python for it
+    route = arrow_udf(partial(route_targets, RouteSpec(located, bins)), LongType(), ArrowUDFType.SCALAR)
+    routed = rows.withColumn(TARGET, route(PART, KEY, LOC_P, LOC_F))
     return _Routing(groups, routed, inserts, updates, rows.filter(F.col(LOC_F).isNull()).select(PART, KEY))
 
 
@@ -339,7 +339,39 @@ def _key_frame(table, df: DataFrame, operation: str, is_global: bool, where: str
     out_schema = exact_arrow_schema(pa.schema(list(data_schema) + list(work)))
     spec = KeySpec(table.context(), operation, is_global, data_schema, out_schema, where)
     source = df.drop(*[c for c in df.columns if c in META_FIELDS])
+    if is_delete_op or _stored_as_is(incoming, data_schema):
+        return _key_columns(spec, source, incoming, table.keygen), avro
+    # columns the table stores as other types: cast (and checked) by the core, in executors
     return source.mapInArrow(partial(key_batches, spec), from_arrow_schema(out_schema)), avro
+
+
+def _stored_as_is(incoming: pa.Schema, data_schema: pa.Schema) -> bool:
+    """Whether every incoming column already has the type the table stores (no cast to check)."""
+    return all(f.name not in incoming.names or incoming.field(f.name).type.equals(f.type) for f in data_schema)
+
+
+def _key_columns(spec: KeySpec, source: DataFrame, incoming: pa.Schema, keygen) -> DataFrame:
+    """The key frame with the payload left in the JVM: only the key generator's input columns go
+    to Python (an Arrow UDF returning record key and partition path); columns the table has
+    and the data lacks are nulls; the sequence number is Spark's row id (increasing in input
+    order within and across partitions)."""
+    fields = list(keygen.record_key_fields) + list(keygen.partition_fields)
+    inputs = [c for c in dict.fromkeys(f.split(".")[0] for f in fields) if c in incoming.names]
+    keys_type = from_arrow_schema(pa.schema([pa.field(KEY, pa.string()), pa.field(PART, pa.string())]))
+    udf = arrow_udf(partial(key_paths, spec, tuple(inputs)), keys_type, ArrowUDFType.SCALAR)
+    exact = exact_arrow_schema(spec.data_schema)
+    data = [F.col(f.name) if f.name in incoming.names else F.lit(None).cast(from_arrow_schema(
+        pa.schema([exact.field(f.name)]))[0].dataType).alias(f.name) for f in spec.data_schema]
+    if spec.operation == "delete":
+        flag = F.lit(True)
+    elif IS_DELETED in incoming.names:
+        flag = F.coalesce(F.col(IS_DELETED), F.lit(False))
+    else:
+        flag = F.lit(False)
+    keyed = source.select(*data, udf(*inputs).alias("_al_keys"), flag.alias(DEL),
+                          F.monotonically_increasing_id().alias(SEQ))
+    return keyed.select(*spec.data_schema.names, F.col(f"_al_keys.{KEY}").alias(KEY),
+                        F.col(f"_al_keys.{PART}").alias(PART), DEL, SEQ)
 
 
 def _combine(keyed: DataFrame, ordering: str | None, is_global: bool) -> DataFrame:
@@ -394,12 +426,27 @@ def _abandon(table, instant: str) -> None:
 
 
 # -- executor functions (module level: they travel as values) -----------------------------------
+def key_paths(spec: KeySpec, names: tuple[str, ...], *columns: pa.Array) -> pa.StructArray:
+    """Record key and partition path of every row, from the key generator's input columns."""
+    data = pa.Table.from_arrays(list(columns), names=list(names))
+    keys, parts = _keys_and_parts(spec, data)
+    return pa.StructArray.from_arrays([keys, parts], names=[KEY, PART])
+
+
+def _keys_and_parts(spec: KeySpec, data: pa.Table) -> tuple[pa.Array, pa.Array]:
+    keygen = spec.ctx.keygen
+    keys = keygen.record_keys(data)
+    if spec.operation == "delete" and spec.is_global and any(
+            f not in data.column_names for f in keygen.partition_fields):
+        return keys, pa.repeat(pa.scalar("", pa.string()), data.num_rows)
+    return keys, keygen.partition_paths(data)
+
+
 def key_batches(spec: KeySpec, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """Record key, partition path, delete flag and sequence number of every row, with the
     columns conformed to the table schema (the core's key generator and checks)."""
     from pyspark import TaskContext
 
-    keygen = spec.ctx.keygen
     context = TaskContext.get()
     seq_base = (context.partitionId() if context else 0) << 40
     offset = 0
@@ -407,11 +454,7 @@ def key_batches(spec: KeySpec, batches: Iterator[pa.RecordBatch]) -> Iterator[pa
     for batch in batches:
         data = pa.Table.from_batches([batch])
         n = data.num_rows
-        keys = keygen.record_keys(data)
-        if is_delete_op and spec.is_global and any(f not in data.column_names for f in keygen.partition_fields):
-            parts = pa.repeat(pa.scalar("", pa.string()), n)
-        else:
-            parts = keygen.partition_paths(data)
+        keys, parts = _keys_and_parts(spec, data)
         if is_delete_op:
             flags = pa.repeat(pa.scalar(True), n)
         elif IS_DELETED in data.column_names:
@@ -427,32 +470,29 @@ def key_batches(spec: KeySpec, batches: Iterator[pa.RecordBatch]) -> Iterator[pa
         yield from out.cast(spec.out_schema).to_batches()
 
 
-def route_batches(spec: RouteSpec, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+def route_targets(spec: RouteSpec, part: pa.Array, key: pa.Array, loc_p: pa.Array, loc_f: pa.Array) -> pa.Array:
     """The target file group of every row: its location's group, or for an insert the bin its
     key's hash falls in (bins weighted by the rows each group takes)."""
-    for batch in batches:
-        n = batch.num_rows
-        target = np.full(n, -1, dtype=np.int64)
-        loc_p, loc_f = batch.column(LOC_P), batch.column(LOC_F)
-        located = pc.is_valid(loc_f).to_numpy(zero_copy_only=False)
-        if located.any() and spec.located:
-            names = pc.binary_join_element_wise(loc_p, loc_f, "\0")
-            known = pa.array(list(spec.located), pa.string())
-            pos = pc.index_in(names, value_set=known).to_numpy(zero_copy_only=False)
-            ids = np.asarray(list(spec.located.values()), dtype=np.int64)
-            hit = located & ~np.isnan(pos.astype(float))
-            target[hit] = ids[pos[hit].astype(np.int64)]
-        inserts = np.nonzero(~located)[0]
-        if len(inserts):
-            keys = batch.column(KEY).take(pa.array(inserts))
-            parts = batch.column(PART).take(pa.array(inserts)).to_numpy(zero_copy_only=False)
-            u = _unit_hash(java_string_hashes(keys))
-            for p in np.unique(parts):
-                cum, ids = spec.bins[p]
-                sel = parts == p
-                target[inserts[sel]] = ids[np.minimum(np.searchsorted(cum, u[sel], side="right"), len(ids) - 1)]
-        out = pa.Table.from_batches([batch]).append_column(TARGET, pa.array(target))
-        yield from out.cast(spec.out_schema).to_batches()
+    n = len(key)
+    target = np.full(n, -1, dtype=np.int64)
+    located = pc.is_valid(loc_f).to_numpy(zero_copy_only=False)
+    if located.any() and spec.located:
+        names = pc.binary_join_element_wise(loc_p, loc_f, "\0")
+        known = pa.array(list(spec.located), pa.string())
+        pos = pc.index_in(names, value_set=known).to_numpy(zero_copy_only=False)
+        ids = np.asarray(list(spec.located.values()), dtype=np.int64)
+        hit = located & ~np.isnan(pos.astype(float))
+        target[hit] = ids[pos[hit].astype(np.int64)]
+    inserts = np.nonzero(~located)[0]
+    if len(inserts):
+        keys = key.take(pa.array(inserts))
+        parts = part.take(pa.array(inserts)).to_numpy(zero_copy_only=False)
+        u = _unit_hash(java_string_hashes(keys))
+        for p in np.unique(parts):
+            cum, ids = spec.bins[p]
+            sel = parts == p
+            target[inserts[sel]] = ids[np.minimum(np.searchsorted(cum, u[sel], side="right"), len(ids) - 1)]
+    return pa.array(target)
 
 
 def _unit_hash(hashes: np.ndarray) -> np.ndarray:
