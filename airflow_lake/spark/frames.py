@@ -4,6 +4,7 @@ one file group's write, and Spark actions that fail with the core's errors."""
 from __future__ import annotations
 
 import re
+import warnings
 
 from airflow_lake.core.errors import LakeError
 
@@ -35,3 +36,13 @@ def stage(action, where: str, what: str):
             cls = getattr(errors, name, LakeError)
             raise cls(message.strip()) from None
         raise
+
+
+def scalar_arrow_udf(fn, return_type):
+    """`fn` (Arrow arrays in, one array out) as a scalar Arrow UDF: only the columns it is
+    given go to Python. (`fn` may be a partial, which has no type hints to infer the kind from.)"""
+    from pyspark.sql.functions import ArrowUDFType, arrow_udf
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "It is preferred to specify type hints", UserWarning)
+        return arrow_udf(fn, return_type, ArrowUDFType.SCALAR)

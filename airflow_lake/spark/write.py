@@ -2,8 +2,10 @@
 
 Driver | executors:
 - schema, options and the operation checked from the DataFrame's schema (no rows);
-- | key frame: the core's key generator in `mapInArrow` (record key, partition path, delete
-  flag, an explicit sequence number); its values are checked here, before the timeline;
+- | key frame: record key and partition path from the core's key generator, in an Arrow UDF
+  given only its input columns (the payload stays in the JVM; when a column must be cast to
+  the stored type, the core casts and checks the rows in `mapInArrow` instead), a delete
+  flag and a sequence number in input order; its values are checked here, before the timeline;
 - | combine (upsert, delete, insert with `hoodie.combine.before.insert`): a window keeping, per
   key, the largest ordering value, ties to the later row (the sequence number);
 - begin: lock, repair, requested instant, heartbeat (the core's write client);
@@ -13,7 +15,8 @@ Driver | executors:
 - | BUCKET (`bucket.py`): each row's bucket computed in executors, its group the bucket's;
 - route: partition moves (delete at the old location, insert at the new), stale deletes and
   unknown deletes dropped; insert bins per partition from counts (small files first, then new
-  file groups), each insert row placed by a hash of its key, as Java's UpsertPartitioner does;
+  file groups), each insert row placed by a hash of its key, as Java's UpsertPartitioner does
+  (an Arrow UDF on the key and location columns);
 - | execute: rows shuffled by target file group; each group written by the core's
   `merge_file` / `append_log` / `insert_file`, returning its write stat;
 - commit: the stats, the core's conflict checks (keys inserted concurrently found by a join in
@@ -32,7 +35,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
-from pyspark.sql.functions import ArrowUDFType, arrow_udf
 from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import LongType
 
@@ -74,6 +76,7 @@ from .frames import (
     TARGET,
     WORK,
     GroupPlan,
+    scalar_arrow_udf,
     stage,
 )
 from .schema import arrow_schema_of, exact_arrow_schema
@@ -249,7 +252,7 @@ def _route_keys(spark, table, client: WriteClient, keyed: DataFrame, view: FileS
     log.info("%s: write routes rows to %d file groups (%d updated, %d inserted into)", where, len(groups),
              len(located), len(groups) - len(located))
     # the target group from four columns: the payload never goes through Python for it
-    route = arrow_udf(partial(route_targets, RouteSpec(located, bins)), LongType(), ArrowUDFType.SCALAR)
+    route = scalar_arrow_udf(partial(route_targets, RouteSpec(located, bins)), LongType())
     routed = rows.withColumn(TARGET, route(PART, KEY, LOC_P, LOC_F))
     return _Routing(groups, routed, inserts, updates, rows.filter(F.col(LOC_F).isNull()).select(PART, KEY))
 
@@ -358,7 +361,7 @@ def _key_columns(spec: KeySpec, source: DataFrame, incoming: pa.Schema, keygen) 
     fields = list(keygen.record_key_fields) + list(keygen.partition_fields)
     inputs = [c for c in dict.fromkeys(f.split(".")[0] for f in fields) if c in incoming.names]
     keys_type = from_arrow_schema(pa.schema([pa.field(KEY, pa.string()), pa.field(PART, pa.string())]))
-    udf = arrow_udf(partial(key_paths, spec, tuple(inputs)), keys_type, ArrowUDFType.SCALAR)
+    udf = scalar_arrow_udf(partial(key_paths, spec, tuple(inputs)), keys_type)
     exact = exact_arrow_schema(spec.data_schema)
     data = [F.col(f.name) if f.name in incoming.names else F.lit(None).cast(from_arrow_schema(
         pa.schema([exact.field(f.name)]))[0].dataType).alias(f.name) for f in spec.data_schema]

@@ -165,3 +165,40 @@ def test_a_key_inserted_by_a_concurrent_commit_fails_the_write(spark, table_path
     expected = [("a1", 0), ("a2", 0), ("new", 5), ("x0", 5)]
     assert rows(t.read(), ["id", "ts"]) == expected == rows(hudi_read(table_path), ["id", "ts"])
     assert not t.timeline.pending().instants  # the failed write rolled itself back
+
+
+@pytest.mark.parametrize("cast", [False, True], ids=["payload-in-jvm", "cast-in-python"])
+def test_key_frame_with_and_without_casts_agrees_with_the_local_engine(spark, tmp_path, cast):
+    """The key frame leaves the payload in the JVM when every column already has the stored
+    type (a column the batch lacks becomes nulls); otherwise the core casts it in Python. Both
+    give the local engine's rows and counts, including repeated keys and `_hoodie_is_deleted`."""
+    from airflow_lake.core.schema import IS_DELETED
+    from airflow_lake.spark.schema import arrow_schema_of
+    from airflow_lake.spark.write import _stored_as_is
+
+    first = pa.table({"id": [f"k{i}" for i in range(12)], "ts": pa.array([1] * 12, pa.int64()),
+                      "part": ["a", "b", "c"] * 4, "note": [f"n{i}" for i in range(12)],
+                      IS_DELETED: [False] * 12})
+    ts_type = pa.int32() if cast else pa.int64()
+    second = pa.table({"id": ["k0", "k1", "k1", "k5", "new", "new"], "ts": pa.array([2, 3, 4, 2, 1, 7], ts_type),
+                       "part": ["a", "b", "b", "c", "a", "a"], IS_DELETED: [False, False, True, False, False, None]})
+    results = {}
+    for engine in ("local", "spark"):
+        path = str(tmp_path / engine)
+        t = Table.create(path, name="t", table_type="MERGE_ON_READ", record_key="id", precombine_field="ts",
+                         partition_fields="part")
+        counts = []
+        for op, batch in (("insert", first), ("upsert", second)):
+            if engine == "local":
+                res = t.write(batch, operation=op)
+            else:
+                frame = spark.createDataFrame(batch)
+                if op == "upsert":
+                    assert _stored_as_is(arrow_schema_of(frame.schema), t.schema()) is not cast
+                res = write(t, frame, op)
+            counts.append((res.num_inserts, res.num_updates, res.num_deletes, res.num_writes))
+        cols = ["id", "ts", "part", "note"]
+        results[engine] = (counts, rows(t.read(), cols), rows(hudi_read(path), cols))
+    assert results["spark"] == results["local"]
+    assert results["spark"][1] == results["spark"][2]
+    assert ("k1", 4, "b", "n1") not in results["spark"][1] and ("new", 7, "a", None) in results["spark"][1]
