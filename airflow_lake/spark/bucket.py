@@ -5,7 +5,6 @@ with no group yet change nothing."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -13,27 +12,24 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from airflow_lake.core.index.bucket import bucket_ids, bucket_of_file_id, new_bucket_file_id
-from airflow_lake.core.merge import KEY
 from airflow_lake.core.model import FileGroup
 from airflow_lake.core.view import FileSystemView
 from airflow_lake.core.write.logs import SliceRef
 from airflow_lake.core.write.plan import slice_ref
 
-from .frames import BUCKET, DEL, PART, TARGET, GroupPlan
+from .frames import GroupPlan
 
 
 @dataclass(frozen=True)
 class BucketSpec:
     num_buckets: int
     hash_fields: tuple[str, ...]
-    out_schema: pa.Schema
 
 
 @dataclass(frozen=True)
 class BucketRoute:
     groups: dict[str, int]  # "partition\0bucket" -> group id
     new: frozenset[int]  # groups this write creates: deletes routed there are dropped
-    out_schema: pa.Schema
 
 
 @dataclass
@@ -85,25 +81,20 @@ def plan_buckets(view: FileSystemView, counts: list[tuple[str, int, int, int]], 
     return plan
 
 
-# -- executor functions (module level: they travel as values) -----------------------------------
-def bucket_batches(spec: BucketSpec, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+# -- executor functions (module level: they travel as values; Arrow UDFs on a few columns) -------
+def row_buckets(spec: BucketSpec, keys: pa.Array) -> pa.Array:
     """The bucket of every row, from its record key (the core's `bucket_ids`)."""
-    for batch in batches:
-        buckets = bucket_ids(batch.column(KEY), spec.num_buckets, list(spec.hash_fields))
-        out = pa.Table.from_batches([batch]).append_column(BUCKET, pa.array(buckets, pa.int64()))
-        yield from out.cast(spec.out_schema).to_batches()
+    return pa.array(bucket_ids(keys, spec.num_buckets, list(spec.hash_fields)), pa.int64())
 
 
-def bucket_route_batches(spec: BucketRoute, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+def bucket_targets(spec: BucketRoute, part: pa.Array, bucket: pa.Array, delete: pa.Array) -> pa.Array:
     """The target group of every row: its (partition, bucket)'s; -1 for a delete in a new group."""
     known = pa.array(list(spec.groups), pa.string())
     ids = np.asarray(list(spec.groups.values()), dtype=np.int64)
     new = np.asarray(sorted(spec.new), dtype=np.int64)
-    for batch in batches:
-        names = pc.binary_join_element_wise(batch.column(PART), pc.cast(batch.column(BUCKET), pa.string()), "\0")
-        pos = pc.index_in(names, value_set=known).fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
-        target = np.where(pos >= 0, ids[np.maximum(pos, 0)] if len(ids) else -1, -1)
-        drop = np.isin(target, new) & batch.column(DEL).to_numpy(zero_copy_only=False).astype(bool)
-        target[drop] = -1
-        out = pa.Table.from_batches([batch]).append_column(TARGET, pa.array(target, pa.int64()))
-        yield from out.cast(spec.out_schema).to_batches()
+    names = pc.binary_join_element_wise(part, pc.cast(bucket, pa.string()), "\0")
+    pos = pc.index_in(names, value_set=known).fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+    target = np.where(pos >= 0, ids[np.maximum(pos, 0)] if len(ids) else -1, -1)
+    drop = np.isin(target, new) & delete.to_numpy(zero_copy_only=False).astype(bool)
+    target[drop] = -1
+    return pa.array(target, pa.int64())

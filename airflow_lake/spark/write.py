@@ -62,7 +62,7 @@ from airflow_lake.core.write.execute import ExecSpec, execute_group
 from airflow_lake.core.write.plan import Sizing, fill_small_files, new_files, slice_ref
 from airflow_lake.core.write.prepare import OPERATIONS
 
-from .bucket import BucketRoute, BucketSpec, bucket_batches, bucket_route_batches, plan_buckets
+from .bucket import BucketRoute, BucketSpec, bucket_targets, plan_buckets, row_buckets
 from .conflicts import key_clash
 from .engine import SparkEngine
 from .frames import (
@@ -175,7 +175,7 @@ def _run(spark, table, client: WriteClient, keyed: DataFrame, parts: list[str], 
     index_stats: dict[str, int] = {}
     try:
         if index_type == "BUCKET":
-            routing = _route_buckets(client, keyed, view, requested.time, replaced is not None, cached, where)
+            routing = _route_buckets(client, keyed, view, requested.time, replaced is not None, where)
         else:
             routing = _route_keys(spark, table, client, keyed, view, operation, parts, is_global, index_type,
                                   timeline, replaced, cached, index_stats, where)
@@ -258,21 +258,18 @@ def _route_keys(spark, table, client: WriteClient, keyed: DataFrame, view: FileS
 
 
 def _route_buckets(client: WriteClient, keyed: DataFrame, view: FileSystemView, instant: str, overwrite: bool,
-                   cached: list[DataFrame], where: str) -> _Routing:
+                   where: str) -> _Routing:
     """BUCKET: every row to its bucket's group (the core's bucket function, in executors)."""
     table = client.table
-    bucket_schema = pa.schema(list(arrow_schema_of(keyed.schema)) + [pa.field(BUCKET, pa.int64())])
-    spec = BucketSpec(table.option(WriteOptions.BUCKET_NUM), tuple(client.bucket_hash_fields()), bucket_schema)
-    rows = keyed.mapInArrow(partial(bucket_batches, spec), from_arrow_schema(bucket_schema)).persist()
-    cached.append(rows)
+    spec = BucketSpec(table.option(WriteOptions.BUCKET_NUM), tuple(client.bucket_hash_fields()))
+    rows = keyed.withColumn(BUCKET, scalar_arrow_udf(partial(row_buckets, spec), LongType())(KEY))
     counts = stage(lambda: rows.groupBy(PART, BUCKET).agg(
         F.count(F.lit(1)), F.sum(F.when(F.col(DEL), 0).otherwise(1))).collect(), where, "counting")
     plan = plan_buckets(view, [(p, b, n, live) for p, b, n, live in counts], instant=instant,
                         is_mor=table.config.is_mor, overwrite=overwrite)
     log.info("%s: write routes rows to %d bucket file groups (%d new)", where, len(plan.groups), len(plan.new))
-    route_schema = pa.schema(list(bucket_schema) + [pa.field(TARGET, pa.int64())])
-    route = BucketRoute(plan.route, frozenset(plan.new), route_schema)
-    routed = rows.mapInArrow(partial(bucket_route_batches, route), from_arrow_schema(route_schema))
+    route = scalar_arrow_udf(partial(bucket_targets, BucketRoute(plan.route, frozenset(plan.new))), LongType())
+    routed = rows.withColumn(TARGET, route(PART, BUCKET, DEL))
     routed = routed.filter(F.col(TARGET) >= 0)
     new_keys = routed.filter(F.col(TARGET).isin(sorted(plan.new)) & ~F.col(DEL)).select(PART, KEY)
     return _Routing(plan.groups, routed, plan.inserts, plan.updates, new_keys)
