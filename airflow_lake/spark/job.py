@@ -185,6 +185,9 @@ def execute(p: argparse.ArgumentParser, body: Callable[[JobRun], dict[str, Any]]
 def run(p: argparse.ArgumentParser, body: Callable[[JobRun], dict[str, Any]],
         argv: list[str] | None = None) -> NoReturn:
     """The `__main__` of a job: `execute`, print the JSON result as stdout's last line, exit."""
+    from airflow_lake.spark.pythonpath import prefer_installed_pyspark
+
+    prefer_installed_pyspark()  # before pyspark is imported: its compiled copy, not Spark's zip
     setup_logging()
     try:
         result = execute(p, body, argv)

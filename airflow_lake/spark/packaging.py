@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import os
+import py_compile
 import tempfile
 import zipfile
 from pathlib import Path
@@ -39,18 +41,31 @@ def job_path(name: str) -> Path:
     return path
 
 
+def _bytecode(path: Path, name: str, scratch: str) -> bytes:
+    """The `.pyc` of a source file (hash-based, unchecked: a zip's files never change)."""
+    target = os.path.join(scratch, "module.pyc")
+    py_compile.compile(str(path), cfile=target, dfile=name, doraise=True,
+                       invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
+    with open(target, "rb") as f:
+        return f.read()
+
+
 def _sources() -> list[Path]:
     return sorted(p for p in PACKAGE_ROOT.rglob("*.py") if "__pycache__" not in p.parts)
 
 
 def package_zip(cache_dir: str | os.PathLike | None = None) -> Path:
-    """Build (once per content) `airflow_lake-<hash>.zip` holding the package's sources.
+    """Build (once per content) `airflow_lake-<hash>.zip` holding the package's sources, each
+    with its bytecode for this Python (`x.pyc` beside `x.py`: Python imports from a zip
+    without writing bytecode, so each process would compile the package again; a Python of
+    another version ignores these and compiles the sources).
 
-    The name carries a hash of every source file's path and bytes, so an unchanged package
-    is zipped once and a changed one never reuses a stale zip.
+    The name carries a hash of every source file's path and bytes, and of this Python's
+    bytecode version, so an unchanged package is zipped once and a changed one never reuses
+    a stale zip.
     """
     files = _sources()
-    digest = hashlib.sha256()
+    digest = hashlib.sha256(importlib.util.MAGIC_NUMBER)
     for path in files:
         digest.update(str(path.relative_to(PACKAGE_ROOT.parent)).encode())
         digest.update(b"\0")
@@ -61,8 +76,10 @@ def package_zip(cache_dir: str | os.PathLike | None = None) -> Path:
     if target.exists():
         return target
     partial = folder / f".{target.name}.{os.getpid()}"
-    with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as z:
+    with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as z, tempfile.TemporaryDirectory() as scratch:
         for path in files:
-            z.write(path, str(path.relative_to(PACKAGE_ROOT.parent)))
+            name = str(path.relative_to(PACKAGE_ROOT.parent))
+            z.write(path, name)
+            z.writestr(name[:-3] + ".pyc", _bytecode(path, name, scratch))
     os.replace(partial, target)  # atomic: a concurrent builder never sees half a zip
     return target

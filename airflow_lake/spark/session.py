@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import importlib.machinery
 import os
+import shutil
 import sys
 
+from pyspark import SparkConf
 from pyspark.sql import SparkSession
 
 DEFAULT_MASTER = "local[*]"
+# local masters: the executors' Python workers start on the installed, compiled pyspark
+DAEMON_KEY = "spark.python.daemon.module"
+LOCAL_DAEMON = "airflow_lake.spark.daemon"
 SQL_DEFAULTS = {
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     # a write persists its key frame after a shuffle: without this, adaptive execution may not
@@ -33,6 +39,10 @@ def session(app_name: str, conf: dict[str, str] | None = None) -> SparkSession:
     settings = dict(conf or {})
     if "spark.master" not in settings and not _submitted_master():
         settings["spark.master"] = DEFAULT_MASTER
+    submitted = SparkConf()  # what spark-submit was given (empty without it)
+    master = settings.get("spark.master") or submitted.get("spark.master", DEFAULT_MASTER)
+    if DAEMON_KEY not in settings and not submitted.contains(DAEMON_KEY) and _local_daemon_possible(master):
+        settings[DAEMON_KEY] = LOCAL_DAEMON
     for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
@@ -40,6 +50,39 @@ def session(app_name: str, conf: dict[str, str] | None = None) -> SparkSession:
         if spark.conf.get(key, None) is None:
             spark.conf.set(key, value)
     return spark
+
+
+def _local_daemon_possible(master: str) -> bool:
+    """The executors run here, in this Python, which has airflow-lake installed (not only the
+    `--py-files` zip): they can start `LOCAL_DAEMON`."""
+    if not master.startswith("local"):
+        return False
+    python = shutil.which(os.environ.get("PYSPARK_PYTHON") or sys.executable)
+    if python is None or os.path.abspath(python) != os.path.abspath(sys.executable):
+        return False
+    return _installed_module_file(LOCAL_DAEMON) is not None
+
+
+def _installed_module_file(name: str) -> str | None:
+    """The file of module `name` in this Python's installed packages, ignoring zips on the path
+    (`--py-files`: a process Spark starts does not have them at start-up)."""
+    folders = [p for p in sys.path if not p.endswith(".zip")]
+    package = name.split(".")[0]
+    for finder in sys.meta_path:
+        try:
+            if finder is importlib.machinery.PathFinder:
+                spec = finder.find_spec(package, folders)
+            else:
+                spec = finder.find_spec(package, None)  # an editable install's finder
+        except (ImportError, AttributeError, ValueError):
+            continue
+        if spec is not None and spec.submodule_search_locations:
+            for root in spec.submodule_search_locations:
+                path = os.path.join(root, *name.split(".")[1:]) + ".py"
+                if not root.endswith(".zip") and ".zip" + os.sep not in root and os.path.isfile(path):
+                    return path
+            return None
+    return None
 
 
 def _submitted_master() -> bool:

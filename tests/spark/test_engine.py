@@ -51,10 +51,19 @@ def test_package_zip_is_cached_by_content_and_importable(tmp_path):
         names = set(z.namelist())
     assert {"airflow_lake/__init__.py", "airflow_lake/core/table.py", "airflow_lake/spark/engine.py"} <= names
     assert not any("__pycache__" in n for n in names)
-    code = "import airflow_lake.core, sys; print(airflow_lake.core.__file__)"
+    assert {n[:-1] for n in names if n.endswith(".pyc")} == {n for n in names if n.endswith(".py")}
+    code = "import airflow_lake.core, sys; print(airflow_lake.core.__spec__.origin)"
     out = subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(first)},
                          cwd=tmp_path, capture_output=True, text=True, check=True)
-    assert str(first) in out.stdout  # imported from the zip, as an executor would
+    # imported from the zip, as an executor would, from its bytecode (not compiled again)
+    assert out.stdout.strip() == f"{first}/airflow_lake/core/__init__.pyc"
+    with zipfile.ZipFile(first, "a") as z:  # bytecode of another Python version: the source is used
+        z.writestr("airflow_lake/probe.py", "VALUE = 'source'\n")
+        z.writestr("airflow_lake/probe.pyc", b"\0\0\0\0" + bytes(12) + b"not code")
+    code = "import airflow_lake.probe as p; print(p.VALUE, p.__spec__.origin)"
+    out = subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(first)},
+                         cwd=tmp_path, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["source", f"{first}/airflow_lake/probe.py"]
 
 
 def _mor_table(path: str) -> Table:

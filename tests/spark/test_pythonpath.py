@@ -1,0 +1,62 @@
+"""Spark's Python processes start on the installed, compiled pyspark when Spark's own zip is
+the same code (the driver by `prefer_installed_pyspark`, local executors by the daemon module)."""
+
+from __future__ import annotations
+
+import os
+import zipfile
+
+import pyarrow as pa
+
+from airflow_lake.spark.pythonpath import prefer_installed_pyspark
+from airflow_lake.spark.session import LOCAL_DAEMON
+
+
+def _pip_pyspark(site, version: str, zipped_version: str) -> list[str]:
+    """A pip-like pyspark under `site`: its version file and Spark's zips (with `zipped_version`)."""
+    package = site / "pyspark"
+    lib = package / "python" / "lib"
+    lib.mkdir(parents=True)
+    (package / "version.py").write_text(version)
+    (site / "py4j").mkdir()
+    (site / "py4j" / "__init__.py").write_text("")
+    with zipfile.ZipFile(lib / "pyspark.zip", "w") as z:
+        z.writestr("pyspark/version.py", zipped_version)
+    with zipfile.ZipFile(lib / "py4j-0.10.9.9-src.zip", "w") as z:
+        z.writestr("py4j/__init__.py", "")
+    return [str(lib / "pyspark.zip"), str(lib / "py4j-0.10.9.9-src.zip")]
+
+
+def test_spark_zips_move_behind_the_same_installed_pyspark(tmp_path):
+    site = tmp_path / "site-packages"
+    zips = _pip_pyspark(site, '__version__ = "4.3.0"\n', '__version__ = "4.3.0"\n')
+    path = ["/job.zip", *zips, "/usr/lib/python3.11", str(site)]
+    assert prefer_installed_pyspark(path)
+    assert path == ["/job.zip", "/usr/lib/python3.11", str(site), *zips]
+    assert not prefer_installed_pyspark(["/job.zip", *zips])  # site-packages not on the path: unchanged
+
+
+def test_a_pyspark_with_other_files_than_its_zip_keeps_the_zip(tmp_path):
+    site = tmp_path / "site-packages"
+    zips = _pip_pyspark(site, '__version__ = "4.2.0"\n', '__version__ = "4.3.0"\n')  # another version's files
+    path = [*zips, str(site)]
+    assert not prefer_installed_pyspark(path)
+    assert path == [*zips, str(site)]
+    other = ["/opt/spark/python/lib/pyspark.zip", "/opt/spark/python/lib/py4j-0.10.9.9-src.zip", str(site)]
+    assert not prefer_installed_pyspark(other)  # a Spark distribution's zip, not the pip package's
+
+
+def _origin(batches):
+    import pyspark
+
+    for batch in batches:
+        yield pa.RecordBatch.from_pydict({"origin": [pyspark.__file__] * batch.num_rows})
+
+
+def test_local_executors_start_on_the_installed_pyspark(spark):
+    import pyspark
+
+    assert spark.sparkContext.getConf().get("spark.python.daemon.module") == LOCAL_DAEMON
+    origins = {r[0] for r in spark.range(4, numPartitions=2).mapInArrow(_origin, "origin string").collect()}
+    installed = os.path.join(os.path.dirname(pyspark.__file__), "__init__.py")
+    assert origins == {installed}, origins  # not .../python/lib/pyspark.zip/pyspark/__init__.py
