@@ -13,6 +13,7 @@ from pyspark.sql import SparkSession
 DEFAULT_MASTER = "local[*]"
 # local masters: the executors' Python workers start on the installed, compiled pyspark
 DAEMON_KEY = "spark.python.daemon.module"
+PYTHON_KEY = "spark.pyspark.python"  # the executors' Python, before PYSPARK_PYTHON
 LOCAL_DAEMON = "airflow_lake.spark.daemon"
 SQL_DEFAULTS = {
     "spark.sql.execution.arrow.pyspark.enabled": "true",
@@ -41,7 +42,9 @@ def session(app_name: str, conf: dict[str, str] | None = None) -> SparkSession:
         settings["spark.master"] = DEFAULT_MASTER
     submitted = SparkConf()  # what spark-submit was given (empty without it)
     master = settings.get("spark.master") or submitted.get("spark.master", DEFAULT_MASTER)
-    if DAEMON_KEY not in settings and not submitted.contains(DAEMON_KEY) and _local_daemon_possible(master):
+    executor_python = settings.get(PYTHON_KEY) or submitted.get(PYTHON_KEY, None)
+    if DAEMON_KEY not in settings and not submitted.contains(DAEMON_KEY) \
+            and _local_daemon_possible(master, executor_python):
         settings[DAEMON_KEY] = LOCAL_DAEMON
     for key, value in settings.items():
         builder = builder.config(key, value)
@@ -52,12 +55,12 @@ def session(app_name: str, conf: dict[str, str] | None = None) -> SparkSession:
     return spark
 
 
-def _local_daemon_possible(master: str) -> bool:
-    """The executors run here, in this Python, which has airflow-lake installed (not only the
-    `--py-files` zip): they can start `LOCAL_DAEMON`."""
+def _local_daemon_possible(master: str, executor_python: str | None = None) -> bool:
+    """The executors run here, in this Python (`spark.pyspark.python`, else `PYSPARK_PYTHON`),
+    which has airflow-lake installed (not only the `--py-files` zip): they can start `LOCAL_DAEMON`."""
     if not master.startswith("local"):
         return False
-    python = shutil.which(os.environ.get("PYSPARK_PYTHON") or sys.executable)
+    python = shutil.which(executor_python or os.environ.get("PYSPARK_PYTHON") or sys.executable)
     if python is None or os.path.abspath(python) != os.path.abspath(sys.executable):
         return False
     return _installed_module_file(LOCAL_DAEMON) is not None

@@ -60,3 +60,16 @@ def test_local_executors_start_on_the_installed_pyspark(spark):
     origins = {r[0] for r in spark.range(4, numPartitions=2).mapInArrow(_origin, "origin string").collect()}
     installed = os.path.join(os.path.dirname(pyspark.__file__), "__init__.py")
     assert origins == {installed}, origins  # not .../python/lib/pyspark.zip/pyspark/__init__.py
+
+
+def test_the_daemon_module_only_where_the_executors_run_this_python(monkeypatch):
+    import sys
+
+    from airflow_lake.spark.session import _local_daemon_possible
+
+    monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)
+    assert _local_daemon_possible("local[2]")
+    assert not _local_daemon_possible("spark://127.0.0.1:7077")  # executors elsewhere
+    assert not _local_daemon_possible("local[2]", "/usr/bin/python3-other")  # spark.pyspark.python
+    monkeypatch.setenv("PYSPARK_PYTHON", "/usr/bin/python3-other")
+    assert not _local_daemon_possible("local[*]")
