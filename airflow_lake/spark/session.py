@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.machinery
 import os
 import shutil
+import site
 import sys
 
 from pyspark import SparkConf
@@ -67,9 +68,12 @@ def _local_daemon_possible(master: str, executor_python: str | None = None) -> b
 
 
 def _installed_module_file(name: str) -> str | None:
-    """The file of module `name` in this Python's installed packages, ignoring zips on the path
-    (`--py-files`: a process Spark starts does not have them at start-up)."""
-    folders = [p for p in sys.path if not p.endswith(".zip")]
+    """The file of module `name` in this Python's installed packages: its site-packages, an
+    editable install's finder, or a `PYTHONPATH` folder (what a process Spark starts here has;
+    not the `--py-files` zips, nor the job script's folder)."""
+    candidates = [*site.getsitepackages(), site.getusersitepackages(),
+                  *os.environ.get("PYTHONPATH", "").split(os.pathsep)]
+    folders = [p for p in candidates if p and os.path.isabs(p) and not p.endswith(".zip")]
     package = name.split(".")[0]
     for finder in sys.meta_path:
         try:

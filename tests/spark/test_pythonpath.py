@@ -73,3 +73,18 @@ def test_the_daemon_module_only_where_the_executors_run_this_python(monkeypatch)
     assert not _local_daemon_possible("local[2]", "/usr/bin/python3-other")  # spark.pyspark.python
     monkeypatch.setenv("PYSPARK_PYTHON", "/usr/bin/python3-other")
     assert not _local_daemon_possible("local[*]")
+
+
+def test_an_installed_module_is_found_outside_the_zips_and_the_script_folder(tmp_path, monkeypatch):
+
+    from airflow_lake.spark.session import LOCAL_DAEMON, _installed_module_file
+
+    assert _installed_module_file(LOCAL_DAEMON).endswith(os.path.join("airflow_lake", "spark", "daemon.py"))
+    fake = tmp_path / "script" / "somepkg"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("")
+    (fake / "mod.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path / "script"))  # the job script's folder: not the workers'
+    assert _installed_module_file("somepkg.mod") is None
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "script"))  # inherited by local workers
+    assert _installed_module_file("somepkg.mod") == str(fake / "mod.py")
