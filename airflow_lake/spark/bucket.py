@@ -17,7 +17,7 @@ from airflow_lake.core.view import FileSystemView
 from airflow_lake.core.write.logs import SliceRef
 from airflow_lake.core.write.plan import slice_ref
 
-from .frames import GroupPlan
+from .frames import GroupPlan, group_ids
 
 
 @dataclass(frozen=True)
@@ -89,12 +89,8 @@ def row_buckets(spec: BucketSpec, keys: pa.Array) -> pa.Array:
 
 def bucket_targets(spec: BucketRoute, part: pa.Array, bucket: pa.Array, delete: pa.Array) -> pa.Array:
     """The target group of every row: its (partition, bucket)'s; -1 for a delete in a new group."""
-    known = pa.array(list(spec.groups), pa.string())
-    ids = np.asarray(list(spec.groups.values()), dtype=np.int64)
+    target = group_ids(pc.binary_join_element_wise(part, pc.cast(bucket, pa.string()), "\0"), spec.groups)
     new = np.asarray(sorted(spec.new), dtype=np.int64)
-    names = pc.binary_join_element_wise(part, pc.cast(bucket, pa.string()), "\0")
-    pos = pc.index_in(names, value_set=known).fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
-    target = np.where(pos >= 0, ids[np.maximum(pos, 0)] if len(ids) else -1, -1)
     drop = np.isin(target, new) & delete.to_numpy(zero_copy_only=False).astype(bool)
     target[drop] = -1
     return pa.array(target, pa.int64())

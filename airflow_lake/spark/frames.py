@@ -6,6 +6,10 @@ from __future__ import annotations
 import re
 import warnings
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from airflow_lake.core.errors import LakeError
 
 # the core's work columns and group plan, for the Spark stages
@@ -46,3 +50,12 @@ def scalar_arrow_udf(fn, return_type):
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", "It is preferred to specify type hints", UserWarning)
         return arrow_udf(fn, return_type, ArrowUDFType.SCALAR)
+
+
+def group_ids(names: pa.Array, groups: dict[str, int]) -> np.ndarray:
+    """The group id of each name (`groups`: name -> id); -1 where the name is null or unknown."""
+    if not groups:
+        return np.full(len(names), -1, dtype=np.int64)
+    ids = np.append(np.asarray(list(groups.values()), dtype=np.int64), -1)
+    pos = pc.index_in(names, value_set=pa.array(list(groups), pa.string())).fill_null(-1)
+    return ids[pos.to_numpy(zero_copy_only=False).astype(np.int64)]

@@ -7,7 +7,7 @@ When the zip is the pip-installed pyspark's own (`<site-packages>/pyspark/python
 same `version.py`) and that site-packages folder is on the path, the installed package is the
 same code with compiled bytecode: `prefer_installed_pyspark` moves the zips behind it. A
 pyspark whose files were replaced by another version's (pyspark-client's trap, see
-docs/spark.md) has another `version.py` and keeps the zip. Imports no pyspark: it runs before
+docs/quickstart.md) has another `version.py` and keeps the zip. Imports no pyspark: it runs before
 pyspark is imported.
 """
 

@@ -76,6 +76,7 @@ from .frames import (
     TARGET,
     WORK,
     GroupPlan,
+    group_ids,
     scalar_arrow_udf,
     stage,
 )
@@ -359,9 +360,9 @@ def _key_columns(spec: KeySpec, source: DataFrame, incoming: pa.Schema, keygen) 
     inputs = [c for c in dict.fromkeys(f.split(".")[0] for f in fields) if c in incoming.names]
     keys_type = from_arrow_schema(pa.schema([pa.field(KEY, pa.string()), pa.field(PART, pa.string())]))
     udf = scalar_arrow_udf(partial(key_paths, spec, tuple(inputs)), keys_type)
-    exact = exact_arrow_schema(spec.data_schema)
-    data = [F.col(f.name) if f.name in incoming.names else F.lit(None).cast(from_arrow_schema(
-        pa.schema([exact.field(f.name)]))[0].dataType).alias(f.name) for f in spec.data_schema]
+    types = from_arrow_schema(spec.data_schema)
+    data = [F.col(f.name) if f.name in incoming.names else F.lit(None).cast(types[f.name].dataType).alias(f.name)
+            for f in spec.data_schema]
     if spec.operation == "delete":
         flag = F.lit(True)
     elif IS_DELETED in incoming.names:
@@ -473,16 +474,8 @@ def key_batches(spec: KeySpec, batches: Iterator[pa.RecordBatch]) -> Iterator[pa
 def route_targets(spec: RouteSpec, part: pa.Array, key: pa.Array, loc_p: pa.Array, loc_f: pa.Array) -> pa.Array:
     """The target file group of every row: its location's group, or for an insert the bin its
     key's hash falls in (bins weighted by the rows each group takes)."""
-    n = len(key)
-    target = np.full(n, -1, dtype=np.int64)
+    target = group_ids(pc.binary_join_element_wise(loc_p, loc_f, "\0"), spec.located)  # -1: not located
     located = pc.is_valid(loc_f).to_numpy(zero_copy_only=False)
-    if located.any() and spec.located:
-        names = pc.binary_join_element_wise(loc_p, loc_f, "\0")
-        known = pa.array(list(spec.located), pa.string())
-        pos = pc.index_in(names, value_set=known).to_numpy(zero_copy_only=False)
-        ids = np.asarray(list(spec.located.values()), dtype=np.int64)
-        hit = located & ~np.isnan(pos.astype(float))
-        target[hit] = ids[pos[hit].astype(np.int64)]
     inserts = np.nonzero(~located)[0]
     if len(inserts):
         keys = key.take(pa.array(inserts))

@@ -202,3 +202,11 @@ def test_key_frame_with_and_without_casts_agrees_with_the_local_engine(spark, tm
     assert results["spark"] == results["local"]
     assert results["spark"][1] == results["spark"][2]
     assert ("k1", 4, "b", "n1") not in results["spark"][1] and ("new", 7, "a", None) in results["spark"][1]
+
+
+def test_group_ids_of_names_known_unknown_and_null():
+    from airflow_lake.spark.frames import group_ids
+
+    names = pa.array(["a\0f1", None, "b\0f2", "c\0f9", "a\0f1"])
+    assert group_ids(names, {"a\0f1": 3, "b\0f2": 0}).tolist() == [3, -1, 0, -1, 3]
+    assert group_ids(names, {}).tolist() == [-1] * 5
