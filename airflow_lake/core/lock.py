@@ -1,8 +1,8 @@
 """The table lock: `.hoodie/lock` taken by create-if-absent, with owner and expiry.
 
 Same file and semantics as Hudi's FileSystemBasedLockProvider, so Java writers configured
-with it exclude us. Other providers implement `LockProvider` and are named by
-`hoodie.write.lock.provider` (`table_lock`).
+with it exclude us. Other providers implement `LockProvider` and are named by the writer's
+`hoodie.write.lock.provider` option (`table_lock`); a table file never names code we import.
 
 The file lock is only as good as the store's create-if-absent: atomic locally and on S3
 (conditional PUT), a check then a PUT elsewhere. There, several writers
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import logging
 import os
 import socket
 import threading
@@ -22,7 +23,7 @@ import uuid
 from typing import Any, Protocol
 
 from . import objectstore
-from .errors import InvalidOptionError, LockError
+from .errors import InvalidOptionError, LakeError, LockError
 from .storage import Storage
 
 LOCK_PATH = ".hoodie/lock"
@@ -33,12 +34,15 @@ MULTI_WRITER = "OPTIMISTIC_CONCURRENCY_CONTROL"
 CONCURRENCY_MODES = (SINGLE_WRITER, MULTI_WRITER)
 FILE_SYSTEM_PROVIDER = "org.apache.hudi.client.transaction.lock.FileSystemBasedLockProvider"
 IN_PROCESS_PROVIDER = "org.apache.hudi.client.transaction.lock.InProcessLockProvider"
+BUILT_IN_PROVIDERS = (FILE_SYSTEM_PROVIDER, IN_PROCESS_PROVIDER)
+PROVIDER_KEY = "hoodie.write.lock.provider"
+log = logging.getLogger(__name__)
 
 
 class LockProvider(Protocol):
-    """A table lock. A class named by `hoodie.write.lock.provider` as `package.module:Class`
-    (or `package.module.Class`) is called as `Class(storage, options)` for each operation
-    and must be re-entrant within it (acquire/release nest) and a context manager."""
+    """A table lock. A class named by the writer's `hoodie.write.lock.provider` option as
+    `package.module:Class` (or `package.module.Class`) is called as `Class(storage, options)`
+    for each operation and must be re-entrant within it (acquire/release nest)."""
 
     def acquire(self) -> None: ...
     def release(self) -> None: ...
@@ -125,6 +129,21 @@ class InProcessLock:
         self.release()
 
 
+def lock_provider_name(uri: str, options: dict[str, Any], props: dict[str, str]) -> str:
+    """The lock provider of a write: the writer's `hoodie.write.lock.provider` option; one in
+    `hoodie.properties` (a file anyone who can write the table can change) only if it is a
+    built-in name, never a class to import."""
+    given = str(options.get(PROVIDER_KEY) or "").strip()
+    if given:
+        return given
+    stored = str(props.get(PROVIDER_KEY) or "").strip()
+    if stored and stored not in BUILT_IN_PROVIDERS:
+        log.warning("table %s: ignoring %s=%r from hoodie.properties: a lock class is taken from the writer's "
+                    "options only", uri, PROVIDER_KEY, stored)
+        return ""
+    return stored
+
+
 def table_lock(storage: Storage, options: dict[str, Any], *, mode: str, provider: str,
                expire_ms: int, wait_ms: int) -> LockProvider:
     """The lock of one operation: the provider `hoodie.write.lock.provider` names (default the
@@ -147,15 +166,62 @@ def table_lock(storage: Storage, options: dict[str, Any], *, mode: str, provider
         return FileSystemLock(storage, expire_ms=expire_ms, wait_ms=wait_ms)
     if provider == IN_PROCESS_PROVIDER:
         return InProcessLock(storage, options)
+    return _provider_class(storage.uri, provider)(storage, options)
+
+
+def _provider_class(uri: str, provider: str):
+    """A constructor of the caller's lock class `package.module:Class` whose every failure
+    (import, construction, acquire, release) is a one-line `LakeError`."""
     module, sep, name = provider.partition(":") if ":" in provider else provider.rpartition(".")
     if not sep or not module or not name or provider.startswith("org.apache."):
-        raise InvalidOptionError(f"table {storage.uri}: hoodie.write.lock.provider={provider!r}: airflow-lake "
+        raise InvalidOptionError(f"table {uri}: hoodie.write.lock.provider={provider!r}: airflow-lake "
                                  f"implements {FILE_SYSTEM_PROVIDER}, {IN_PROCESS_PROVIDER} and Python classes "
                                  "named 'package.module:Class'")
     try:
         cls = getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError) as e:
-        raise InvalidOptionError(f"table {storage.uri}: hoodie.write.lock.provider={provider!r} cannot be "
-                                 f"imported: {e}") from e
-    return cls(storage, options)
+    except Exception as e:  # noqa: BLE001 - whatever the module does, one line naming it
+        raise InvalidOptionError(f"table {uri}: hoodie.write.lock.provider={provider!r} cannot be "
+                                 f"imported: {type(e).__name__}: {_one_line(e)}") from None
+    if not isinstance(cls, type):
+        raise InvalidOptionError(f"table {uri}: hoodie.write.lock.provider={provider!r} names a "
+                                 f"{type(cls).__name__}, not a class")
 
+    def make(storage: Storage, options: dict[str, Any]) -> GuardedLock:
+        return GuardedLock(uri, provider, _guarded(uri, provider, "construction", cls, storage, options))
+
+    return make
+
+
+def _one_line(e: BaseException) -> str:
+    return " ".join(str(e).split())[:500]
+
+
+def _guarded(uri: str, provider: str, what: str, fn, *args):
+    try:
+        return fn(*args)
+    except LakeError:
+        raise
+    except Exception as e:  # noqa: BLE001 - a caller's lock class fails in one line naming it
+        raise LockError(f"table {uri}: lock provider {provider}: {what} failed: "
+                        f"{type(e).__name__}: {_one_line(e)}") from None
+
+
+class GuardedLock:
+    """A caller's lock provider instance: acquire and release nest as the protocol says, and
+    every failure of the class is a one-line `LockError` naming the table and the provider."""
+
+    def __init__(self, uri: str, name: str, provider: Any):
+        self.uri, self.name, self.provider = uri, name, provider
+
+    def acquire(self) -> None:
+        _guarded(self.uri, self.name, "acquire", getattr(self.provider, "acquire", None))
+
+    def release(self) -> None:
+        _guarded(self.uri, self.name, "release", getattr(self.provider, "release", None))
+
+    def __enter__(self) -> GuardedLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()

@@ -39,7 +39,7 @@ from .errors import (
 )
 from .keygen_timestamp import INPUT_TIMEZONE, OUTPUT_TIMEZONE, TIMEZONE, setting
 from .keys import KEYGEN_CLASSES, WRITE_PARTITION_FIELD, KeyGenerator, declared_keygen, split_typed_fields
-from .lock import LockProvider, table_lock
+from .lock import LockProvider, lock_provider_name, table_lock
 from .paths import Deleter
 from .read import Reader
 from .schema import NAME_RULE, from_avro, is_avro_name
@@ -340,7 +340,7 @@ class Table:
     def lock(self) -> LockProvider:
         """The table lock of one operation (`hoodie.write.lock.provider`, default `.hoodie/lock`)."""
         return table_lock(self.storage, self.options, mode=self.option(WriteOptions.CONCURRENCY_MODE),
-                          provider=self.option(WriteOptions.LOCK_PROVIDER),
+                          provider=lock_provider_name(self.storage.uri, self.options, self.config.props),
                           expire_ms=int(self.option(WriteOptions.LOCK_EXPIRE_MINUTES) * 60_000),
                           wait_ms=self.option(WriteOptions.LOCK_WAIT_MS))
 

@@ -51,7 +51,7 @@ def test_gcs_options_and_a_store_without_atomic_create():
                                  "lock.InProcessLockProvider", **kw), InProcessLock)
     custom = table_lock(storage, {"a": 1}, mode=MULTI_WRITER,
                         provider="tests.core.test_object_store_options:CountingLock", **kw)
-    assert isinstance(custom, CountingLock) and custom.options == {"a": 1}
+    assert isinstance(custom.provider, CountingLock) and custom.provider.options == {"a": 1}
     with pytest.raises(InvalidOptionError, match="ZookeeperBasedLockProvider"):
         table_lock(storage, {}, mode=MULTI_WRITER,
                    provider="org.apache.hudi.client.transaction.lock.ZookeeperBasedLockProvider", **kw)
