@@ -17,6 +17,7 @@ import time
 import pyarrow as pa
 
 from airflow_lake.core import Table
+from airflow_lake.core.write.heartbeat import is_expired
 from tests.conftest import hudi_read, rows
 from tests.core.test_compaction import mor
 from tests.spark.test_jobs import last_json, spark_submit
@@ -25,10 +26,27 @@ from tests.spark.test_upsert_job import landing
 COLS = ["id", "ts", "part", "v", "_hoodie_commit_time"]
 DATA = ["id", "ts", "part", "v"]
 TIMELINE = r"^\.hoodie/[0-9]+"  # an instant file (the token index under .hoodie/.aux has the same names)
-# a dead driver's heartbeat (2 s) and lock (6 s) have expired when the next attempt starts; a
-# live one's survive a loaded machine
-FAST = ["--option", "hoodie.client.heartbeat.interval_in_ms=2000",
+# a live driver's heartbeat (2 s beats, expired after 2 missed) and lock (6 s) survive a loaded
+# machine; a killed one's are waited out before the next attempt (`wait_for_expiry`)
+HEARTBEAT_MS, MISSES = 2000, 2
+FAST = ["--option", f"hoodie.client.heartbeat.interval_in_ms={HEARTBEAT_MS}",
         "--option", "hoodie.write.lock.filesystem.expire=0.1"]
+
+
+def wait_for_expiry(table_path: str, limit_s: float = 60.0) -> None:
+    """Wait until every heartbeat under `.hoodie/.heartbeat` has expired, as the next attempt
+    judges it: a re-submission that starts within a killed attempt's expiry is rightly refused
+    ("being executed by another task"), and on a quiet machine spark-submit starts that fast."""
+    storage = Table.open(table_path).storage
+    folder = os.path.join(table_path, ".hoodie", ".heartbeat")
+    deadline = time.monotonic() + limit_s
+    while True:
+        live = [i for i in (os.listdir(folder) if os.path.isdir(folder) else [])
+                if not is_expired(storage, i, HEARTBEAT_MS, MISSES)]
+        if not live:
+            return
+        assert time.monotonic() < deadline, f"heartbeats {live} still live {limit_s} s after the kill"
+        time.sleep(0.2)
 
 
 def killed(table_path: str, job: str, args: list[str], at: str, files: int = 0) -> str:
@@ -44,6 +62,7 @@ def killed(table_path: str, job: str, args: list[str], at: str, files: int = 0) 
     assert "PROBE KILL" in text, text[-3000:]  # died by the probe's SIGKILL, not of something else
     line = next(x for x in text.splitlines() if x.startswith("PROBE KILL"))
     print(f"{job}: {line}; spark-submit ran {time.monotonic() - start:.0f} s")
+    wait_for_expiry(table_path)
     return line
 
 
