@@ -111,7 +111,10 @@ class _FooterCache:
             metadata = pq.read_metadata(f)
         kv = metadata.metadata or {}
         bloom = kv.get(BLOOM_KEY.encode()) or kv.get(BLOOM_KEY_LEGACY.encode())  # kept as bytes: large
-        found = {"metadata": metadata, "names": set(metadata.schema.names), "bloom_text": bloom,
+        # top-level field names: parquet's leaf names (`element`, `key`, a struct's fields)
+        # would drop every list, map and struct column from a projection
+        names = set(metadata.schema.to_arrow_schema().names)
+        found = {"metadata": metadata, "names": names, "bloom_text": bloom,
                  "footer": {k.decode(): v.decode() for k, v in kv.items() if v is not bloom}}
         with self._lock:
             self._entries[key] = found

@@ -258,11 +258,41 @@ def data_block_bytes(instant: str, avro_schema_with_meta: dict, table: pa.Table,
                      compression: str = "snappy") -> bytes:
     header = {HeaderKey.INSTANT_TIME: instant, HeaderKey.SCHEMA: schema_text(avro_schema_with_meta)}
     if fmt == "avro":
-        return avro_block_bytes({HeaderKey.INSTANT_TIME: instant}, avro_schema_with_meta, table.to_pylist())
+        return avro_block_bytes({HeaderKey.INSTANT_TIME: instant}, avro_schema_with_meta, _avro_records(table))
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink, compression=compression,
                    use_dictionary=["_hoodie_commit_time", "_hoodie_partition_path", "_hoodie_file_name"])
     return encode_block(BlockType.PARQUET_DATA, header, sink.getvalue().to_pybytes())
+
+
+def _avro_records(table: pa.Table) -> list[dict]:
+    """The rows as Avro datums: Arrow maps (lists of pairs in Python) become dicts."""
+    records = table.to_pylist()
+    mapped = [f for f in table.schema if _has_map(f.type)]
+    for record in records:
+        for f in mapped:
+            record[f.name] = _avro_datum(record[f.name], f.type)
+    return records
+
+
+def _has_map(t: pa.DataType) -> bool:
+    if pa.types.is_map(t):
+        return True
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return _has_map(t.value_type)
+    return pa.types.is_struct(t) and any(_has_map(f.type) for f in t)
+
+
+def _avro_datum(value, t: pa.DataType):
+    if value is None:
+        return None
+    if pa.types.is_map(t):
+        return {k: _avro_datum(v, t.item_type) for k, v in value}
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return [_avro_datum(v, t.value_type) for v in value]
+    if pa.types.is_struct(t):
+        return {f.name: _avro_datum(value[f.name], f.type) for f in t}
+    return value
 
 
 def delete_block_bytes(instant: str, avro_schema_with_meta: dict, keys: list[str], partitions: list[str],
