@@ -163,7 +163,7 @@ class LakeHook(BaseHook):
         say which instants the job makes (`find_result`). `submit`: `spark_submit_hook` keywords."""
         if token:
             done = self.await_attempt(table_path, token, actions=actions, pending_done=pending_done,
-                                      timeout=wait_timeout)
+                                      timeout=wait_timeout, table_options=submit.get("table_options"))
             if done is not None:
                 self.log.info("table %s: run token %s already committed %s: not resubmitting", table_path, token,
                               done["instant"])
@@ -210,12 +210,13 @@ class LakeHook(BaseHook):
         return None if instant is None else self._summary(timeline, instant)
 
     def await_attempt(self, table_path: str, token: str, *, actions: Collection[str] | None = None,
-                      pending_done: bool = False, timeout: float | None = None,
-                      poll: float = 5.0) -> dict[str, Any] | None:
+                      pending_done: bool = False, timeout: float | None = None, poll: float = 5.0,
+                      table_options: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
         """The done result of `token` (`find_result`); while an attempt with `token` is still
         pending and its heartbeat alive (a previous try's job still running), wait for it to
         complete or die. None when nothing is done: the caller submits (the job rolls back a
-        dead attempt under the table lock)."""
+        dead attempt under the table lock). `table_options`: the job's, over the connection's
+        (they say the heartbeat interval)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         if not self.storage(table_path).exists(".hoodie"):
             return None  # no table yet (the job may create it): nothing was done
@@ -223,7 +224,7 @@ class LakeHook(BaseHook):
             done = self.find_result(table_path, token, actions=actions, pending_done=pending_done)
             if done is not None:
                 return {**done, "already_done": True}
-            alive = self.live_attempt(table_path, token, actions=actions)
+            alive = self.live_attempt(table_path, token, actions=actions, table_options=table_options)
             if alive is None:
                 return None
             if deadline is not None and time.monotonic() > deadline:
@@ -232,13 +233,15 @@ class LakeHook(BaseHook):
             self.log.info("table %s: instant %s of run token %s is still running: waiting", table_path, alive, token)
             time.sleep(poll)
 
-    def live_attempt(self, table_path: str, token: str, *, actions: Collection[str] | None = None) -> str | None:
-        """The pending instant started with `token` whose heartbeat is alive, if any."""
+    def live_attempt(self, table_path: str, token: str, *, actions: Collection[str] | None = None,
+                     table_options: Mapping[str, Any] | None = None) -> str | None:
+        """The pending instant started with `token` whose heartbeat is alive, if any, by the
+        heartbeat settings the job runs with: the connection's table options, then `table_options`."""
         timeline = self.get_timeline(table_path)
         instant = timeline.find_token(token, pending=True, actions=actions)
         if instant is None or instant.is_completed:
             return None
-        table = self.get_table(table_path)
+        table = self.get_table(table_path, dict(table_options or {}))
         interval = table.option(WriteOptions.HEARTBEAT_INTERVAL_MS)
         misses = table.option(WriteOptions.HEARTBEAT_TOLERABLE_MISSES)
         if not timeline.storage.exists(f".hoodie/.heartbeat/{instant.time}"):

@@ -166,7 +166,8 @@ class LakeJobOperator(ResumableJobMixin, BaseOperator):
         `{"spark": id}` for a cluster-mode driver the Spark provider tracks, else (client mode,
         the job already finished) `{"token", "result"}`."""
         hook = self.hook
-        done = hook.await_attempt(self.table_path, self._token, timeout=self.wait_timeout, **self._lookup())
+        done = hook.await_attempt(self.table_path, self._token, timeout=self.wait_timeout,
+                                  table_options=self.table_options, **self._lookup())
         if done is not None:
             self.log.info("table %s: run token %s already has %s %s: not resubmitting", self.table_path,
                           self._token, done.get("action"), done["instant"])
@@ -189,7 +190,8 @@ class LakeJobOperator(ResumableJobMixin, BaseOperator):
         found = self.hook.find_result(self.table_path, self._token, **self._lookup())
         if found is not None and found["instant"] == stored["instant"]:
             return "lake:SUCCEEDED"
-        if self.hook.live_attempt(self.table_path, self._token, actions=self.result_actions):
+        if self.hook.live_attempt(self.table_path, self._token, actions=self.result_actions,
+                                  table_options=self.table_options):
             return "lake:RUNNING"
         return "lake:FAILED"  # rolled back or restored away since: run again
 
@@ -211,7 +213,8 @@ class LakeJobOperator(ResumableJobMixin, BaseOperator):
         if "spark" in external_id:
             self._spark_operator(self.spark_submit_hook()).poll_until_complete(external_id["spark"], context)
             return
-        done = self.hook.await_attempt(self.table_path, self._token, timeout=self.wait_timeout, **self._lookup())
+        done = self.hook.await_attempt(self.table_path, self._token, timeout=self.wait_timeout,
+                                       table_options=self.table_options, **self._lookup())
         if done is None:
             raise LakeJobError(f"{self.job}: table {self.table_path}: the attempt of run token {self._token} "
                                "stopped without completing; the next try submits it again")
