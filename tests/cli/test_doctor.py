@@ -130,3 +130,22 @@ def test_archival_due_and_held_by_a_pending_plan(tmp_path):
     assert archival["message"] == (f"31 active commits, 11 of the 11 due for archival are held by: deltacommit {first} "
                                    "is needed by compaction scheduling")
     assert archival["advice"] == f"run the plan: airflow-lake compaction run {path} --instant {plan}"
+
+
+def test_after_a_restore_the_retained_bound_is_an_instant_that_exists(trips):
+    """The docs' session: compact, savepoint, write, clean keeping one commit (it retains from
+    that write), restore the savepoint (the write is undone): `doctor` and `timeline` name the
+    bound that holds, the savepoint's commit, not the removed write."""
+    path = trips.storage.uri
+    compaction = trips.run_compaction(trips.schedule_compaction(max_delta_commits=1)).instant
+    trips.savepoint(compaction)
+    write = trips.write(pa.table({"uuid": ["t1"], "ts": [5], "rider": ["Z"], "fare": [1.0],
+                                  "city": ["san_francisco"]})).instant
+    assert trips.clean(retained=1).earliest_instant_to_retain == write
+    assert f"retains from {write}" in " ".join(f["message"] for f in by_check(invoke_json("doctor", path))["cleaning"])
+    trips.restore(compaction)
+    found = by_check(invoke_json("doctor", path))
+    cleaning = " ".join(f["message"] for f in found["cleaning"])
+    assert f"the latest clean retains from {compaction}" in cleaning and write not in cleaning
+    assert f"the latest clean retains commits from {compaction}" in found["archival"][0]["message"]
+    assert invoke_json("timeline", path)["clean_retains_from"] == compaction

@@ -134,13 +134,21 @@ class Timeline:
         return CommitMetadata.from_bytes(self.read_details(instant), f"{self.storage.uri}/{META}/{instant.file_name}")
 
     def latest_clean_bound(self) -> str | None:
-        """`earliestCommitToRetain` of the latest completed clean, if any: queries before it
-        may miss file versions the cleaner removed."""
+        """The earliest instant queries may read as of since the latest completed clean (None
+        without one): its `earliestCommitToRetain`, or, once a restore or rollback has removed
+        that instant, the latest completed commit before it (a cleaner keeps, in every file
+        group, the newest slice older than its bound: what a read at that commit sees), else
+        the first completed commit after it."""
         cleans = self.actions(CLEAN).completed().instants
         if not cleans:
             return None
         meta = read_avro(self.read_details(cleans[-1])) or {}
-        return meta.get("earliestCommitToRetain") or None
+        bound = meta.get("earliestCommitToRetain") or None
+        if bound is None or self.contains(bound):
+            return bound
+        commits = self.commits().completed()
+        held = commits.before(bound).last or commits.after(bound).first
+        return held.time if held is not None else None
 
     def find_by_metadata(self, key: str, value: str) -> Instant | None:
         """The newest completed instant whose extraMetadata[key] == value, if any.
