@@ -33,7 +33,7 @@ from .model import FileGroup, LogFile
 from .schema import META_FIELDS, META_SCHEMA, conform, from_avro
 from .timeline.active import ActiveTimeline
 from .timeline.archived import archive_files
-from .timeline.instant import check_instant_time
+from .timeline.instant import SAVEPOINT, check_instant_time
 from .view import FileSystemView
 
 log = logging.getLogger(__name__)
@@ -279,7 +279,8 @@ class Reader:
         timeline = self.timeline
         if as_of is not None:
             check_instant_time(as_of)
-            self._check_retained(timeline, as_of, "time travel to")
+            if not timeline.actions(SAVEPOINT).completed().contains(as_of):  # a savepoint keeps its files
+                self._check_retained(timeline, as_of, "time travel to")
         view = FileSystemView(self.storage, timeline, as_of)
         groups = self._prune(view, view.file_groups(), filters)
         return self._plan(view, groups, columns, filters, query_type == "read_optimized"), timeline

@@ -1,0 +1,80 @@
+"""Time travel to a savepoint after a clean and after a restore, and the clean bound a restore
+leaves (issue 23, items 7 and 20), judged by hudi-rs."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from airflow_lake.core.errors import LakeError
+from airflow_lake.core.table import Table
+from tests.conftest import hudi_read, rows
+
+COLS = ["id", "v", "p"]
+FIRST = pa.table({"id": [1, 2, 3], "ts": [1, 1, 1], "v": ["a", "b", "c"], "p": ["x", "x", "y"]})
+
+
+def update(i: int) -> pa.Table:
+    return pa.table({"id": [1, 10 + i], "ts": [2 + i, 1], "v": [f"u{i}", f"n{i}"], "p": ["x", "y"]})
+
+
+def cleaned_after_savepoint(path: str, table_type: str) -> tuple[Table, str, list[str]]:
+    """Savepoint the first commit, update three times (MOR: then compact and update again), and
+    clean keeping one commit: the savepointed file versions are the only old ones left."""
+    table = Table.create(path, name="sp", table_type=table_type, record_key="id", precombine_field="ts",
+                         partition_fields="p")
+    c1 = table.write(FIRST).instant
+    table.savepoint(c1)
+    later = [table.write(update(i)).instant for i in range(3)]
+    if table_type == "MERGE_ON_READ":
+        later.append(table.run_compaction(table.schedule_compaction(max_delta_commits=1)).instant)
+        later.append(table.write(update(3)).instant)
+    assert table.clean(retained=1).total_files > 0
+    return table, c1, later
+
+
+def as_of(path: str, instant: str) -> list[tuple]:
+    return rows(hudi_read(path, **{"hoodie.read.as.of.timestamp": instant}), COLS)
+
+
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_time_travel_to_a_savepoint_after_a_clean(table_path, table_type):
+    table, c1, later = cleaned_after_savepoint(table_path, table_type)
+    expected = rows(FIRST, COLS)
+    assert as_of(table_path, c1) == expected
+    assert rows(table.read(as_of=c1), COLS) == expected
+    assert rows(table.read(as_of=c1, columns=COLS), COLS) == expected
+    # an instant the cleaner did not keep and no savepoint protects is still refused
+    with pytest.raises(LakeError, match=f"time travel to {later[0]} is not possible"):
+        table.read(as_of=later[0])
+
+
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_time_travel_to_the_savepoint_a_restore_went_back_to(table_path, table_type):
+    table, c1, later = cleaned_after_savepoint(table_path, table_type)
+    bound = table.timeline.latest_clean_bound()
+    assert bound in later
+    table.restore(c1)
+    expected = rows(FIRST, COLS)
+    assert rows(hudi_read(table_path), COLS) == expected == as_of(table_path, c1)
+    assert rows(table.read(as_of=c1), COLS) == expected == rows(table.read(), COLS)
+    # the clean's bound was undone by the restore: what holds is the savepoint's commit
+    assert not table.timeline.contains(bound)
+    assert table.timeline.latest_clean_bound() == c1
+    after = table.write(update(9)).instant
+    assert rows(table.read(as_of=c1), COLS) == as_of(table_path, c1) == expected
+    assert rows(table.read(as_of=after), COLS) == as_of(table_path, after)
+    assert table.timeline.latest_clean_bound() == c1
+
+
+def test_a_clean_bound_removed_by_a_rollback_names_the_commit_before_it(table_path):
+    """Rolling back the commit a clean retained from leaves the latest completed commit before
+    it as the bound: the cleaner kept the file versions a read at that commit sees."""
+    table = Table.create(table_path, name="sp", record_key="id", precombine_field="ts", partition_fields="p")
+    commits = [table.write(update(i)).instant for i in range(4)]
+    assert table.clean(retained=1).earliest_instant_to_retain == commits[-1]
+    table.rollback(commits[-1])
+    assert table.timeline.latest_clean_bound() == commits[-2]
+    assert rows(table.read(as_of=commits[-2]), COLS) == as_of(table_path, commits[-2]) == rows(table.read(), COLS)
+    with pytest.raises(LakeError, match=f"time travel to {commits[0]} is not possible"):
+        table.read(as_of=commits[0])
