@@ -108,6 +108,22 @@ class WriteOptions:
     # new naive timestamp columns: false = Avro timestamp-* (UTC instants, Spark's TimestampType,
     # read by every engine), true = local-timestamp-* (hudi-rs 0.5 cannot read those)
     TIMESTAMP_WITHOUT_TIMEZONE = Option("airflow_lake.timestamp.without.timezone", False, bool)
+    # a write whose index finds keys elsewhere than the table's own index (global <-> per
+    # partition, bucket <-> key lookup, another bucket layout) is refused unless this is true
+    INDEX_SWITCH_FORCE = Option("airflow_lake.index.switch.force", False, bool)
+
+
+# Writer settings given at create time become the table's defaults: kept in hoodie.properties
+# under their own keys (Spark's Hudi writer, too, fills the options a write leaves unset from
+# hoodie.properties); a write's own options still win, for that write.
+TABLE_WRITE_DEFAULTS = frozenset(option.key for option in (
+    WriteOptions.INDEX_TYPE, WriteOptions.BUCKET_NUM, WriteOptions.BUCKET_HASH_FIELD,
+    WriteOptions.SIMPLE_UPDATE_PARTITION_PATH, WriteOptions.BLOOM_UPDATE_PARTITION_PATH,
+    WriteOptions.BLOOM_NUM_ENTRIES, WriteOptions.BLOOM_FPP, WriteOptions.BLOOM_FILTER_TYPE,
+    WriteOptions.BLOOM_DYNAMIC_MAX_ENTRIES, WriteOptions.MAX_FILE_SIZE, WriteOptions.SMALL_FILE_LIMIT,
+    WriteOptions.RECORD_SIZE_ESTIMATE, WriteOptions.COMPRESSION, WriteOptions.LOG_BLOCK_FORMAT,
+    WriteOptions.COMBINE_BEFORE_INSERT, WriteOptions.INSERT_DROP_DUPLICATES,
+    WriteOptions.TIMESTAMP_WITHOUT_TIMEZONE)) | {"hoodie.index.bucket.engine"}
 
 
 # -- table config --------------------------------------------------------------------

@@ -19,6 +19,7 @@ from .config import (
     NONPARTITIONED_KEYGEN,
     OVERWRITE_PAYLOAD,
     SIMPLE_KEYGEN,
+    TABLE_WRITE_DEFAULTS,
     TIMESTAMP_KEYGEN,
     TableConfig,
     TableOptions,
@@ -37,6 +38,7 @@ from .errors import (
     UnsupportedFeatureError,
     UnsupportedTableVersionError,
 )
+from .index import check_index_switch
 from .keygen_timestamp import INPUT_TIMEZONE, OUTPUT_TIMEZONE, TIMEZONE, setting
 from .keys import KEYGEN_CLASSES, WRITE_PARTITION_FIELD, KeyGenerator, declared_keygen, split_typed_fields
 from .lock import LockProvider, lock_provider_name, table_lock
@@ -168,6 +170,7 @@ class Table:
             else:
                 write_options[key] = value
         _complete_keygen_props(storage.uri, props)
+        props.setdefault(WriteOptions.INDEX_TYPE.key, WriteOptions.INDEX_TYPE.default)  # the index it is written with
         problem = unsupported_merge(props, write_options, write=True)
         if problem:
             raise UnsupportedFeatureError(f"table {storage.uri}: {problem} is not implemented by airflow-lake "
@@ -249,6 +252,7 @@ class Table:
         """Before a write touches the timeline: key generator and merge settings we implement."""
         self.check_merge_support("a write", write=True)
         self.keygen.check_writable()
+        check_index_switch(self.storage.uri, self.config.props, self.options)
         for key, fields in (("hoodie.datasource.write.recordkey.field", self.config.record_key_fields),
                             (WRITE_PARTITION_FIELD, self.config.partition_fields)):
             given = self.options.get(key)
@@ -415,10 +419,8 @@ def _as_list(value) -> list[str]:
     return [str(v) for v in value]
 
 
-# Write settings every writer of the table must share are kept with the table (Java readers
-# ignore unknown keys in hoodie.properties).
-_SHARED_WRITE_KEYS = {"hoodie.index.type", "hoodie.bucket.index.num.buckets", "hoodie.bucket.index.hash.field",
-                      "hoodie.index.bucket.engine", WriteOptions.TIMESTAMP_WITHOUT_TIMEZONE.key}
+# Write settings given at create time are kept with the table as its defaults (config.py).
+_SHARED_WRITE_KEYS = TABLE_WRITE_DEFAULTS
 
 
 def _complete_keygen_props(uri: str, props: dict[str, str]) -> None:
