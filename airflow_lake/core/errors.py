@@ -48,6 +48,11 @@ class PartitionPathError(LakeError):
     """A partition value would escape the table's base path."""
 
 
+class PathEscapeError(LakeError):
+    """A path read from the table (a plan, commit metadata, a marker) or given by a caller
+    resolves outside the table's base path; refused before anything is read or deleted."""
+
+
 class InstantNotFoundError(LakeError):
     """The named instant is not on the timeline."""
 

@@ -27,7 +27,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from . import objectstore
-from .errors import InvalidOptionError
+from .errors import InvalidOptionError, PathEscapeError
 
 log = logging.getLogger(__name__)
 
@@ -111,8 +111,15 @@ class Storage:
                           ", ".join(f"{k}={v}" for k, v in sorted(made.items())))
 
     def full(self, path: str) -> str:
-        """Absolute path inside the file system for a path relative to the root."""
-        return posixpath.join(self.root, path) if path else self.root
+        """Absolute path inside the file system for a path relative to the root. A path that
+        is absolute, or whose `..` lead out of the root, is refused (PathEscapeError)."""
+        if not path:
+            return self.root
+        rel = posixpath.normpath(path)
+        if rel.startswith("/") or rel == ".." or rel.startswith("../"):
+            raise PathEscapeError(f"table {self.uri}: path {path!r} resolves outside the table's base path "
+                                  f"{self.root}; refused")
+        return self.root if rel == "." else posixpath.join(self.root, rel)
 
     # -- reads -----------------------------------------------------------------------------
     def exists(self, path: str) -> bool:

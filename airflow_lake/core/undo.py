@@ -64,7 +64,8 @@ def files_of(storage: Storage, timeline: ActiveTimeline, target: Instant) -> lis
     found: set[str] = set()
     appends: dict[str, list[BaseFile]] = {}
     markers = read_markers(storage, target.time)
-    for path, io_type in markers:
+    for recorded, io_type in markers:
+        path = relative_path(storage, recorded, instant=target.time, what="marker of")
         name = path.rsplit("/", 1)[-1]
         partition = path[: -len(name) - 1] if "/" in path else ""
         base = BaseFile.parse(partition, name)
@@ -81,7 +82,8 @@ def files_of(storage: Storage, timeline: ActiveTimeline, target: Instant) -> lis
             if lf is not None and (lf.file_id, lf.base_instant, lf.write_token) in wanted:
                 found.add(lf.path)
     if target.is_completed:
-        found.update(stat.path for stat in timeline.commit_metadata(target).stats() if stat.path)
+        found.update(relative_path(storage, stat.path, instant=target.time, what="write stat path")
+                     for stat in timeline.commit_metadata(target).stats() if stat.path)
     if not found and not markers:
         for partition, statuses in list_partition_files(storage).items():
             for st in statuses:
@@ -139,10 +141,12 @@ def finish_pending_rollbacks(storage: Storage, timeline: ActiveTimeline,
 
 def _execute(storage: Storage, timeline: ActiveTimeline, rb: Instant, plan: RollbackPlan, start: float,
              deleter: Deleter | None) -> RollbackResult:
+    groups = plan_files(storage, plan, rb.time)  # refuses a plan naming files outside the table
     if rb.state == State.REQUESTED:
         rb = timeline.transition(rb, State.INFLIGHT)
     metadata = undo(storage, timeline, plan, rb.time, start, keep_plan=is_compaction(timeline, plan.instant),
-                    deleter=deleter, finish=lambda m: timeline.transition(rb, State.COMPLETED, m.to_bytes()))
+                    deleter=deleter, groups=groups,
+                    finish=lambda m: timeline.transition(rb, State.COMPLETED, m.to_bytes()))
     result = RollbackResult(rb.time, plan.instant, plan.action, metadata.files)
     log.info("table %s: rolled back %s %s at %s (%d files)", storage.uri, plan.action, plan.instant, rb.time,
              len(result.files_deleted))
@@ -151,17 +155,17 @@ def _execute(storage: Storage, timeline: ActiveTimeline, rb: Instant, plan: Roll
 
 def undo(storage: Storage, timeline: ActiveTimeline, plan: RollbackPlan, by: str, start: float, *, keep_plan: bool,
          finish: Callable[[RollbackMetadata], object] | None = None,
-         deleter: Deleter | None = None) -> RollbackMetadata:
+         deleter: Deleter | None = None, groups: list[list[str]] | None = None) -> RollbackMetadata:
     """Make the target invisible, delete its files (by `deleter`: one engine task per
     partition), call `finish(metadata)`, forget the target.
 
     Returns the rollback metadata. With `keep_plan`, a compaction's requested plan survives
-    (it runs again)."""
+    (it runs again). `groups`: the plan's files as `plan_files` gives them."""
     target_time = plan.instant
+    groups = plan_files(storage, plan, by) if groups is None else groups
     for name in timeline.state_files(target_time):
         if Instant.parse(name).is_completed:
             timeline.delete_file(name)
-    groups = [[relative_path(storage, path) for path in req.files] for req in plan.requests]
     if deleter is not None:
         deleter(groups)
     else:
@@ -182,6 +186,13 @@ def undo(storage: Storage, timeline: ActiveTimeline, plan: RollbackPlan, by: str
     delete_markers(storage, target_time)
     storage.delete(f"{HEARTBEAT_FOLDER}/{target_time}")
     return metadata
+
+
+def plan_files(storage: Storage, plan: RollbackPlan, by: str) -> list[list[str]]:
+    """The files of a rollback plan (one list per request), relative to the table root;
+    PathEscapeError (naming the rollback instant `by`) when one lies outside the table."""
+    return [[relative_path(storage, path, instant=by, what=f"rollback of {plan.instant}: file")
+             for path in req.files] for req in plan.requests]
 
 
 def rollback_requests(storage: Storage, timeline: ActiveTimeline, target: Instant) -> tuple[RollbackRequest, ...]:

@@ -159,10 +159,11 @@ def clean(table, *, policy: str = "KEEP_LATEST_COMMITS", retained: int | None = 
 
 def _execute(table, timeline, instant: Instant, cleaner_plan: CleanerPlan) -> CleanResult:
     start = time.time()
+    per_partition = {partition: [relative_path(table.storage, path, instant=instant.time, what="clean plan file")
+                                 for path in paths]
+                     for partition, paths in cleaner_plan.files.items()}  # refused before anything changes
     if instant.state == State.REQUESTED:
         instant = timeline.transition(instant, State.INFLIGHT, cleaner_plan.to_bytes())
-    per_partition = {partition: [relative_path(table.storage, path) for path in paths]
-                     for partition, paths in cleaner_plan.files.items()}
     table.deleter()(list(per_partition.values()))  # one engine task per partition
     earliest = cleaner_plan.earliest_instant_to_retain
     metadata = CleanMetadata(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import posixpath
 import time
 from dataclasses import dataclass, field
 from functools import partial
@@ -27,6 +28,7 @@ from ..formats.log import DataBlock
 from ..formats.parquet import BloomSettings, prior_keys, read_base_file, write_base_file
 from ..merge import MergeSpec, merge_slice
 from ..model import BaseFile, WriteStat
+from ..paths import relative_path
 from ..read import BlockFilter, Damage, Visibility
 from ..schema import META_FIELDS, conform, from_avro, with_meta_fields
 from ..timeline import tokens
@@ -170,6 +172,15 @@ def _plan_of(timeline, time_: str) -> CompactionPlan:
     return CompactionPlan.from_bytes(timeline.read_details(Instant(time_, COMPACTION, State.REQUESTED)))
 
 
+def check_plan_paths(storage, plan: CompactionPlan, instant: str) -> None:
+    """Refuse (PathEscapeError naming the table, the instant and the path) a plan whose
+    partitions or files lie outside the table."""
+    for op in plan.operations:
+        relative_path(storage, op.partition, instant=instant, what="compaction plan partition")
+        for path in [*(posixpath.join(op.partition, name) for name in op.file_names()), *op.recorded]:
+            relative_path(storage, path, instant=instant, what="compaction plan file")
+
+
 def run(table, instant: str | None = None, *, order: str = "FIFO",
         extra_metadata: dict[str, str] | None = None) -> CompactionResult:
     """Execute a compaction plan (the given one, else the oldest or newest pending one)."""
@@ -196,6 +207,7 @@ def run(table, instant: str | None = None, *, order: str = "FIFO",
             if not pending:
                 raise InstantNotFoundError(f"table {uri}: no pending compaction plan to run")
             chosen = pending[0] if order.upper() == "FIFO" else pending[-1]
+        check_plan_paths(table.storage, _plan_of(timeline, chosen.time), chosen.time)
         if chosen.state == State.INFLIGHT:
             if not is_expired(table.storage, chosen.time, interval, misses):
                 raise WriteConflictError(f"table {uri}: compaction {chosen.time} is being executed by another task")

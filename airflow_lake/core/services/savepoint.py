@@ -90,8 +90,9 @@ def restore(table, instant: str, *, extra_metadata: dict[str, str] | None = None
             raise WriteConflictError(f"table {uri}: cannot restore while {alive[0].action} {alive[0].time} runs")
         t = table.new_instant_time(timeline)
         plan = RestorePlan(instant, tuple(ActionInstant(i.time, i.action) for i in targets))
+        plans = _rollback_plans(table.storage, timeline, plan)  # refused before the timeline changes
         requested = timeline.create(Instant(t, RESTORE, State.REQUESTED), plan.to_bytes(), token=token)
-        return _execute(table, timeline, requested, plan)
+        return _execute(table, timeline, requested, plan, plans)
 
 
 def _stored_result(timeline, done: Instant, instant: str) -> RestoreResult:
@@ -107,21 +108,34 @@ def finish_pending_restores(table, timeline) -> None:
             _execute(table, timeline, pending, plan)
 
 
-def _execute(table, timeline, instant: Instant, plan: RestorePlan) -> RestoreResult:
+def _rollback_plans(storage, timeline, plan: RestorePlan) -> dict[str, RollbackPlan]:
+    """The rollback plan of each instant the restore still has to undo."""
+    plans = {}
+    for target in plan.instants:
+        names = timeline.state_files(target.time)
+        if names:
+            current = max((Instant.parse(n) for n in names), key=lambda i: i.state)
+            plans[target.time] = RollbackPlan(target.time, target.action,
+                                              undo.rollback_requests(storage, timeline, current))
+    return plans
+
+
+def _execute(table, timeline, instant: Instant, plan: RestorePlan,
+             plans: dict[str, RollbackPlan] | None = None) -> RestoreResult:
     start = time.time()
+    storage = table.storage
+    if plans is None:  # a file outside the table refuses all, before any change
+        plans = _rollback_plans(storage, timeline, plan)
     if instant.state == State.REQUESTED:
         instant = timeline.transition(instant, State.INFLIGHT)
-    storage = table.storage
     per_instant: dict[str, tuple[RollbackMetadata, ...]] = {}
     done = []
     for target in plan.instants:
         t = target.time
-        names = timeline.state_files(t)
-        if not names:  # already undone by an interrupted run
+        rollback_plan = plans.get(t)
+        if rollback_plan is None:  # already undone by an interrupted run
             per_instant[t] = ()
             continue
-        current = max((Instant.parse(n) for n in names), key=lambda i: i.state)
-        rollback_plan = RollbackPlan(t, target.action, undo.rollback_requests(storage, timeline, current))
         per_instant[t] = (undo.undo(storage, timeline, rollback_plan, instant.time, start, keep_plan=False,
                                     deleter=table.deleter()),)
         done.append(t)

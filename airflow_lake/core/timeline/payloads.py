@@ -34,6 +34,7 @@ class CompactionOperation:
     delta_files: tuple[str, ...]  # log file names
     metrics: Mapping[str, float] = field(default_factory=dict)
     bootstrap_file: str | None = None
+    recorded: tuple[str, ...] = field(default=(), compare=False, repr=False)  # the plan's paths as written
 
     @property
     def io_mb(self) -> float:
@@ -55,7 +56,8 @@ class CompactionOperation:
             partition=op.get("partitionPath") or "", file_id=op["fileId"], base_instant=op.get("baseInstantTime") or "",
             data_file=_name(data_file) if data_file else None,
             delta_files=tuple(_name(p) for p in op.get("deltaFilePaths") or []),
-            metrics=dict(op.get("metrics") or {}), bootstrap_file=op.get("bootstrapFilePath"))
+            metrics=dict(op.get("metrics") or {}), bootstrap_file=op.get("bootstrapFilePath"),
+            recorded=tuple(p for p in [data_file, *(op.get("deltaFilePaths") or [])] if p))
 
     def to_avro(self) -> dict[str, Any]:
         return {"baseInstantTime": self.base_instant, "deltaFilePaths": list(self.delta_files),
