@@ -13,6 +13,8 @@ from pathlib import Path
 
 import click
 
+from ..core.objectstore import split_secrets
+from ..spark.options import encode
 from . import render
 from .app import CommandError
 
@@ -51,9 +53,10 @@ def submit(job: str, table: str, args: list[str], options: dict[str, str], *, ma
     for c in conf:
         command += ["--conf", c]
     command += ["--py-files", str(package_zip()), str(job_path(job)), "--table", table, *args]
-    for key, value in options.items():
+    public, secret = split_secrets(options)
+    for key, value in public.items():
         command += ["--option", f"{key}={value}"]
-    env = {**os.environ}
+    env = {**os.environ, **encode(secret)}  # secrets in the job's environment, never on its command line
     env.setdefault("PYSPARK_PYTHON", sys.executable)
     tail: deque[str] = deque(maxlen=40)
     status = render.console(stderr=True)

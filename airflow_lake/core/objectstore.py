@@ -64,6 +64,37 @@ _GCS_KEYS = {
 }
 
 
+# canonical settings that are credentials, and words that make any other option name one
+_SECRET_SETTINGS = ("access_key", "secret_key", "session_token", "access_token", "external_id")
+_SECRET_WORDS = ("secret", "token", "password", "passwd", "credential", "sas", "service_account",
+                 "private", "auth")
+_TABLE_PREFIXES = ("hoodie.", "airflow_lake.")
+SECRET_SHOWN = "<secret>"
+
+
+def is_secret_option(key: str) -> bool:
+    """Whether option `key` holds a credential whose value must never reach a command line,
+    log, error message or XCom: S3/GCS access and secret keys, session and access tokens
+    (under any alias), and any option naming a key, secret, token, password or credential
+    (`hoodie.*` keys: all but "key", which names record keys there)."""
+    name = str(key).lower()
+    if any(names_setting(name, setting) for setting in _SECRET_SETTINGS):
+        return True
+    words = _SECRET_WORDS if name.startswith(_TABLE_PREFIXES) else (*_SECRET_WORDS, "key")
+    return any(word in name for word in words)
+
+
+def shown(key: str, value: Any) -> str:
+    """`key=value` for messages, the value replaced when the option is a secret."""
+    return f"{key}={SECRET_SHOWN if is_secret_option(key) else repr(value)}"
+
+
+def split_secrets(options: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(options that may appear on a command line, secret options)."""
+    public = {k: v for k, v in options.items() if not is_secret_option(k)}
+    return public, {k: v for k, v in options.items() if is_secret_option(k)}
+
+
 def names_setting(key: str, setting: str) -> bool:
     """Whether the storage option `key` is a name of the S3/GCS `setting` (e.g. `access_key`)."""
     return setting in (_S3_KEYS.get(key.lower()), _GCS_KEYS.get(key.lower()))
@@ -86,7 +117,7 @@ def _flag(uri: str, key: str, value: Any) -> bool:
         return True
     if text in ("false", "0", "no", "off", ""):
         return False
-    raise InvalidOptionError(f"table {uri}: storage option {key}={value!r} is not a boolean")
+    raise InvalidOptionError(f"table {uri}: storage option {shown(key, value)} is not a boolean")
 
 
 def _normalise(uri: str, options: dict[str, Any], keys: dict[str, str], store: str,
@@ -99,8 +130,9 @@ def _normalise(uri: str, options: dict[str, Any], keys: dict[str, str], store: s
             known = ", ".join(sorted({k for k in keys if k.startswith(("aws_", "google_"))} or set(keys)))
             raise InvalidOptionError(f"table {uri}: unknown {store} storage option {key!r} (known: {known})")
         if name in out and out[name] != value:
-            raise InvalidOptionError(f"table {uri}: storage option {key}={value!r} contradicts another "
-                                     f"name for {name} ({out[name]!r})")
+            other = SECRET_SHOWN if is_secret_option(key) else repr(out[name])
+            raise InvalidOptionError(f"table {uri}: storage option {shown(key, value)} contradicts "
+                                     f"{given[name]} ({other}), another name for {name}")
         out[name] = value
         given[name] = str(key)
     return out
@@ -161,7 +193,16 @@ def s3_filesystem(uri: str, settings: S3Settings) -> pafs.S3FileSystem:
     try:
         return pafs.S3FileSystem(**settings.pyarrow)
     except (TypeError, ValueError) as e:
-        raise InvalidOptionError(f"table {uri}: bad S3 storage options: {e}") from e
+        raise InvalidOptionError(f"table {uri}: bad S3 storage options: "
+                                 f"{scrub(str(e), settings.pyarrow)}") from None
+
+
+def scrub(text: str, options: dict[str, Any]) -> str:
+    """`text` with the value of every secret option among `options` replaced."""
+    for key, value in options.items():
+        if is_secret_option(key) and value not in (None, "") and len(str(value)) >= 3:
+            text = text.replace(str(value), SECRET_SHOWN)
+    return text
 
 
 class ConditionalPut:

@@ -13,13 +13,14 @@ from airflow.sdk import Asset, BaseHook
 
 from airflow_lake.core.config import WriteOptions
 from airflow_lake.core.errors import TableNotFoundError
+from airflow_lake.core.objectstore import is_secret_option, scrub
 from airflow_lake.core.storage import Storage, open_storage
 from airflow_lake.core.table import Table
 from airflow_lake.core.timeline.active import ActiveTimeline
 from airflow_lake.core.timeline.instant import Instant
 from airflow_lake.core.write.client import TOKEN_KEY
 from airflow_lake.core.write.heartbeat import is_expired
-from airflow_lake.hooks.submit import JobSubmitHook, LakeJobError, job_options, python_env
+from airflow_lake.hooks.submit import JobSubmitHook, LakeJobError, job_options, python_env, secret_env
 from airflow_lake.location import LakeSettings, asset_uri
 from airflow_lake.watch import TimelineWatch
 
@@ -143,6 +144,12 @@ class LakeHook(BaseHook):
         cluster = hook._connection.get("deploy_mode") == "cluster"
         configured = "spark.pyspark.python" in conf or "spark.pyspark.driver.python" in conf
         hook._env_vars = dict(env_vars or {}) if cluster or configured else python_env(env_vars)
+        hook.secret_env = secret_env(options, self.settings.storage_options)
+        if hook.secret_env and cluster:
+            self.log.warning("table %s: secret options (%s) reach a cluster-mode driver only through the environment "
+                             "its cluster gives it; they are never put on spark-submit's command line", location,
+                             ", ".join(sorted(k for k in {**options, **self.settings.storage_options}
+                                              if is_secret_option(k))))
         key = user_java_options(conf, hook._properties_file) if fast_start and not cluster else None
         if key is not None:
             hook.startup = driver_startup(env={**os.environ, **hook._env_vars})
@@ -288,7 +295,7 @@ class LakeHook(BaseHook):
         try:
             open_storage(base, self.settings.storage_options).list("")
         except Exception as e:  # surfaced to the UI as text
-            return False, f"cannot list {base}: {e}"
+            return False, f"cannot list {base}: {scrub(str(e), self.settings.storage_options)}"
         return True, f"listed {base}"
 
 

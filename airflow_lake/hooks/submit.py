@@ -19,6 +19,8 @@ from typing import Any
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.sdk.exceptions import AirflowException
 
+from airflow_lake.core.objectstore import is_secret_option, split_secrets
+from airflow_lake.spark.options import encode
 from airflow_lake.spark.startup import DriverStartup
 
 PYTHON_ENV = ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")
@@ -38,6 +40,13 @@ class JobSubmitHook(SparkSubmitHook):
         self.result_line: dict[str, Any] | None = None
         self.error_line: str | None = None
         self.startup: DriverStartup | None = None  # the driver's start-up options (client mode)
+        self.secret_env: dict[str, str] = {}  # secret options, in spark-submit's environment only
+
+    def _build_spark_submit_command(self, application: str) -> list[str]:
+        command = super()._build_spark_submit_command(application)
+        if self.secret_env:  # set after the provider's own env handling, which may turn env into --conf
+            self._env = {**(self._env or {}), **self.secret_env}
+        return command
 
     def tracks_driver(self) -> bool:
         """Cluster deploy modes where spark-submit returns before the driver ends and the Spark
@@ -65,17 +74,28 @@ class JobSubmitHook(SparkSubmitHook):
 
 def job_options(table_options: Mapping[str, Any], storage_options: Mapping[str, Any]) -> list[str]:
     """`--option KEY=VALUE` arguments: table options as Hudi strings, storage options as JSON
-    literals (so `"0123"` stays a string and `true` a boolean, see `airflow_lake.spark.job`)."""
+    literals (so `"0123"` stays a string and `true` a boolean, see `airflow_lake.spark.job`).
+    Secret options (`is_secret_option`) are left out: they travel in `secret_env`."""
     args: list[str] = []
     for key, value in table_options.items():
         if not str(key).startswith(TABLE_PREFIXES):
             raise ValueError(f"table option {key!r} is not a hoodie.* or airflow_lake.* key")
-        args += ["--option", f"{key}={_hudi_string(value)}"]
+        if not is_secret_option(key):
+            args += ["--option", f"{key}={_hudi_string(value)}"]
     for key, value in storage_options.items():
         if str(key).startswith(TABLE_PREFIXES):
             raise ValueError(f"storage option {key!r} looks like a table option")
-        args += ["--option", f"{key}={json.dumps(value)}"]
+        if not is_secret_option(key):
+            args += ["--option", f"{key}={json.dumps(value)}"]
     return args
+
+
+def secret_env(table_options: Mapping[str, Any], storage_options: Mapping[str, Any]) -> dict[str, str]:
+    """The environment carrying the secret options to the job's driver (never argv), encoded
+    as `job_options` encodes them (`airflow_lake.spark.options`); empty without secrets."""
+    _, table = split_secrets(dict(table_options))
+    _, storage = split_secrets(dict(storage_options))
+    return encode({**{k: _hudi_string(v) for k, v in table.items()}, **{k: json.dumps(v) for k, v in storage.items()}})
 
 
 def _hudi_string(value: Any) -> str:

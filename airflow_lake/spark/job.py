@@ -14,7 +14,8 @@ A job file declares its flags on `parser(...)`, writes a `body(run) -> dict`, an
 `aws_region`, `aws_endpoint_url`, or pyarrow's S3/GCS/HDFS/Azure keywords; docs/object-stores.md).
 A storage option's value is read as JSON when it is a JSON literal (`true`, `false`, `null`, a
 number, a quoted string), else taken as the plain string: `--option allow_bucket_creation=true`,
-`--option 'access_key="0123"'`.
+`--option 'access_key="0123"'`. Secret options (keys, tokens, passwords) come in the
+environment instead (`airflow_lake.spark.options`), never on the command line.
 """
 
 from __future__ import annotations
@@ -29,8 +30,10 @@ from dataclasses import dataclass, field
 from typing import Any, NoReturn, TypeVar
 
 from airflow_lake.core.errors import LakeError
+from airflow_lake.core.objectstore import scrub
 from airflow_lake.core.table import Table
 from airflow_lake.core.timeline.tokens import TOKEN_KEY
+from airflow_lake.spark.options import take_secret_options
 
 log = logging.getLogger("airflow_lake.job")
 TABLE_PREFIXES = ("hoodie.", "airflow_lake.")
@@ -41,9 +44,10 @@ R = TypeVar("R")
 class JobError(Exception):
     """A job failed; `str()` is the one-line message naming job, table and instant."""
 
-    def __init__(self, job: str, table: str | None, instant: str | None, cause: BaseException):
+    def __init__(self, job: str, table: str | None, instant: str | None, cause: BaseException,
+                 options: dict[str, Any] | None = None):
         self.job, self.table, self.instant, self.cause = job, table, instant, cause
-        reason = " ".join(str(cause).split()) or type(cause).__name__
+        reason = scrub(" ".join(str(cause).split()), options or {}) or type(cause).__name__
         if len(reason) > 2000:
             reason = reason[:2000] + "..."
         super().__init__(f"{job} failed: table {table or '?'}, instant {instant or 'none'}: "
@@ -172,12 +176,14 @@ def execute(p: argparse.ArgumentParser, body: Callable[[JobRun], dict[str, Any]]
     name = p.job_name  # type: ignore[attr-defined]
     job = JobRun(name, args, getattr(args, "instant", None))
     try:
-        job.table_options, job.storage_options = split_options(args.option)
+        job.table_options, job.storage_options = split_options([*args.option, *take_secret_options()])
         result = body(job)
     except Exception as e:  # noqa: BLE001 - every failure becomes the job's one-line error
         if not isinstance(e, LakeError):
-            log.error("%s: unexpected failure\n%s", name, traceback.format_exc().rstrip())
-        raise JobError(name, args.table, job.instant, e) from e
+            log.error("%s: unexpected failure\n%s", name,
+                      scrub(traceback.format_exc().rstrip(), {**job.table_options, **job.storage_options}))
+        raise JobError(name, args.table, job.instant, e,
+                       {**job.table_options, **job.storage_options}) from e
     log.info("%s: done on table %s, instant %s", name, args.table, result.get("instant"))
     return result
 

@@ -398,8 +398,9 @@ def test_the_submitted_command_and_its_options(tmp_path, monkeypatch):
     assert command[command.index(str(job_path("clean"))) + 1:] == [
         "--table", str(tmp_path / "sales"), "--option", "hoodie.cleaner.commits.retained=4",
         "--option", "hoodie.metadata.enable=false", "--option", 'region="eu-west-1"',
-        "--option", 'access_key="0123"', "--run-token", "d/r/t/-1", "--retained", "2"]
+        "--run-token", "d/r/t/-1", "--retained", "2"]  # the access key travels in the environment
     assert hook._env_vars == {"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    assert hook._env["AIRFLOW_LAKE_SECRET_OPTIONS"] == json.dumps({"access_key": '"0123"'})
     assert not hook.tracks_driver()
     with pytest.raises(ValueError, match="no spark job 'vacuum'"):
         LakeHook("lake_cmd").spark_submit_hook("vacuum", "sales", spark_conn_id="spark_cmd")
