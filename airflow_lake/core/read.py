@@ -278,7 +278,7 @@ class Reader:
                                      f"one of {QUERY_TYPES}")
         timeline = self.timeline
         if as_of is not None:
-            check_instant_time(as_of)
+            check_instant_time(as_of, self.storage.uri)
             if not timeline.actions(SAVEPOINT).completed().contains(as_of):  # a savepoint keeps its files
                 self._check_retained(timeline, as_of, "time travel to")
         view = FileSystemView(self.storage, timeline, as_of)
@@ -286,7 +286,7 @@ class Reader:
         return self._plan(view, groups, columns, filters, query_type == "read_optimized"), timeline
 
     def _incremental_plan(self, start, end, columns, filters, holes):
-        check_instant_time(start)
+        check_instant_time(start, self.storage.uri)
         timeline = self.timeline
         self._check_retained(timeline, start, "an incremental read from")
         first = timeline.commits().first
@@ -299,7 +299,7 @@ class Reader:
         completed = commits.completed()
         if end is None:
             end = completed.last.time if completed.last else start
-        check_instant_time(end)
+        check_instant_time(end, self.storage.uri)
         pending = [i for i in timeline.writes().pending()
                    if start < i.time <= end and i.action != "compaction"]
         if pending:

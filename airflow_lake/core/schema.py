@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -60,10 +61,54 @@ def record_name(table_name: str) -> tuple[str, str]:
 
 
 def check_schema(schema: pa.Schema, where: str) -> None:
-    """Refuse what no Avro schema (hence no Hudi reader) can hold: invalid or duplicate field
-    names at any depth, and types without an Avro form. Names the column path and the rule."""
+    """Refuse what no Avro schema (hence no Hudi reader) can hold: invalid field names, names
+    equal ignoring case (Spark and Hive resolve names so) at any depth, and types without an
+    Avro form. Names the column path and the rule."""
+    check_unique_names(schema.names, where, "the data")
     for f in schema:
         _check_field(f, f.name, where)
+
+
+def check_unique_names(names: Sequence[str], where: str, owner: str) -> None:
+    """Refuse two names of `owner` (the data, a struct column) that are equal, or equal
+    ignoring case: Spark, Hive and Hudi's Spark readers resolve column names ignoring case."""
+    seen: dict[str, str] = {}
+    for name in names:
+        other = seen.setdefault(name.lower(), name)
+        if other == name and names.count(name) > 1:
+            raise SchemaError(f"{where}: duplicate column names in {owner}: {list(names)}")
+        if other != name:
+            raise SchemaError(f"{where}: columns {other!r} and {name!r} of {owner} differ only in case; Spark and "
+                              "Hive resolve column names ignoring case, so a Hudi table cannot hold both: rename "
+                              "or drop one")
+
+
+def resolve_names(names: Sequence[str], known: Iterable[str], where: str) -> dict[str, str]:
+    """Incoming column names resolved as Spark and Hive resolve them, ignoring case:
+    `{incoming: known}` for each name that matches a known name (a table column, a key,
+    partition or ordering field, a meta field) but for case, so `V` is written into the
+    table's `v` and never becomes a second column. Names equal ignoring case within the data,
+    or matching two known names, are a `SchemaError` naming them."""
+    check_unique_names(names, where, "the data")
+    exact = set(known)
+    folded: dict[str, list[str]] = {}
+    for name in sorted(exact):
+        folded.setdefault(name.lower(), []).append(name)
+    renames = {}
+    for name in names:
+        matches = [] if name in exact else folded.get(name.lower(), [])
+        if len(matches) > 1:
+            raise SchemaError(f"{where}: column {name!r} of the data matches the table's columns {matches} "
+                              "ignoring case; rename it to one of them exactly")
+        if matches:
+            renames[name] = matches[0]
+    return renames
+
+
+def known_names(table_avro: dict | None, fields: Iterable[str]) -> list[str]:
+    """The names incoming columns resolve to: meta fields, `fields` (key, partition and
+    ordering fields) and the table schema's columns."""
+    return [*META_FIELDS, *fields, *(f["name"] for f in (table_avro or {}).get("fields", []))]
 
 
 def _check_field(f: pa.Field, path: str, where: str) -> None:
@@ -83,9 +128,7 @@ def _check_type(t: pa.DataType, path: str, where: str) -> None:
         if t.num_fields == 0:
             raise SchemaError(f"{where}: column {path!r} is a struct with no fields, which parquet "
                               "cannot store; drop the column or give the struct a field")
-        names = [c.name for c in t]
-        if len(set(names)) != len(names):
-            raise SchemaError(f"{where}: struct column {path!r} has duplicate field names {names}")
+        check_unique_names([c.name for c in t], where, f"struct column {path!r}")
         for c in t:
             _check_field(c, f"{path}.{c.name}", where)
         return None
@@ -344,8 +387,12 @@ def evolve(table_avro: dict | None, data: pa.Schema, table_name: str, where: str
     fields = list(table_avro["fields"])
     index = {f["name"]: i for i, f in enumerate(fields)}
     namespace = f"{table_avro.get('namespace', '')}.{table_avro['name']}".lstrip(".")
+    folded = {name.lower(): name for name in index}
     for f in data:
         if f.name not in index:
+            if f.name.lower() in folded:  # `resolve_names` renames it before; never a second column
+                raise SchemaError(f"{where}: column {f.name!r} differs from the table's column "
+                                  f"{folded[f.name.lower()]!r} only in case; write it as {folded[f.name.lower()]!r}")
             fields.append(avro_field(f, namespace, local_timestamps))
             continue
         old = current.field(f.name).type

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from .model import BaseFile, FileGroup, FileSlice, LogFile
 from .storage import Storage
 from .timeline.active import Timeline
-from .timeline.instant import COMPACTION, REPLACE_COMMIT, State
+from .timeline.instant import COMPACTION, REPLACE_COMMIT, State, check_instant_time
 from .timeline.payloads import CompactionPlan
 
 PARTITION_METAFILE = ".hoodie_partition_metadata"
@@ -51,7 +51,7 @@ class FileSystemView:
         self.timeline = timeline
         commits = timeline.commits().completed()
         if as_of is not None:
-            commits = commits.at_or_before(as_of)
+            commits = commits.at_or_before(check_instant_time(as_of, storage.uri))
         self.as_of = as_of
         self.completed = set(commits.times)
         self.replaced_at: dict[tuple[str, str], str] = {}

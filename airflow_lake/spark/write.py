@@ -52,7 +52,7 @@ from airflow_lake.core.index import check_index_type
 from airflow_lake.core.index.bucket import java_string_hashes
 from airflow_lake.core.merge import KEY
 from airflow_lake.core.model import WriteStat
-from airflow_lake.core.schema import IS_DELETED, META_FIELDS, conform, evolve, from_avro
+from airflow_lake.core.schema import IS_DELETED, META_FIELDS, conform, evolve, from_avro, resolve_names
 from airflow_lake.core.timeline.active import ActiveTimeline
 from airflow_lake.core.timeline.instant import COMMIT, COMPACTION, DELTA_COMMIT, REPLACE_COMMIT, State
 from airflow_lake.core.timeline.metadata import workload_metadata
@@ -60,7 +60,7 @@ from airflow_lake.core.view import FileSystemView, list_partition_files
 from airflow_lake.core.write.client import OPERATION_TYPES, TOKEN_KEY, WriteClient, WriteResult
 from airflow_lake.core.write.execute import ExecSpec, execute_group
 from airflow_lake.core.write.plan import Sizing, fill_small_files, new_files, slice_ref
-from airflow_lake.core.write.prepare import OPERATIONS
+from airflow_lake.core.write.prepare import OPERATIONS, resolvable_names
 
 from .bucket import BucketRoute, BucketSpec, bucket_targets, plan_buckets, row_buckets
 from .conflicts import key_clash
@@ -314,10 +314,12 @@ def _key_frame(table, df: DataFrame, operation: str, is_global: bool, where: str
     """The DataFrame with its key columns (computed in executors) and the table schema after
     this write (checked from the DataFrame's schema alone)."""
     cfg = table.config
+    table_avro = table.schema_avro()
+    known = resolvable_names(table.keygen, cfg.precombine_field, table_avro)  # the core's rule: ignoring case
+    renames = resolve_names(df.columns, known, where)
+    df = df.withColumnsRenamed(renames) if renames else df
     incoming = arrow_schema_of(df.schema)
     incoming = pa.schema([f for f in incoming if f.name not in META_FIELDS])
-    if len(set(incoming.names)) != len(incoming.names):
-        raise SchemaError(f"{where}: duplicate column names in {incoming.names}")
     empty = incoming.empty_table()
     is_delete_op = operation == "delete"
     table.keygen.check_fields(empty, partition=not (is_delete_op and is_global))
@@ -327,7 +329,6 @@ def _key_frame(table, df: DataFrame, operation: str, is_global: bool, where: str
                                 f"columns: {incoming.names}")
     if IS_DELETED in incoming.names and not pa.types.is_boolean(incoming.field(IS_DELETED).type):
         raise SchemaError(f"{where}: column {IS_DELETED!r} must be boolean, not {incoming.field(IS_DELETED).type}")
-    table_avro = table.schema_avro()
     local = table.option(WriteOptions.TIMESTAMP_WITHOUT_TIMEZONE)
     if is_delete_op:
         avro = table_avro or evolve(None, incoming, cfg.name, where, local_timestamps=local)

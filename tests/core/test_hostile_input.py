@@ -37,11 +37,15 @@ def rows_of(valid_keys: bool, valid_parts: bool) -> st.SearchStrategy:
 # value the table cannot store (uint64 above the int64 maximum, sub-microsecond nanoseconds)
 NAME_SHAPES = ("bad_name",)
 VALUE_SHAPES = ("u64_big", "lossy_ns")
+# `V` and `Ts` resolve into the table's `v` and `ts` (as Spark and Hive resolve names); a
+# batch holding both `v` and `V` is refused, whatever the operation
+CASE_SHAPES = ("case_renamed", "case_twins")
 # a batch either has only valid keys and partition values or may have bad ones: otherwise
 # nearly every batch stops at its first null key and the later checks are never reached
 ROWS = st.sampled_from([(True, True), (True, False), (False, True), (True, True)]).flatmap(lambda ok: rows_of(*ok))
 BATCH = st.tuples(st.sampled_from(["upsert", "delete", "insert"]), ROWS,
-                  st.sampled_from(["plain", "naive_ts", "extra_column", "type_clash", *NAME_SHAPES, *VALUE_SHAPES]))
+                  st.sampled_from(["plain", "naive_ts", "extra_column", "type_clash", *NAME_SHAPES, *VALUE_SHAPES,
+                                   *CASE_SHAPES]))
 
 
 def arrow(batch: list[dict], shape: str) -> pa.Table:
@@ -61,6 +65,10 @@ def arrow(batch: list[dict], shape: str) -> pa.Table:
         data["big"] = pa.array([2**63 + r["ts"] for r in batch], pa.uint64())
     if shape == "bad_name":
         data["tip amount"] = pa.array([1.0] * len(batch))
+    if shape == "case_renamed":
+        data["V"], data["Ts"] = data.pop("v"), data.pop("ts")
+    if shape == "case_twins":
+        data["V"] = data["v"]
     return pa.table(data)
 
 
@@ -90,6 +98,9 @@ def test_random_operations_succeed_as_modelled_or_change_nothing(table_type, ops
         assert shape != "type_clash" or not batch or op == "delete"
         assert shape not in NAME_SHAPES or op == "delete", "an Avro-invalid column name was accepted"
         assert shape not in VALUE_SHAPES or not batch or op == "delete", "a value that does not fit was accepted"
+        assert shape != "case_twins", "a batch with columns equal ignoring case was accepted"
+        names = table.schema().names
+        assert len({n.lower() for n in names}) == len(names), f"a second column differing in case: {names}"
         assert not any(r["part"] in BAD_PARTS for r in batch), "an unreadable partition path was accepted"
         latest: dict[tuple, dict] = {}
         for r in batch:

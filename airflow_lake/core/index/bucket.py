@@ -105,7 +105,7 @@ def _pow31(exponent: np.ndarray) -> np.ndarray:
 
 def bucket_of_file_id(file_id: str) -> int | None:
     head = file_id[:8]
-    return int(head) if head.isdigit() else None
+    return int(head) if head.isascii() and head.isdigit() else None
 
 
 def new_bucket_file_id(bucket: int) -> str:

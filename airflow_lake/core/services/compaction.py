@@ -141,7 +141,7 @@ def schedule(table, *, instant: str | None = None, strategy: str | None = None, 
     max_seconds = max_delta_seconds if max_delta_seconds is not None else table.option(MAX_DELTA_SECONDS)
     io = target_io_mb if target_io_mb is not None else table.option(TARGET_IO_MB)
     if instant is not None:
-        check_instant_time(instant)
+        check_instant_time(instant, table.storage.uri)
     with table.lock():
         timeline = table.repair_timeline()
         token = tokens.token_of(extra_metadata)
@@ -195,7 +195,7 @@ def run(table, instant: str | None = None, *, order: str = "FIFO",
         if done is not None and instant in (None, done.time):  # a retry: this run's compaction is done
             return _stored_result(timeline.stored_commit_metadata(done), done.time)
         if instant is not None:
-            check_instant_time(instant)
+            check_instant_time(instant, uri)
             if instant in _completed_compactions(table, timeline):
                 return _stored_result(timeline.commit_metadata(timeline.get(instant)), instant)
             chosen = next((i for i in pending if i.time == instant), None)

@@ -9,7 +9,7 @@ from ..errors import InstantNotFoundError, LakeError, WriteConflictError
 from ..storage import Storage
 from ..timeline import tokens
 from ..timeline.active import ActiveTimeline
-from ..timeline.instant import COMMIT_ACTIONS, COMPACTION, ROLLBACK, Instant, State
+from ..timeline.instant import COMMIT_ACTIONS, COMPACTION, ROLLBACK, Instant, State, check_instant_time
 from ..timeline.payloads import CompactionPlan
 from ..undo import RollbackResult, rollback_instant, rolled_back_by
 from ..write.heartbeat import is_expired
@@ -18,6 +18,7 @@ from ..write.heartbeat import is_expired
 def rollback(table, instant: str, *, extra_metadata: dict[str, str] | None = None) -> RollbackResult:
     """Roll back a pending write or compaction, or the latest completed write. A run token
     in `extra_metadata` is recorded in the token index (rollback metadata has no field for it)."""
+    check_instant_time(instant, table.storage.uri)
     token = tokens.token_of(extra_metadata)
     with table.lock():
         timeline = table.repair_timeline()

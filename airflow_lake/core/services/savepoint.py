@@ -12,7 +12,7 @@ from .. import undo
 from ..config import WriteOptions
 from ..errors import InstantNotFoundError, LakeError, WriteConflictError
 from ..timeline import tokens
-from ..timeline.instant import RESTORE, SAVEPOINT, Instant, State
+from ..timeline.instant import RESTORE, SAVEPOINT, Instant, State, check_instant_time
 from ..timeline.payloads import (
     ActionInstant,
     RestoreMetadata,
@@ -39,6 +39,7 @@ def savepoint(table, instant: str, *, user: str | None = None, comments: str = "
     """Savepoint the completed commit `instant` (`<instant>.savepoint`); returns the instant
     (a retry with the same run token: the one its first call savepointed)."""
     uri = table.storage.uri
+    check_instant_time(instant, uri)
     token = tokens.token_of(extra_metadata)
     with table.lock():
         timeline = table.repair_timeline()
@@ -74,6 +75,7 @@ def restore(table, instant: str, *, extra_metadata: dict[str, str] | None = None
     in `extra_metadata` is recorded in the token index (restore metadata has no field for it):
     a retry finds its completed restore and returns it."""
     uri = table.storage.uri
+    check_instant_time(instant, uri)
     token = tokens.token_of(extra_metadata)
     with table.lock():
         timeline = table.repair_timeline()

@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 from enum import IntEnum
 
-from ..errors import LakeError
+from ..errors import InvalidOptionError
 
 
 class State(IntEnum):
@@ -60,8 +60,11 @@ _EXTENSIONS: dict[str, tuple[str, State]] = {
     ".indexing": (INDEXING, State.COMPLETED),
 }
 _COMPLETED_ACTION = {COMPACTION: COMMIT, LOG_COMPACTION: DELTA_COMMIT}
-_NAME = re.compile(r"^(\d+)(\.\w+)(\.\D+)?$")
-INSTANT_TIME = re.compile(r"^\d{14}(\d{3})?$")
+# ASCII digits only (`\d` and `str.isdigit` take other scripts' digits), matched whole (`$`
+# would let a trailing newline through): 14 or 17 digits; timeline files of the v6 metadata
+# table may add a 3-digit suffix to a data-table instant (spec §1.4)
+INSTANT_TIME = re.compile(r"[0-9]{14}(?:[0-9]{3})?")
+TIMELINE_TIME = re.compile(r"[0-9]{14}(?:[0-9]{3}){0,2}")
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -75,14 +78,11 @@ class Instant:
     @staticmethod
     def parse(file_name: str) -> Instant | None:
         """The instant a `.hoodie/` file name stands for, or None for any other file."""
-        m = _NAME.match(file_name)
-        if not m:
-            return None
-        ext = file_name[len(m.group(1)) :]
-        found = _EXTENSIONS.get(ext)
+        time, dot, ext = file_name.partition(".")
+        found = _EXTENSIONS.get(dot + ext) if TIMELINE_TIME.fullmatch(time) else None
         if found is None:
             return None
-        return Instant(m.group(1), found[0], found[1])
+        return Instant(time, found[0], found[1])
 
     @property
     def file_name(self) -> str:
@@ -112,7 +112,11 @@ class Instant:
         return f"{self.time}.{self.action}.{self.state.name}"
 
 
-def check_instant_time(time: str) -> str:
-    if not isinstance(time, str) or not INSTANT_TIME.match(time):
-        raise LakeError(f"{time!r} is not an instant time (14 or 17 digits, yyyyMMddHHmmss[SSS])")
+def check_instant_time(time: str, table: str | None = None) -> str:
+    """`time` when it is an instant time: exactly 14 or 17 ASCII digits (no sign, space, newline
+    or other script's digits); else InvalidOptionError naming the table and the value."""
+    if not isinstance(time, str) or not INSTANT_TIME.fullmatch(time):
+        where = f"table {table}: " if table else ""
+        raise InvalidOptionError(f"{where}{time!r} is not an instant time (14 or 17 ASCII digits, "
+                                 "yyyyMMddHHmmss[SSS])")
     return time

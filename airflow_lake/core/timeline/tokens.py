@@ -41,7 +41,7 @@ def entries(storage: Storage, token: str) -> list[tuple[str, str]]:
     found = []
     for status in storage.list(token_folder(token)):
         time, _, action = status.name.partition(".")
-        if INSTANT_TIME.match(time) and action:
+        if INSTANT_TIME.fullmatch(time) and action:
             found.append((time, action))
     return sorted(found, reverse=True)
 

@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 from ..engine import Engine
 from ..errors import InvalidOptionError, MissingFieldError, SchemaError
 from ..keys import KeyGenerator
-from ..schema import IS_DELETED, META_FIELDS, conform, evolve, from_avro
+from ..schema import IS_DELETED, META_FIELDS, conform, evolve, from_avro, known_names, resolve_names
 
 OPERATIONS = ("insert", "upsert", "bulk_insert", "delete", "insert_overwrite", "insert_overwrite_table")
 
@@ -95,9 +95,8 @@ def prepare(data: pa.Table, operation: str, *, keygen: KeyGenerator, precombine:
     comes later: `conform_batch`). Its `avro_schema` is None until then."""
     if operation not in OPERATIONS:
         raise InvalidOptionError(f"{where}: unknown operation {operation!r}; one of {', '.join(OPERATIONS)}")
+    data = resolve_columns(data, resolvable_names(keygen, precombine), where)
     data = data.drop_columns([c for c in data.column_names if c in META_FIELDS])
-    if len(set(data.column_names)) != len(data.column_names):
-        raise SchemaError(f"{where}: duplicate column names in {data.column_names}")
     is_delete_op = operation == "delete"
     keygen.check_fields(data, partition=not (is_delete_op and is_global))
     if precombine and not is_delete_op and precombine not in data.column_names:
@@ -133,10 +132,25 @@ def conform_batch(batch: Batch, operation: str, *, precombine: str | None, table
     if operation == "delete":
         avro = table_avro or evolve(None, batch.data.schema, table_name, where, local_timestamps=local_timestamps)
         return replace(batch, avro_schema=avro)
-    avro = evolve(table_avro, batch.data.schema, table_name, where, local_timestamps=local_timestamps)
-    data = conform(batch.data, from_avro(avro), where)
+    data = resolve_columns(batch.data, known_names(table_avro, ()), where)
+    avro = evolve(table_avro, data.schema, table_name, where, local_timestamps=local_timestamps)
+    data = conform(data, from_avro(avro), where)
     ordering = data.column(precombine).combine_chunks() if precombine else None
     return replace(batch, data=data, ordering=ordering, avro_schema=avro)
+
+
+def resolvable_names(keygen: KeyGenerator, precombine: str | None, table_avro: dict | None = None) -> list[str]:
+    """The names incoming columns resolve to, ignoring case: meta, key, partition and ordering
+    fields, and the table schema's columns."""
+    return known_names(table_avro, [*keygen.record_key_fields, *keygen.partition_fields,
+                                    *([precombine] if precombine else [])])
+
+
+def resolve_columns(data: pa.Table, known: list[str], where: str) -> pa.Table:
+    """`data` with its columns named as the `known` names they match ignoring case
+    (`schema.resolve_names`)."""
+    renames = resolve_names(data.column_names, known, where)
+    return data.rename_columns([renames.get(n, n) for n in data.column_names]) if renames else data
 
 
 def dedupe_rows(batch: Batch, *, by_partition: bool) -> np.ndarray:
