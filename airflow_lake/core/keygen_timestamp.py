@@ -37,6 +37,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .errors import InvalidOptionError, PartitionPathError, UnsupportedFeatureError
+from .values import describe_value
 
 PREFIX = "hoodie.keygen.timebased."
 OLD_PREFIX = "hoodie.deltastreamer.keygen.timebased."
@@ -668,7 +669,7 @@ class TimestampPartitioner:
                 break
         if not done.all():
             row = int(np.argmin(done))
-            raise PartitionPathError(f"{self.where}: partition field {field!r} value {strings[row].as_py()!r} "
+            raise PartitionPathError(f"{self.where}: partition field {field!r} value {describe_value(strings[row])} "
                                      f"(row {row}) matches none of the input formats {list(self.input_formats)} "
                                      f"({INPUT_FORMAT})")
         # instants: a parsed offset wins unless an input zone is set (Joda's withZone)

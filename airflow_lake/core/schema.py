@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .errors import SchemaError
+from .values import describe_value
 
 META_FIELDS = (
     "_hoodie_commit_time",
@@ -442,14 +443,14 @@ def _lost_value(col: pa.ChunkedArray, target: pa.DataType) -> str | None:
         limit = 2 ** (target.bit_width - 1) - 1
         bad = pc.greater(col, pa.scalar(limit, t)).fill_null(False)
         if pc.any(bad).as_py():
-            value = col.filter(bad)[0].as_py()
+            value = describe_value(col.filter(bad)[0])
             return f"value {value} is above the {target} maximum {limit} (Avro has no unsigned types)"
     if (pa.types.is_timestamp(t) or pa.types.is_time64(t)) and t.unit == "ns" \
             and getattr(target, "unit", None) == "us":
         ints = col.cast(pa.int64())
         bad = pc.not_equal(pc.multiply(pc.divide(ints, 1000), 1000), ints).fill_null(False)
         if pc.any(bad).as_py():
-            value = col.filter(bad)[0]
+            value = describe_value(col.filter(bad)[0])  # never `str(scalar)`: that needs pandas for ns
             return (f"value {value} ({ints.filter(bad)[0].as_py()} ns) has sub-microsecond digits; "
                     "Hudi stores microseconds: round the column to microseconds first")
     return None
