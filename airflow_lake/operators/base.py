@@ -15,15 +15,17 @@ Retries never run a job twice:
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.sdk import Asset, BaseOperator, ResumableJobMixin
+from airflow.sdk.log import mask_secret
 
 from airflow_lake.core.errors import InvalidOptionError
+from airflow_lake.core.objectstore import is_secret_option
 from airflow_lake.hooks.lake import LakeHook, table_asset, with_asset
-from airflow_lake.hooks.submit import LakeJobError
+from airflow_lake.hooks.submit import TABLE_PREFIXES, LakeJobError
 from airflow_lake.location import is_absolute
 
 if TYPE_CHECKING:
@@ -76,6 +78,8 @@ class LakeJobOperator(ResumableJobMixin, BaseOperator):
     writes_files: ClassVar[bool] = True
     external_id_key = "airflow_lake.job"
     template_fields: Sequence[str] = COMMON_TEMPLATE_FIELDS
+    # arguments that must be one string (or None) once rendered: a list or dict there is refused
+    text_fields: ClassVar[tuple[str, ...]] = ("table_path", "lake_conn_id", "spark_conn_id")
     template_fields_renderers = {"table_options": "json", "storage_options": "json", "spark_conf": "json"}
     ui_color = "#d8e8f0"
 
@@ -139,7 +143,31 @@ class LakeJobOperator(ResumableJobMixin, BaseOperator):
         """A bad argument, naming the task and the table."""
         return InvalidOptionError(f"{type(self).__name__} {self.task_id}: table {self.table_path}: {message}")
 
+    def check_arguments(self) -> None:
+        """The rendered common arguments: mappings with string keys and plain values (a
+        templated dict rendered as a string, a list, a number fail here naming the argument;
+        secret values are never printed). Secret storage values are masked in the task log."""
+        storage = mapping(self, "storage_options", self.storage_options, secret=True)
+        table = mapping(self, "table_options", self.table_options)
+        mapping(self, "spark_conf", self.spark_conf)
+        mapping(self, "env_vars", self.env_vars, secret=True)
+        for name in self.text_fields:
+            value = getattr(self, name, None)
+            if value is not None and not isinstance(value, str):
+                raise self.invalid(f"{name} must be a string, got {type(value).__name__} {_short(value)}")
+        bad = next((k for k in table if not k.startswith(TABLE_PREFIXES)), None)
+        if bad is not None:
+            raise self.invalid(f"table_options key {bad!r} is not a hoodie.* or airflow_lake.* key (storage options "
+                               "go in storage_options)")
+        bad = next((k for k in storage if k.startswith(TABLE_PREFIXES)), None)
+        if bad is not None:
+            raise self.invalid(f"storage_options key {bad!r} is a table option (it goes in table_options)")
+        for key, value in {**storage, **table}.items():
+            if is_secret_option(key) and value not in (None, ""):
+                mask_secret(str(value), key)
+
     def execute(self, context: Context) -> Any:
+        self.check_arguments()
         self._args = self.job_args()
         self._token = LakeHook.run_token(context)
         self.log.info("table %s: %s with run token %s", self.table_path, self.job, self._token)
@@ -251,6 +279,30 @@ class LakeJobOperator(ResumableJobMixin, BaseOperator):
             spark.on_kill()
 
 
+def mapping(op: LakeJobOperator, name: str, value: Any, *, secret: bool = False) -> dict[str, Any]:
+    """A rendered dict argument (None: empty) with string keys and scalar (or list) values."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        shown = f"a {type(value).__name__}" if secret else f"{type(value).__name__} {_short(value)}"
+        raise op.invalid(f"{name} must be a dict, got {shown} (a templated dict renders as a string unless the "
+                         "DAG sets render_template_as_native_obj=True)")
+    for key, item in value.items():
+        if not isinstance(key, str) or not key.strip():
+            raise op.invalid(f"{name} keys must be non-empty strings, got {key!r}")
+        if not isinstance(item, (str, int, float, bool, type(None), list, tuple)) or (
+                isinstance(item, (list, tuple)) and not all(isinstance(i, (str, int, float)) for i in item)):
+            what = "a secret" if secret and is_secret_option(key) else _short(item)
+            raise op.invalid(f"{name}[{key!r}] must be a string, number, boolean or list, got "
+                             f"{type(item).__name__} {what}")
+    return dict(value)
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 200 else text[:200] + "..."
+
+
 def none_if_empty(value: Any) -> Any:
     """None for None, "" and "None" (what `{{ ti.xcom_pull(...) }}` renders for no value)."""
     if value is None or (isinstance(value, str) and value.strip() in ("", "None")):
@@ -270,6 +322,9 @@ def choice(op: LakeJobOperator, name: str, value: str | None, choices: Sequence[
 def fields(op: LakeJobOperator, name: str, value: str | Sequence[str] | None, *, required: bool = False) -> str:
     """A field name or list of names as the jobs take them (`a,b`)."""
     value = none_if_empty(value)
+    if value is not None and not isinstance(value, str) and not (
+            isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value)):
+        raise op.invalid(f"{name} must be a field name or a list of field names, got {_short(value)}")
     names = [value] if isinstance(value, str) else list(value or [])
     names = [n.strip() for part in names for n in str(part).split(",") if n.strip()]
     if required and not names:

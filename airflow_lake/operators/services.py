@@ -185,6 +185,7 @@ class SavepointOperator(LakeJobOperator):
     result_actions = ("savepoint",)
     writes_files = False
     template_fields: Sequence[str] = (*COMMON_TEMPLATE_FIELDS, "instant", "user", "comments")
+    text_fields = (*LakeJobOperator.text_fields, "user", "comments")
 
     def __init__(self, *, table_path: str, instant: str | None = None, user: str | None = None, comments: str = "",
                  **kwargs) -> None:

@@ -47,6 +47,7 @@ class UpsertOperator(LakeJobOperator):
     job = "upsert"
     template_fields: Sequence[str] = (*COMMON_TEMPLATE_FIELDS, "source", "source_format", "record_key",
                                       "precombine_field", "partition_fields", "table_name")
+    text_fields = (*LakeJobOperator.text_fields, "source", "source_format", "precombine_field", "table_name")
 
     def __init__(self, *, table_path: str, source: str, source_format: str | None = None, operation: str = "upsert",
                  record_key: str | Sequence[str] | None = None, precombine_field: str | None = None,

@@ -1,0 +1,59 @@
+"""Operators check their rendered arguments before submitting anything (issue 23, item 17):
+each bad value fails the task naming the argument and the value (a secret's value never),
+under a real `dag.test()`; no spark-submit is on PATH, and the table is untouched."""
+
+from __future__ import annotations
+
+import uuid
+
+from airflow_lake.core.table import Table
+from tests.provider.conftest import batch
+from tests.provider.test_operators import load_dag, states
+
+SECRET = "SeCrEt-" + uuid.uuid4().hex
+
+
+def test_bad_rendered_arguments_name_the_argument_and_the_value(airflow_db, tmp_path, monkeypatch, capfd):
+    monkeypatch.setenv("PATH", "/nonexistent")
+    path = str(tmp_path / "t")
+    t = Table.create(path, name="t", record_key="id", precombine_field="ts")
+    t.write(batch([1]))
+    new = str(tmp_path / "new")
+    common = f"table_path={path!r}, asset=False"
+    dag = load_dag(airflow_db, "lake_bad_rendered", f"""
+        UpsertOperator(task_id="partitions", table_path={new!r}, asset=False, source={path!r},
+                       create_if_missing=True, record_key="id", partition_fields=5)
+        UpsertOperator(task_id="table_options", {common}, source={path!r},
+                       table_options="{{{{ {{'hoodie.parquet.small.file.limit': 0}} }}}}")
+        UpsertOperator(task_id="storage_options", {common}, source={path!r},
+                       storage_options="{{{{ {{'aws_secret_access_key': '{SECRET}'}} }}}}")
+        UpsertOperator(task_id="nested_secret", {common}, source={path!r},
+                       storage_options={{"aws_secret_access_key": {{"v": {SECRET!r}}}}})
+        UpsertOperator(task_id="source", {common}, source=["a", "b"])
+        UpsertOperator(task_id="record_key", table_path={new!r}, asset=False, source={path!r},
+                       create_if_missing=True, record_key={{"a": 1}})
+        UpsertOperator(task_id="misplaced", {common}, source={path!r}, table_options={{"region": "x"}})
+        SavepointOperator(task_id="comments", {common}, comments=["a"])
+        CleanOperator(task_id="spark_conf", {common}, spark_conf="spark.x=1")
+    """)
+    dr = dag.test()
+    assert set(states(dr).values()) == {"failed"}
+    out = capfd.readouterr()
+    text = out.out + out.err
+    for message in [
+        "UpsertOperator partitions: table {new}: partition_fields must be a field name or a list of field names, got 5",
+        "UpsertOperator table_options: table {path}: table_options must be a dict, got str "
+        "\"{{'hoodie.parquet.small.file.limit': 0}}\"",
+        "UpsertOperator storage_options: table {path}: storage_options must be a dict, got a str",
+        "UpsertOperator nested_secret: table {path}: storage_options['aws_secret_access_key'] must be a string, "
+        "number, boolean or list, got dict a secret",
+        "UpsertOperator source: table {path}: source must be a string, got list ['a', 'b']",
+        "UpsertOperator record_key: table {new}: record_key must be a field name or a list of field names, "
+        "got {{'a': 1}}",
+        "UpsertOperator misplaced: table {path}: table_options key 'region' is not a hoodie.* or airflow_lake.* key",
+        "SavepointOperator comments: table {path}: comments must be a string, got list ['a']",
+        "CleanOperator spark_conf: table {path}: spark_conf must be a dict, got str 'spark.x=1'",
+    ]:
+        assert message.format(new=new, path=path) in text, message
+    assert SECRET not in text
+    assert len(t.timeline.instants) == 1 and not (tmp_path / "new").exists()
