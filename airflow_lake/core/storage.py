@@ -31,6 +31,10 @@ from .errors import InvalidOptionError, PathEscapeError
 
 log = logging.getLogger(__name__)
 
+TEMP_FOLDER = ".hoodie/.aux/airflow_lake/tmp"  # the temp files of `create` on local file systems
+# a temp file lives for one write, fsync and link; an older one was left by a killed process
+STALE_TEMP_MS = 10 * 60 * 1000
+
 
 @dataclass(frozen=True, slots=True)
 class FileStatus:
@@ -234,9 +238,8 @@ class Storage:
             # write a private temp file, then hard-link it into place: the link is atomic and
             # fails if the name exists, so a crash never leaves a torn or empty timeline file
             full = self.full(path)
-            folder = os.path.dirname(full)
-            os.makedirs(folder, exist_ok=True)
-            tmp = os.path.join(folder, f".tmp-{uuid.uuid4().hex}")
+            os.makedirs(os.path.dirname(full), exist_ok=True)
+            tmp = self._temp_file()
             with open(tmp, "wb") as f:
                 f.write(data)
                 f.flush()
@@ -254,6 +257,36 @@ class Storage:
             return False
         self.write(path, data)
         return True
+
+    def _temp_file(self) -> str:
+        """A new temp file name in TEMP_FOLDER (one folder `sweep_temp_files` cleans; a hard
+        link from there into any folder of the table stays on the same file system)."""
+        folder = self.full(TEMP_FOLDER)
+        os.makedirs(folder, exist_ok=True)
+        return os.path.join(folder, f"{uuid.uuid4().hex}.tmp")
+
+    def sweep_temp_files(self, older_than_ms: int = STALE_TEMP_MS, now_ms: float | None = None) -> list[str]:
+        """Delete the temp files of `create` that a killed process left: those in TEMP_FOLDER
+        (and `.hoodie/.tmp-*`, where earlier versions put them) last modified more than
+        `older_than_ms` before `now_ms`; a live creator's is younger. Returns their paths; object
+        stores have none."""
+        if not self.is_local:
+            return []
+        now = time.time() * 1000 if now_ms is None else now_ms
+        removed = []
+        for folder, prefix in ((TEMP_FOLDER, ""), (".hoodie", ".tmp-")):
+            try:
+                entries = list(os.scandir(self.full(folder)))
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            for entry in entries:
+                if not (entry.name.startswith(prefix) and entry.is_file()):
+                    continue
+                with contextlib.suppress(FileNotFoundError):  # another sweeper was quicker
+                    if now - entry.stat().st_mtime * 1000 > older_than_ms:
+                        os.unlink(entry.path)
+                        removed.append(f"{folder}/{entry.name}")
+        return removed
 
     def take_over(self, path: str, data: bytes, older_than_ms: int) -> bool:
         """Replace a file last modified more than `older_than_ms` ago (a dead holder's lock)

@@ -370,6 +370,7 @@ class Table:
         for folder in self.storage.list_dirs(".hoodie/.temp"):
             if folder.rsplit("/", 1)[-1] not in pending:
                 self.storage.delete_dir(folder)
+        self.storage.sweep_temp_files()  # left by a process killed inside `create`
         return timeline
 
     def check_still_owner(self, inflight: Instant, timeline: ActiveTimeline | None = None) -> None:
