@@ -7,7 +7,8 @@ insert_overwrite_table. The source is a file or folder of parquet, json, csv or 
 Spark) or avro (read by the core with fastavro, in executors), a Spark SQL query
 (`--source-format sql`) or a table name (`--source-format table`). With `--create-if-missing`
 a new table is created from `--record-key`, `--precombine-field`, `--partition-fields` and
-`--table-type` (a no-op when the table exists).
+`--table-type`; on an existing table, each of these settings given must equal the table's own
+(the job fails before writing, naming both values, otherwise).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import os
 from typing import Any
 
 from airflow_lake.core.errors import InvalidOptionError, TableNotFoundError
+from airflow_lake.core.settings import check_table_settings
 from airflow_lake.core.table import Table
 from airflow_lake.core.write.prepare import OPERATIONS
 from airflow_lake.spark import job
@@ -31,10 +33,10 @@ PARSER.add_argument("--operation", default="upsert", choices=OPERATIONS)
 PARSER.add_argument("--create-if-missing", action="store_true",
                     help="create the table when the path holds none (needs --record-key)")
 PARSER.add_argument("--table-type", type=str.upper, choices=("COPY_ON_WRITE", "MERGE_ON_READ"),
-                    default="COPY_ON_WRITE", help="for a new table (default COPY_ON_WRITE)")
+                    help="for a new table (default COPY_ON_WRITE)")
 PARSER.add_argument("--record-key", metavar="F[,F]", help="for a new table: the record key field(s)")
 PARSER.add_argument("--precombine-field", metavar="F", help="for a new table: the ordering field")
-PARSER.add_argument("--partition-fields", metavar="A,B", default="", help="for a new table: partition fields")
+PARSER.add_argument("--partition-fields", metavar="A,B", help="for a new table: partition fields")
 PARSER.add_argument("--hive-style-partitioning", action="store_true", help="for a new table: field=value folders")
 PARSER.add_argument("--table-name", help="for a new table (default: the last folder of --table)")
 
@@ -68,20 +70,21 @@ def body(run: job.JobRun) -> dict[str, Any]:
     a = run.args
     spark = session("airflow-lake upsert")
     created = False
+    settings = {"name": a.table_name, "table_type": a.table_type, "record_key": a.record_key,
+                "precombine_field": a.precombine_field, "partition_fields": a.partition_fields,
+                "hive_style_partitioning": a.hive_style_partitioning or None}
     if a.create_if_missing:
-        try:
-            Table.open(a.table, storage_options=run.storage_options)
-        except TableNotFoundError:  # no table there yet: create it
-            if not a.record_key:
-                raise InvalidOptionError(f"table {a.table}: --create-if-missing needs --record-key") from None
-            name = a.table_name or os.path.basename(a.table.rstrip("/")) or "table"
-            Table.create(a.table, name=name, table_type=a.table_type, record_key=a.record_key,
-                         precombine_field=a.precombine_field, partition_fields=a.partition_fields,
-                         hive_style_partitioning=a.hive_style_partitioning, options=run.table_options,
-                         storage_options=run.storage_options)
-            created = True
-            job.log.info("upsert: created %s table %s (%s)", a.table_type, a.table, name)
+        try:  # an existing table must have the settings given; a new one is created from them
+            new, created = Table.open_or_create(a.table, **settings, options=run.table_options,
+                                                storage_options=run.storage_options)
+        except TableNotFoundError:
+            if a.record_key:
+                raise
+            raise InvalidOptionError(f"table {a.table}: --create-if-missing needs --record-key") from None
+        if created:
+            job.log.info("upsert: created %s table %s (%s)", new.config.table_type, a.table, new.config.name)
     table = run.open_table()
+    check_table_settings(table.storage.uri, table.config, **settings)
     fmt = source_format(a.source, a.source_format)
     job.log.info("upsert: %s of %s source %s", a.operation, fmt, a.source)
     df = read_source(spark, a.source, fmt, run.storage_options)

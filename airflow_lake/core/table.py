@@ -46,6 +46,7 @@ from .paths import Deleter
 from .read import Reader
 from .schema import NAME_RULE, from_avro, is_avro_name
 from .services import archive, clean, compaction, rollback, savepoint
+from .settings import check_table_settings, table_type_name
 from .storage import Storage, open_storage
 from .timeline.active import ActiveTimeline
 from .timeline.archived import ArchivedTimeline
@@ -202,6 +203,40 @@ class Table:
                         config.version)
         return Table(storage, config, options, engine, storage_options)
 
+    @staticmethod
+    def open_or_create(path: str, *, name: str | None = None, table_type: str | None = None,
+                       record_key: str | list[str] | None = None, precombine_field: str | None = None,
+                       partition_fields: str | list[str] | tuple | None = None,
+                       hive_style_partitioning: bool | None = None, options: dict[str, Any] | None = None,
+                       storage_options: dict[str, Any] | None = None, engine: Engine | None = None,
+                       ) -> tuple[Table, bool]:
+        """The table at `path` and False, refusing any setting given (None: not given) that
+        differs from the table's own; or, when the path holds none, a table created from them
+        (name: the last folder of `path`; type: COPY_ON_WRITE) and True."""
+        settings = {"name": name, "table_type": table_type, "record_key": record_key,
+                    "precombine_field": precombine_field, "partition_fields": partition_fields,
+                    "hive_style_partitioning": hive_style_partitioning}
+        try:
+            table = Table.open(path, options=options, engine=engine, storage_options=storage_options)
+        except TableNotFoundError:
+            return Table._create_from(path, settings, options, storage_options, engine), True
+        check_table_settings(table.storage.uri, table.config, options=options, **settings)
+        return table, False
+
+    @staticmethod
+    def _create_from(path: str, settings: dict[str, Any], options: dict[str, Any] | None,
+                     storage_options: dict[str, Any] | None, engine: Engine | None) -> Table:
+        if not settings["record_key"]:
+            raise TableNotFoundError(f"table {path}: there is no table there to open, and creating one needs "
+                                     "a record key")
+        name = settings["name"] or path.rstrip("/").rsplit("/", 1)[-1] or "table"
+        table = Table.create(path, name=name, table_type=table_type_name(settings["table_type"] or "COPY_ON_WRITE"),
+                             record_key=settings["record_key"], precombine_field=settings["precombine_field"],
+                             partition_fields=settings["partition_fields"] or (),
+                             hive_style_partitioning=bool(settings["hive_style_partitioning"]), options=options,
+                             storage_options=storage_options)
+        return table if engine is None else Table(table.storage, table.config, table.options, engine, storage_options)
+
     # -- options, schema, timeline ---------------------------------------------------------
     def context(self) -> TableContext:
         """This table as a picklable value for tasks that run elsewhere."""
@@ -253,6 +288,7 @@ class Table:
         self.check_merge_support("a write", write=True)
         self.keygen.check_writable()
         check_index_switch(self.storage.uri, self.config.props, self.options)
+        check_table_settings(self.storage.uri, self.config, options=self.options)
         for key, fields in (("hoodie.datasource.write.recordkey.field", self.config.record_key_fields),
                             (WRITE_PARTITION_FIELD, self.config.partition_fields)):
             given = self.options.get(key)

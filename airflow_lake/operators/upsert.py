@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from airflow_lake.core.errors import TableNotFoundError
+from airflow_lake.core.settings import check_table_settings
 from airflow_lake.core.write.prepare import OPERATIONS
 from airflow_lake.operators.base import COMMON_TEMPLATE_FIELDS, LakeJobOperator, choice, fields, none_if_empty
 
@@ -30,8 +31,11 @@ class UpsertOperator(LakeJobOperator):
         (a list), `table_type` (`COPY_ON_WRITE` default, `MERGE_ON_READ`),
         `hive_style_partitioning` and `table_name`: the new table's settings with
         `create_if_missing` (templated, except the flags).
-    :param create_if_missing: create the table when the path holds none (needs `record_key`);
-        a no-op when the table exists. Without it a missing table fails the task.
+    :param create_if_missing: create the table when the path holds none (needs `record_key`).
+        Without it a missing table fails the task. On an existing table every setting given
+        (`record_key`, `precombine_field`, `partition_fields`, `table_type`, `table_name`,
+        `hive_style_partitioning=True`) must equal the table's own, else the task fails before
+        submitting anything, naming both values.
     :param table_options: `hoodie.*` write options for this write (templated).
 
     XCom: `{"instant", "operation", "inserts", "updates", "deletes", "files_written"}`;
@@ -78,20 +82,21 @@ class UpsertOperator(LakeJobOperator):
         args = ["--source", str(source), "--operation", self.operation]
         if fmt:
             args += ["--source-format", fmt]
+        settings = self.table_settings()
         try:
-            existing = self.hook.get_table(self.table_path).config.table_type
+            existing = self.hook.get_table(self.table_path)
         except TableNotFoundError:
             if not self.create_if_missing:
                 where = self.hook.resolve(self.table_path)
                 raise TableNotFoundError(f"{type(self).__name__} {self.task_id}: table {where} does not exist; pass "
                                          "create_if_missing=True with record_key to create it") from None
-            existing = None
-        if existing and self.table_type and existing != self.table_type:
-            raise self.invalid(f"table_type {self.table_type} given but the table is {existing}")
+        else:  # the core's rule, before anything is submitted: every setting given equals the table's
+            check_table_settings(existing.storage.uri, existing.config, **settings)
         if self.create_if_missing:
             args.append("--create-if-missing")
             args += ["--record-key", fields(self, "record_key", self.record_key, required=True)]
-            args += ["--table-type", self.table_type or "COPY_ON_WRITE"]
+            if self.table_type:
+                args += ["--table-type", self.table_type]
             if none_if_empty(self.precombine_field):
                 args += ["--precombine-field", str(self.precombine_field)]
             partitions = fields(self, "partition_fields", self.partition_fields)
@@ -102,6 +107,14 @@ class UpsertOperator(LakeJobOperator):
             if none_if_empty(self.table_name):
                 args += ["--table-name", str(self.table_name)]
         return args
+
+    def table_settings(self) -> dict[str, Any]:
+        """The table settings given (None: not given), as `check_table_settings` takes them."""
+        return {"name": none_if_empty(self.table_name), "table_type": self.table_type,
+                "record_key": fields(self, "record_key", self.record_key) or None,
+                "precombine_field": none_if_empty(self.precombine_field),
+                "partition_fields": fields(self, "partition_fields", self.partition_fields) or None,
+                "hive_style_partitioning": self.hive_style_partitioning or None}
 
     def to_xcom(self, result: dict[str, Any], context: Context) -> dict[str, Any]:
         return {"instant": result.get("instant"), "operation": self.operation, "inserts": result.get("inserts"),

@@ -361,6 +361,8 @@ def test_bad_rendered_arguments_fail_before_submitting(airflow_db, tmp_path, mon
         RollbackOperator(task_id="rollback", table_path={path!r}, instant="{{{{ 'yesterday' }}}}")
         UpsertOperator(task_id="missing", table_path={str(tmp_path / 'nothing')!r}, source={path!r})
         UpsertOperator(task_id="other_type", table_path={path!r}, source={path!r}, table_type="MERGE_ON_READ")
+        UpsertOperator(task_id="other_keys", table_path={path!r}, source={path!r}, create_if_missing=True,
+                       record_key=["uuid"], precombine_field="ts", partition_fields=["day"])
         CompactionExecuteOperator(task_id="plans", table_path={path!r}, max_plans="{{{{ 'many' }}}}")
     """)
     dr = dag.test()
@@ -369,7 +371,9 @@ def test_bad_rendered_arguments_fail_before_submitting(airflow_db, tmp_path, mon
     text = out.out + out.err
     assert f"RollbackOperator rollback: table {path}: instant 'yesterday' is not an instant time" in text
     assert f"table {tmp_path / 'nothing'} does not exist; pass create_if_missing=True" in text
-    assert "table_type MERGE_ON_READ given but the table is COPY_ON_WRITE" in text
+    assert f"table {path}: settings given that contradict the table's own (table_type='MERGE_ON_READ' but the " \
+           "table has 'COPY_ON_WRITE')" in text
+    assert "(record_key='uuid' but the table has 'id'; partition_fields='day' but the table has 'none')" in text
     assert "max_plans must be a whole number of at least 1, got 'many'" in text
     assert len(t.timeline.instants) == 1 and not (tmp_path / "nothing").exists()
 
