@@ -20,6 +20,7 @@ Semantics (docs/sensor.md):
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -184,6 +185,22 @@ class TimelineWatch:
                     cached = COMPACTION if instant.action == COMMIT else LOG_COMPACTION
             self._kinds[instant.time] = cached
         return cached
+
+
+# storage errors that will not pass by waiting: credentials, permissions, no bucket
+_PERMANENT = re.compile(r"access.?denied|forbidden|\b40[13]\b|invalidaccesskeyid|signaturedoesnotmatch|"
+                        r"no.?such.?bucket|unauthori[sz]ed|permission denied")
+
+
+def is_permanent(error: BaseException) -> bool:
+    """Whether a failed timeline scan will fail again however long one waits: access denied,
+    a missing bucket, the table gone, a bad argument (every `LakeError`), a programming error.
+    Other storage errors (network, throttling, a file replaced while read) may pass."""
+    if isinstance(error, (LakeError, PermissionError)):
+        return True
+    if isinstance(error, (OSError, TimeoutError, ConnectionError)):
+        return _PERMANENT.search(f"{type(error).__name__} {error}".lower()) is not None
+    return True
 
 
 def _blocks(action: str, watched: set[str]) -> bool:

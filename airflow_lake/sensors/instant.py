@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from datetime import timedelta
 from functools import cached_property
@@ -10,11 +11,11 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import Asset, BaseSensorOperator, PokeReturnValue, conf
 from airflow.sdk.exceptions import AirflowException
 
-from airflow_lake.core.errors import InstantNotFoundError
+from airflow_lake.core.errors import InstantNotFoundError, TableNotFoundError
 from airflow_lake.hooks.lake import LakeHook, table_asset, with_asset
 from airflow_lake.location import is_absolute
-from airflow_lake.triggers.instant import LakeInstantTrigger
-from airflow_lake.watch import Baseline, Observation, TimelineWatch, actions_key, normalize_actions
+from airflow_lake.triggers.instant import RETRY_TIMEOUT, LakeInstantTrigger, refuse_secrets
+from airflow_lake.watch import Baseline, Observation, TimelineWatch, actions_key, is_permanent, normalize_actions
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -44,7 +45,14 @@ class InstantSensor(BaseSensorOperator):
         (which must then be absolute or a URI). It is added to the task's inlets.
     :param state_key: the key in the Asset's state store; by default one per DAG, task and
         actions filter, so several consumers of one table keep their own watermarks.
-    :param deferrable: wait in the triggerer (`LakeInstantTrigger`) instead of a worker slot.
+    :param deferrable: wait in the triggerer (`LakeInstantTrigger`) instead of a worker slot;
+        `storage_options` may then hold no secret (they would be stored with the trigger): give
+        credentials in the lake connection.
+    :param wait_for_table: a path that holds no table yet is waited on (until the sensor's
+        timeout) instead of failing at once.
+    :param retry_timeout: storage errors that may pass (network, throttling) are retried for
+        up to this many seconds in a row (with back-off in deferrable mode); errors that will
+        not pass (access denied, the table gone) fail at once.
     """
 
     template_fields: Sequence[str] = ("table_path", "baseline", "lake_conn_id")
@@ -55,7 +63,9 @@ class InstantSensor(BaseSensorOperator):
                  lake_conn_id: str | None = None, storage_options: dict[str, Any] | None = None,
                  track_watermark: bool = True, asset: Asset | None = None, state_key: str | None = None,
                  deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
-                 **kwargs) -> None:
+                 wait_for_table: bool = False, retry_timeout: float = RETRY_TIMEOUT, **kwargs) -> None:
+        if deferrable:
+            refuse_secrets(f"InstantSensor {kwargs.get('task_id')}: table {table_path}", storage_options)
         self.actions = normalize_actions(actions)
         if int(min_new_instants) < 1:
             raise ValueError(f"min_new_instants must be at least 1, got {min_new_instants}")
@@ -73,6 +83,9 @@ class InstantSensor(BaseSensorOperator):
         self.asset = asset
         self.state_key = state_key
         self.deferrable = deferrable
+        self.wait_for_table = bool(wait_for_table)
+        self.retry_timeout = float(retry_timeout)
+        self._failing_since: float | None = None
 
     @cached_property
     def hook(self) -> LakeHook:
@@ -80,7 +93,10 @@ class InstantSensor(BaseSensorOperator):
 
     @cached_property
     def watch(self) -> TimelineWatch:
-        return self.hook.watch(self.table_path, self.actions)
+        try:
+            return self.hook.watch(self.table_path, self.actions)
+        except TableNotFoundError as e:
+            raise TableNotFoundError(f"{e} (pass wait_for_table=True to wait until one is created)") from None
 
     # -- baseline and its state --------------------------------------------------------------
     def _uses_state(self) -> bool:
@@ -105,11 +121,28 @@ class InstantSensor(BaseSensorOperator):
 
     # -- poke, reschedule -------------------------------------------------------------------
     def _observe(self, baseline: Baseline) -> Observation | None:
+        """One scan; None for "look again": no table yet (`wait_for_table`), a timeline file
+        gone while read, a storage error that may pass (within `retry_timeout`)."""
         try:
-            return self.watch.observe(baseline)
+            seen = self.watch.observe(baseline)
+        except TableNotFoundError:
+            if not self.wait_for_table:
+                raise
+            self.log.info("table %s: no table yet (wait_for_table): waiting", self.table_path)
+            return None
         except InstantNotFoundError as e:  # archived or rolled back while listed: look again
             self.log.info("table %s: timeline changed while reading (%s)", self.table_path, e)
             return None
+        except Exception as e:
+            if is_permanent(e):
+                raise
+            self._failing_since = self._failing_since or time.monotonic()
+            if time.monotonic() - self._failing_since >= self.retry_timeout:
+                raise
+            self.log.warning("table %s: storage error (%s: %s); looking again", self.table_path, type(e).__name__, e)
+            return None
+        self._failing_since = None
+        return seen
 
     def _check(self, baseline: Baseline) -> dict[str, Any] | None:
         """The result if enough new instants completed after `baseline`, else None."""
@@ -151,6 +184,8 @@ class InstantSensor(BaseSensorOperator):
                 poll_interval=self.poke_interval,
                 lake_conn_id=self.lake_conn_id,
                 storage_options=self.storage_options,
+                wait_for_table=self.wait_for_table,
+                retry_timeout=self.retry_timeout,
             ),
             method_name="execute_complete",
             timeout=timedelta(seconds=self.timeout),
