@@ -26,7 +26,6 @@ def body(run: job.JobRun) -> dict[str, Any]:
     a = run.args
     table = run.open_table()
     policy = a.policy or str(table.options.get("hoodie.cleaner.policy") or "KEEP_LATEST_COMMITS").upper()
-    done = bool(run.token and not a.dry_run and table.timeline.find_token(run.token, actions=(CLEAN,)))
     job.log.info("clean: %s (%s, retained %s)", "planning (dry run)" if a.dry_run else "cleaning", policy,
                  a.retained if a.retained is not None else "from the table's options")
     result = table.clean(policy=policy, retained=a.retained, dry_run=a.dry_run, extra_metadata=run.extra_metadata)
@@ -36,7 +35,7 @@ def body(run: job.JobRun) -> dict[str, Any]:
     return run.result(instant=result.instant, action=CLEAN if result.instant else None, operation="clean",
                       policy=result.policy, earliest_instant_to_retain=result.earliest_instant_to_retain,
                       dry_run=a.dry_run, files_planned=files, files_deleted=0 if a.dry_run else files,
-                      partitions=len(result.files), already_done=done)
+                      partitions=len(result.files), already_done=result.already_done)
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:

@@ -88,15 +88,13 @@ def body(run: job.JobRun) -> dict[str, Any]:
     fmt = source_format(a.source, a.source_format)
     job.log.info("upsert: %s of %s source %s", a.operation, fmt, a.source)
     df = read_source(spark, a.source, fmt, run.storage_options)
-    token = run.token
-    done = bool(token and table.timeline.find_token(token))
     result = write(table, df, a.operation, run.extra_metadata)
     job.log.info("upsert: %s %s: %d inserts, %d updates, %d deletes in %d files", a.operation, result.instant,
                  result.num_inserts, result.num_updates, result.num_deletes, len(result.files))
     return run.result(instant=result.instant, action=table.timeline.get(result.instant).action,
                       operation=a.operation, inserts=result.num_inserts, updates=result.num_updates,
                       deletes=result.num_deletes, files_written=len(result.files), records_written=result.num_writes,
-                      partitions=len(result.partitions), table_created=created, already_done=done)
+                      partitions=len(result.partitions), table_created=created, already_done=result.already_done)
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:

@@ -71,3 +71,26 @@ class WriteConflictError(LakeError):
 
 class CorruptLogError(InvalidTableError):
     """A log block of a completed instant is damaged (framing or payload); names the file."""
+
+
+def note_instant(error: BaseException, instant: str) -> BaseException:
+    """Record on `error` the instant the failed operation had created (since rolled back or
+    left pending), so that the error's report names it; an instant noted earlier is kept."""
+    if getattr(error, "instant", None) is None:
+        try:
+            error.instant = instant  # type: ignore[attr-defined]
+        except (AttributeError, TypeError):  # an exception type without a __dict__
+            pass
+    return error
+
+
+def noted_instant(error: BaseException | None) -> str | None:
+    """The instant `note_instant` recorded on `error` or on an error it was raised from."""
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        instant = getattr(error, "instant", None)
+        if isinstance(instant, str):
+            return instant
+        error = error.__cause__ or error.__context__
+    return None

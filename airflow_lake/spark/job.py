@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, NoReturn, TypeVar
 
-from airflow_lake.core.errors import LakeError
+from airflow_lake.core.errors import LakeError, noted_instant
 from airflow_lake.core.objectstore import scrub
 from airflow_lake.core.table import Table
 from airflow_lake.core.timeline.tokens import TOKEN_KEY
@@ -182,7 +182,7 @@ def execute(p: argparse.ArgumentParser, body: Callable[[JobRun], dict[str, Any]]
         if not isinstance(e, LakeError):
             log.error("%s: unexpected failure\n%s", name,
                       scrub(traceback.format_exc().rstrip(), {**job.table_options, **job.storage_options}))
-        raise JobError(name, args.table, job.instant, e,
+        raise JobError(name, args.table, job.instant or noted_instant(e), e,
                        {**job.table_options, **job.storage_options}) from e
     log.info("%s: done on table %s, instant %s", name, args.table, result.get("instant"))
     return result

@@ -59,6 +59,7 @@ from airflow_lake.core.timeline.metadata import workload_metadata
 from airflow_lake.core.view import FileSystemView, list_partition_files
 from airflow_lake.core.write.client import OPERATION_TYPES, TOKEN_KEY, WriteClient, WriteResult
 from airflow_lake.core.write.execute import ExecSpec, execute_group
+from airflow_lake.core.write.heartbeat import beating
 from airflow_lake.core.write.plan import Sizing, fill_small_files, new_files, slice_ref
 from airflow_lake.core.write.prepare import OPERATIONS, resolvable_names
 
@@ -135,14 +136,13 @@ def write(table, df: DataFrame, operation: str = "upsert", extra_metadata: dict[
         requested, heartbeat, timeline = client.begin(action, extra.get(TOKEN_KEY))
         if heartbeat is None:  # a retry whose run token is already committed
             return client.stored_result(timeline, requested, operation)
-        try:
-            return _run(spark, table, client, keyed, parts, avro, operation, is_global, index_type, requested,
-                        timeline, extra, where)
-        except BaseException:
-            _abandon(table, requested.time)
-            raise
-        finally:
-            heartbeat.stop()
+        with beating(heartbeat):  # (an error names the instant: the job's error line says which it rolled back)
+            try:
+                return _run(spark, table, client, keyed, parts, avro, operation, is_global, index_type, requested,
+                            timeline, extra, where)
+            except BaseException:
+                _abandon(table, requested.time)
+                raise
     finally:
         keyed.unpersist()
         frame.unpersist()

@@ -37,6 +37,7 @@ from ..timeline.instant import (
     State,
 )
 from ..timeline.metadata import CommitMetadata, read_avro, write_avro
+from ..write.attempt import token_lock
 
 log = logging.getLogger(__name__)
 
@@ -162,10 +163,8 @@ def archive(table, *, min_commits: int = 20, max_commits: int = 30, batch: int =
     storage = table.storage
     result = ArchiveResult()
     token = tokens.token_of(extra_metadata)
-    with table.lock():
+    with token_lock(table, token, (tokens.ARCHIVE,)) as (timeline, done):
         _recover_merge(storage, folder)
-        timeline = table.repair_timeline()
-        done = timeline.find_token(token, actions=(tokens.ARCHIVE,)) if token else None
         if done is not None:
             stored = tokens.stored_result(storage, token, done.time, tokens.ARCHIVE)
             return ArchiveResult(**{**stored, "already_done": True})

@@ -15,8 +15,8 @@ import time
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-from ..config import Option
-from ..errors import InvalidOptionError
+from ..config import Option, WriteOptions
+from ..errors import InvalidOptionError, WriteConflictError
 from ..model import FileGroup
 from ..paths import absolute_path, relative_path
 from ..timeline import tokens
@@ -25,6 +25,8 @@ from ..timeline.instant import CLEAN, SAVEPOINT, Instant, State
 from ..timeline.metadata import read_avro
 from ..timeline.payloads import ActionInstant, CleanerPlan, CleanMetadata, SavepointMetadata
 from ..view import FileSystemView
+from ..write.attempt import token_lock
+from ..write.heartbeat import Heartbeat, beating, is_expired
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +45,7 @@ class CleanResult:
     earliest_instant_to_retain: str | None
     files: dict[str, list[str]] = field(default_factory=dict)  # partition -> file names
     dry_run: bool = False
+    already_done: bool = False  # an earlier attempt with this run token did it
 
     @property
     def total_files(self) -> int:
@@ -133,15 +136,16 @@ def clean(table, *, policy: str = "KEEP_LATEST_COMMITS", retained: int | None = 
     if dry_run:
         files, earliest = plan(table, table.timeline, policy, retained)
         return CleanResult(None, policy, earliest.time if earliest else None, _names(files), dry_run=True)
-    with table.lock():
-        timeline = table.repair_timeline()
-        token = tokens.token_of(extra_metadata)
-        done = timeline.find_token(token, actions=(CLEAN,)) if token else None
+    token = tokens.token_of(extra_metadata)
+    with token_lock(table, token, (CLEAN,)) as (timeline, done):
         if done is not None:  # a retry: this run's clean is already done
             return _stored_result(timeline, done, policy)
         pending = timeline.actions(CLEAN).pending().instants
         if pending:  # finish a half-done clean from its plan
             instant = pending[0]
+            if not is_expired(table.storage, instant.time, table.option(WriteOptions.HEARTBEAT_INTERVAL_MS),
+                              table.option(WriteOptions.HEARTBEAT_TOLERABLE_MISSES)):
+                raise WriteConflictError(f"table {uri}: clean {instant.time} is being executed by another task")
             cleaner_plan = CleanerPlan.from_bytes(timeline.read_details(instant.to(State.REQUESTED)))
         else:
             files, earliest = plan(table, timeline, policy, retained)
@@ -154,7 +158,9 @@ def clean(table, *, policy: str = "KEEP_LATEST_COMMITS", retained: int | None = 
                 {p: tuple(absolute_path(table.storage, f) for f in fs) for p, fs in files.items()},
                 dict(extra_metadata) if extra_metadata else None)
             instant = timeline.create(Instant(t, CLEAN, State.REQUESTED), cleaner_plan.to_bytes(), token=token)
-    return _execute(table, timeline, instant, cleaner_plan)
+        heartbeat = Heartbeat(table.storage, instant.time, table.option(WriteOptions.HEARTBEAT_INTERVAL_MS)).start()
+    with beating(heartbeat):
+        return _execute(table, timeline, instant, cleaner_plan)
 
 
 def _execute(table, timeline, instant: Instant, cleaner_plan: CleanerPlan) -> CleanResult:
@@ -180,8 +186,10 @@ def _stored_result(timeline, instant: Instant, policy: str) -> CleanResult:
     """What the completed clean `instant` did (its metadata, or nothing if no longer kept)."""
     record = timeline.stored_avro_metadata(instant)
     if not record:
-        return CleanResult(instant.time, policy, None)
-    return _result(CleanMetadata.from_avro(record, policy), instant.time)
+        return CleanResult(instant.time, policy, None, already_done=True)
+    result = _result(CleanMetadata.from_avro(record, policy), instant.time)
+    result.already_done = True
+    return result
 
 
 def _result(metadata: CleanMetadata, instant: str | None = None) -> CleanResult:

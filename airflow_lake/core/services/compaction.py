@@ -37,7 +37,8 @@ from ..timeline.instant import COMMIT, COMPACTION, DELTA_COMMIT, Instant, State,
 from ..timeline.metadata import CommitMetadata
 from ..timeline.payloads import CompactionOperation, CompactionPlan
 from ..view import FileSystemView
-from ..write.heartbeat import Heartbeat, is_expired
+from ..write.attempt import token_lock
+from ..write.heartbeat import Heartbeat, beating, is_expired
 from ..write.markers import CREATE, create_marker, delete_markers
 
 log = logging.getLogger(__name__)
@@ -142,10 +143,8 @@ def schedule(table, *, instant: str | None = None, strategy: str | None = None, 
     io = target_io_mb if target_io_mb is not None else table.option(TARGET_IO_MB)
     if instant is not None:
         check_instant_time(instant, table.storage.uri)
-    with table.lock():
-        timeline = table.repair_timeline()
-        token = tokens.token_of(extra_metadata)
-        done = timeline.find_token(token, pending=True, actions=(COMMIT,)) if token else None
+    token = tokens.token_of(extra_metadata)
+    with token_lock(table, token, (COMMIT,), pending_done=True) as (timeline, done):
         if done is not None:
             return CompactionDecision(done.time, "already scheduled by this run")
         pending = [i for i in timeline.commits().pending()]
@@ -187,11 +186,9 @@ def run(table, instant: str | None = None, *, order: str = "FIFO",
     uri = table.storage.uri
     interval = table.option(WriteOptions.HEARTBEAT_INTERVAL_MS)
     misses = table.option(WriteOptions.HEARTBEAT_TOLERABLE_MISSES)
-    with table.lock():
-        timeline = table.repair_timeline()
+    token = tokens.token_of(extra_metadata)
+    with token_lock(table, token, (COMMIT,)) as (timeline, done):
         pending = timeline.actions(COMPACTION).pending().instants
-        token = tokens.token_of(extra_metadata)
-        done = timeline.find_token(token, actions=(COMMIT,)) if token else None
         if done is not None and instant in (None, done.time):  # a retry: this run's compaction is done
             return _stored_result(timeline.stored_commit_metadata(done), done.time)
         if instant is not None:
@@ -217,10 +214,8 @@ def run(table, instant: str | None = None, *, order: str = "FIFO",
         tokens.record(table.storage, token, chosen.time, COMPACTION)
         inflight = timeline.transition(requested, State.INFLIGHT)
         heartbeat = Heartbeat(table.storage, chosen.time, interval).start()
-    try:
+    with beating(heartbeat):
         return _execute(table, timeline, inflight, extra_metadata)
-    finally:
-        heartbeat.stop()
 
 
 def _stored_result(meta, instant: str) -> CompactionResult:

@@ -12,6 +12,7 @@ from ..timeline.active import ActiveTimeline
 from ..timeline.instant import COMMIT_ACTIONS, COMPACTION, ROLLBACK, Instant, State, check_instant_time
 from ..timeline.payloads import CompactionPlan
 from ..undo import RollbackResult, rollback_instant, rolled_back_by
+from ..write.attempt import token_lock
 from ..write.heartbeat import is_expired
 
 
@@ -20,9 +21,7 @@ def rollback(table, instant: str, *, extra_metadata: dict[str, str] | None = Non
     in `extra_metadata` is recorded in the token index (rollback metadata has no field for it)."""
     check_instant_time(instant, table.storage.uri)
     token = tokens.token_of(extra_metadata)
-    with table.lock():
-        timeline = table.repair_timeline()
-        done = timeline.find_token(token, actions=(ROLLBACK,)) if token else None
+    with token_lock(table, token, (ROLLBACK,)) as (timeline, done):
         if done is not None:
             return RollbackResult.stored(timeline, done, instant)
         if not timeline.contains(instant):

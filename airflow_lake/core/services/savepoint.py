@@ -22,6 +22,7 @@ from ..timeline.payloads import (
     SavepointMetadata,
 )
 from ..view import FileSystemView
+from ..write.attempt import token_lock
 from ..write.heartbeat import is_expired
 
 log = logging.getLogger(__name__)
@@ -41,9 +42,7 @@ def savepoint(table, instant: str, *, user: str | None = None, comments: str = "
     uri = table.storage.uri
     check_instant_time(instant, uri)
     token = tokens.token_of(extra_metadata)
-    with table.lock():
-        timeline = table.repair_timeline()
-        done = timeline.find_token(token, actions=(SAVEPOINT,)) if token else None
+    with token_lock(table, token, (SAVEPOINT,)) as (timeline, done):
         if done is not None:
             return done.time
         commits = timeline.commits().completed()
@@ -77,9 +76,7 @@ def restore(table, instant: str, *, extra_metadata: dict[str, str] | None = None
     uri = table.storage.uri
     check_instant_time(instant, uri)
     token = tokens.token_of(extra_metadata)
-    with table.lock():
-        timeline = table.repair_timeline()
-        done = timeline.find_token(token, actions=(RESTORE,)) if token else None
+    with token_lock(table, token, (RESTORE,)) as (timeline, done):
         if done is not None:
             return _stored_result(timeline, done, instant)
         if not timeline.actions(SAVEPOINT).completed().contains(instant):

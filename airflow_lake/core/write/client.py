@@ -37,9 +37,10 @@ from ..timeline.instant import COMMIT, COMMIT_ACTIONS, COMPACTION, DELTA_COMMIT,
 from ..timeline.metadata import CommitMetadata, requested_replace_bytes, workload_metadata
 from ..timeline.payloads import CompactionPlan
 from ..view import PARTITION_METAFILE, FileSystemView, list_partition_files
+from .attempt import token_lock
 from .execute import TARGET, ExecSpec, GroupPlan, execute_group, routed_rows
 from .files import WriteContext
-from .heartbeat import Heartbeat
+from .heartbeat import Heartbeat, beating
 from .markers import delete_markers
 from .plan import Sizing, Task, fill_small_files, group_by, new_files, plan_bucket, rows_by_partition, slice_ref
 from .prepare import Batch, conform_batch, prepare, to_arrow
@@ -72,6 +73,7 @@ class WriteResult:
     # the index could look in, `in_key_range` of incoming keys, `keys_read`: groups whose keys
     # were read after their bloom filter claimed some)
     index_stats: dict[str, int] = field(default_factory=dict)
+    already_done: bool = False  # an earlier attempt with this run token committed it
 
     @property
     def partitions(self) -> list[str]:
@@ -128,21 +130,20 @@ class WriteClient:
         if heartbeat is None:  # a retry: this run token is already committed
             return self.stored_result(timeline, instant, operation)
         batch = conformed[0]
-        try:
-            return self._run(instant, batch, operation, extra, is_global, timeline)
-        except FileNotFoundError as e:
-            # a file this write read was cleaned, compacted away or rolled back meanwhile
-            with self.table.lock():
-                timeline = self.table.timeline
-                current = next((i for i in timeline.pending() if i.time == instant.time), None)
-                if current is not None:
-                    undo.rollback_instant(self.storage, timeline, current, self.table.new_instant_time(timeline),
-                                          self.table.deleter())
-            raise WriteConflictError(f"table {self.storage.uri}: write {instant.time} read a file that another "
-                                     f"writer or service removed meanwhile ({e.filename or e}); it was rolled "
-                                     "back, retry it") from e
-        finally:
-            heartbeat.stop()
+        with beating(heartbeat):
+            try:
+                return self._run(instant, batch, operation, extra, is_global, timeline)
+            except FileNotFoundError as e:
+                # a file this write read was cleaned, compacted away or rolled back meanwhile
+                with self.table.lock():
+                    timeline = self.table.timeline
+                    current = next((i for i in timeline.pending() if i.time == instant.time), None)
+                    if current is not None:
+                        undo.rollback_instant(self.storage, timeline, current,
+                                              self.table.new_instant_time(timeline), self.table.deleter())
+                raise WriteConflictError(f"table {self.storage.uri}: write {instant.time} read a file that another "
+                                         f"writer or service removed meanwhile ({e.filename or e}); it was rolled "
+                                         "back, retry it") from e
 
     # -- phases ----------------------------------------------------------------------------
     def begin(self, action: str, token: str | None, check: Callable[[ActiveTimeline], None] | None = None,
@@ -151,14 +152,12 @@ class WriteClient:
         schema against the table's: an error leaves no trace of this write), then create the
         requested instant (recording the run token). Returns the instant, its heartbeat and the
         timeline this write goes on with (the one listing of this step); when the token is
-        already committed, that commit and no heartbeat."""
+        already committed (or another attempt with it commits meanwhile: `attempt.token_lock`
+        waits for it), that commit and no heartbeat."""
         interval = self.opt(WriteOptions.HEARTBEAT_INTERVAL_MS)
-        with self.table.lock():
-            timeline = self.table.repair_timeline()
-            if token:
-                done = timeline.find_token(token, actions=COMMIT_ACTIONS)
-                if done is not None:
-                    return done, None, timeline
+        with token_lock(self.table, token, COMMIT_ACTIONS) as (timeline, done):
+            if done is not None:
+                return done, None, timeline
             if check is not None:
                 check(timeline)
             self.table.prepare_for_write()
@@ -495,7 +494,7 @@ class WriteClient:
 
     def stored_result(self, timeline: ActiveTimeline, instant: Instant, operation: str) -> WriteResult:
         """The result of the earlier attempt that committed `instant` (active or archived)."""
-        result = WriteResult(instant.time, operation)
+        result = WriteResult(instant.time, operation, already_done=True)
         _add_stats(result, timeline.stored_commit_metadata(instant).stats())
         return result
 

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
+from ..errors import note_instant
 from ..storage import Storage
 
 FOLDER = ".hoodie/.heartbeat"
@@ -19,6 +22,7 @@ class Heartbeat:
 
     def __init__(self, storage: Storage, instant: str, interval_ms: int):
         self.storage = storage
+        self.instant = instant
         self.path = f"{FOLDER}/{instant}"
         self.interval = interval_ms / 1000
         self._stop = threading.Event()
@@ -46,6 +50,19 @@ class Heartbeat:
             self._thread.join()
         if delete:
             self.storage.delete(self.path)
+
+
+@contextmanager
+def beating(heartbeat: Heartbeat) -> Iterator[None]:
+    """The work of a started `heartbeat`'s instant: the heartbeat stops after it; its error
+    names the instant (`errors.note_instant`: a job's error line says which instant failed)."""
+    try:
+        yield
+    except BaseException as e:
+        note_instant(e, heartbeat.instant)
+        raise
+    finally:
+        heartbeat.stop()
 
 
 def is_expired(storage: Storage, instant: str, interval_ms: int, tolerable_misses: int) -> bool:
