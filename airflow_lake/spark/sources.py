@@ -40,7 +40,9 @@ def read_files(spark: SparkSession, path: str, fmt: str, storage_options: dict |
     root, names, storage = _files(path, storage_options, fmt)
     with storage.open_input(names[0]) as f:
         schema = exact_arrow_schema(_schema(fmt, f))
-    tasks = spark.createDataFrame([(n,) for n in names], "name string").repartition(len(names))
+    # one file per partition, in path order: the DataFrame's row order is the files' (the
+    # source order the combine rule uses), which a round-robin repartition would rotate
+    tasks = spark.createDataFrame(spark.sparkContext.parallelize([(n,) for n in names], len(names)), "name string")
     return tasks.mapInArrow(partial(_file_batches, root, storage_options, fmt, schema), from_arrow_schema(schema))
 
 

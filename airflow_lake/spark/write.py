@@ -33,7 +33,8 @@ from functools import partial
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import DataFrame, Window
+from pyspark.errors import AnalysisException
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import LongType
@@ -61,7 +62,7 @@ from airflow_lake.core.write.client import OPERATION_TYPES, TOKEN_KEY, WriteClie
 from airflow_lake.core.write.execute import ExecSpec, execute_group
 from airflow_lake.core.write.heartbeat import beating
 from airflow_lake.core.write.plan import Sizing, fill_small_files, new_files, slice_ref
-from airflow_lake.core.write.prepare import OPERATIONS, resolvable_names
+from airflow_lake.core.write.prepare import OPERATIONS, combine_order, resolvable_names
 
 from .bucket import BucketRoute, BucketSpec, bucket_targets, plan_buckets, row_buckets
 from .conflicts import key_clash
@@ -87,6 +88,9 @@ from .tag import tag
 log = logging.getLogger(__name__)
 
 # -- values the executors get ----------------------------------------------------------------
+SOURCE_FILE = "_al_source_file"  # the key frame's column naming the file a row was read from
+
+
 @dataclass(frozen=True)
 class KeySpec:
     ctx: TableContext
@@ -121,7 +125,8 @@ def write(table, df: DataFrame, operation: str = "upsert", extra_metadata: dict[
     spark = df.sparkSession
     frame, avro = _key_frame(table, df, operation, is_global, where)
     combine = operation in ("upsert", "delete") or table.option(WriteOptions.COMBINE_BEFORE_INSERT)
-    keyed = frame = frame.persist()
+    frame = frame.persist()
+    keyed = frame.drop(SOURCE_FILE)  # (the combine's source order only)
     try:
         # one pass: bad values fail here, before the timeline is touched; the partitions written,
         # and whether a key repeats within one (a global index combines across partitions)
@@ -336,11 +341,14 @@ def _key_frame(table, df: DataFrame, operation: str, is_global: bool, where: str
     else:
         avro = evolve(table_avro, incoming, cfg.name, where, local_timestamps=local)
         data_schema = from_avro(avro)
-    work = pa.schema([pa.field(KEY, pa.string()), pa.field(PART, pa.string()), pa.field(DEL, pa.bool_()),
-                      pa.field(SEQ, pa.int64())])
-    out_schema = exact_arrow_schema(pa.schema(list(data_schema) + list(work)))
-    spec = KeySpec(table.context(), operation, is_global, data_schema, out_schema, where)
     source = df.drop(*[c for c in df.columns if c in META_FIELDS])
+    source_file = _source_file(source)
+    work = [pa.field(KEY, pa.string()), pa.field(PART, pa.string()), pa.field(DEL, pa.bool_()),
+            pa.field(SEQ, pa.int64())] + ([pa.field(SOURCE_FILE, pa.string())] if source_file is not None else [])
+    out_schema = exact_arrow_schema(pa.schema(list(data_schema) + work))
+    spec = KeySpec(table.context(), operation, is_global, data_schema, out_schema, where)
+    if source_file is not None:
+        source = source.withColumn(SOURCE_FILE, source_file)
     if is_delete_op or _stored_as_is(incoming, data_schema):
         return _key_columns(spec, source, incoming, table.keygen), avro
     # columns the table stores as other types: cast (and checked) by the core, in executors
@@ -370,18 +378,33 @@ def _key_columns(spec: KeySpec, source: DataFrame, incoming: pa.Schema, keygen) 
         flag = F.coalesce(F.col(IS_DELETED), F.lit(False))
     else:
         flag = F.lit(False)
+    origin = [SOURCE_FILE] if SOURCE_FILE in source.columns else []
     keyed = source.select(*data, udf(*inputs).alias("_al_keys"), flag.alias(DEL),
-                          F.monotonically_increasing_id().alias(SEQ))
+                          F.monotonically_increasing_id().alias(SEQ), *origin)
     return keyed.select(*spec.data_schema.names, F.col(f"_al_keys.{KEY}").alias(KEY),
-                        F.col(f"_al_keys.{PART}").alias(PART), DEL, SEQ)
+                        F.col(f"_al_keys.{PART}").alias(PART), DEL, SEQ, *origin)
 
 
 def _combine(keyed: DataFrame, ordering: str | None, is_global: bool) -> DataFrame:
-    """Per key (and partition, under a non-global index): the row with the largest ordering
-    value (a null is the smallest), ties to the later row."""
-    order = ([F.col(ordering).desc_nulls_last()] if ordering else []) + [F.col(SEQ).desc()]
+    """Per key (and partition, under a non-global index): the winner of the core's combine rule
+    (`combine_order`). A row's source position: the file it was read from (files in path order),
+    then its place in the DataFrame (Spark's row id: partition, then row; within one file that
+    is the file's row order, its splits being packed in offset order)."""
+    positions = ((SOURCE_FILE,) if SOURCE_FILE in keyed.columns else ()) + (SEQ,)
+    order = [F.col(c).desc_nulls_last() for c, _ in combine_order(ordering, positions)]
     window = Window.partitionBy(*([KEY] if is_global else [PART, KEY])).orderBy(*order)
-    return keyed.withColumn("_al_rank", F.row_number().over(window)).filter(F.col("_al_rank") == 1).drop("_al_rank")
+    ranked = keyed.withColumn("_al_rank", F.row_number().over(window)).filter(F.col("_al_rank") == 1)
+    return ranked.drop("_al_rank", SOURCE_FILE)
+
+
+def _source_file(df: DataFrame) -> Column | None:
+    """The file each row was read from, for a DataFrame read by Spark's file sources (whose
+    partitions are packed by file size, largest first, not in the files' order); else None."""
+    try:
+        df.select(F.col("_metadata.file_path"))
+    except AnalysisException:
+        return None
+    return F.col("_metadata.file_path")
 
 
 def _route_located(table, rows: DataFrame, operation: str, is_global: bool, index_type: str) -> DataFrame:
@@ -463,11 +486,12 @@ def key_batches(spec: KeySpec, batches: Iterator[pa.RecordBatch]) -> Iterator[pa
             flags = pc.fill_null(data.column(IS_DELETED), False).combine_chunks()
         else:
             flags = pa.repeat(pa.scalar(False), n)
+        origin = [data.column(SOURCE_FILE)] if SOURCE_FILE in spec.out_schema.names else []
         if not is_delete_op:
             data = conform(data, spec.data_schema, spec.where)
         seq = pa.array(np.arange(offset, offset + n, dtype=np.int64) + seq_base)
         offset += n
-        columns = list(data.select(spec.data_schema.names).columns) + [keys, parts, flags, seq]
+        columns = list(data.select(spec.data_schema.names).columns) + [keys, parts, flags, seq, *origin]
         out = pa.Table.from_arrays(columns, names=spec.out_schema.names)
         yield from out.cast(spec.out_schema).to_batches()
 

@@ -172,6 +172,8 @@ def run_scenario(layout: Layout, path: str, seed: int, steps: int = 10, write=No
                 next_key += n
             for r in batch:  # deletes that respect ordering, beside updates and partition moves
                 r["_hoodie_is_deleted"] = rng.random() < 0.1
+            # in-batch duplicates with equal ordering values: the later row in the batch wins
+            batch += [{**r, "val": r["val"] + 1000.0} for r in rng.sample(batch, min(len(batch), 2))]
             rng.shuffle(batch)
             res = write(table, to_arrow(batch), "upsert")
             model.upsert(res.instant, batch)

@@ -153,21 +153,31 @@ def resolve_columns(data: pa.Table, known: list[str], where: str) -> pa.Table:
     return data.rename_columns([renames.get(n, n) for n in data.column_names]) if renames else data
 
 
+def combine_order(ordering: str | None, positions: tuple[str, ...]) -> list[tuple[str, str]]:
+    """The combine rule, as the sort keys (column, "descending") that put each key's winner
+    first: the largest ordering value (a null is the smallest), then the latest source
+    position (`positions`, most significant first). This is Hudi's preCombine: the payload
+    with the larger ordering value wins, the newer record on equal values; Hudi's newer is the
+    later one in its input's order (`HoodieWriteHelper.deduplicateRecords`). Both engines
+    combine by these keys; each says what a row's source position is (`dedupe_rows`: its
+    index in the batch; Spark: the file it was read from, then its place in the DataFrame)."""
+    return [(column, "descending") for column in ([ordering] if ordering else []) + list(positions)]
+
+
 def dedupe_rows(batch: Batch, *, by_partition: bool) -> np.ndarray:
-    """Rows that survive precombine: per key, the largest ordering value; ties: the last row."""
+    """Rows that survive precombine (`combine_order`, the position being the row's index)."""
     n = len(batch)
     key = pc.binary_join_element_wise(batch.partitions, batch.keys, "\x00") if by_partition else batch.keys
     cols = {"k": key, "i": pa.array(np.arange(n, dtype=np.int64))}
-    sort = [("k", "ascending")]
     if batch.ordering is not None:
         cols["o"] = batch.ordering
-        sort.append(("o", "ascending", "at_start"))  # a null ordering value is the smallest
-    sort.append(("i", "ascending"))
+    rule = combine_order("o" if batch.ordering is not None else None, ("i",))
     t = pa.table(cols)
+    sort = [("k", "ascending")] + [(column, direction, "at_end") for column, direction in rule]  # nulls smallest
     order = pc.sort_indices(t, sort_keys=sort).to_numpy()
     sorted_keys = t.column("k").take(pa.array(order)).combine_chunks()
     if n == 0:
         return order
-    last = np.ones(n, dtype=bool)
-    last[:-1] = pc.not_equal(sorted_keys[:-1], sorted_keys[1:]).to_numpy(zero_copy_only=False)
-    return np.sort(order[last])
+    first = np.ones(n, dtype=bool)
+    first[1:] = pc.not_equal(sorted_keys[1:], sorted_keys[:-1]).to_numpy(zero_copy_only=False)
+    return np.sort(order[first])
