@@ -53,6 +53,19 @@ class PathEscapeError(LakeError):
     resolves outside the table's base path; refused before anything is read or deleted."""
 
 
+class StorageError(LakeError, OSError):
+    """A storage call on a path of the table failed (denied, unreachable...); an OSError too,
+    so code that handles I/O errors still does."""
+
+
+class StorageUnavailableError(StorageError):
+    """A transient storage failure (network, throttling, a 5xx) that outlasted the retries."""
+
+
+class StorageNotFoundError(StorageError, FileNotFoundError):
+    """A file is gone: absent, or removed (by another writer) between listing or HEAD and GET."""
+
+
 class InstantNotFoundError(LakeError):
     """The named instant is not on the timeline."""
 

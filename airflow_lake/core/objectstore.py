@@ -8,6 +8,7 @@ profiles the SDKs read themselves), never from code.
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from dataclasses import dataclass
@@ -293,6 +294,28 @@ class ConditionalPut:
                     continue
                 raise OSError(f"conditional PUT of s3://{bucket_key} failed: {e}") from e
         raise OSError(f"conditional PUT of s3://{bucket_key}: still conflicting after 8 attempts")
+
+
+# what pyarrow's file systems write in an OSError's message, by kind of failure: S3 `AWS Error
+# <CODE> during <Operation>`, GCS `google::cloud::Status(<CODE>: ...)`, curl's transport errors
+_MISSING = ("AWS Error NO_SUCH_KEY", "AWS Error RESOURCE_NOT_FOUND", "AWS Error NO_SUCH_BUCKET", "NoSuchKey",
+            "Status(NOT_FOUND", "NOT_FOUND:")
+_TRANSIENT = re.compile(
+    r"AWS Error (NETWORK_CONNECTION|SLOW_DOWN|SERVICE_UNAVAILABLE|INTERNAL_FAILURE|REQUEST_TIMEOUT|THROTTLING"
+    r"|REQUEST_TIME_TOO_SKEWED)|HTTP response code:? 5\d\d|Status\((UNAVAILABLE|DEADLINE_EXCEEDED"
+    r"|RESOURCE_EXHAUSTED|INTERNAL|ABORTED)|curlCode: (6|7|28|35|52|55|56)\b|Timeout was reached"
+    r"|Connection (refused|reset)")
+
+
+def failure_kind(error: OSError) -> str | None:
+    """How a file system call failed: "missing" (the file is not there), "transient" (worth
+    asking again: network, throttling, a 5xx) or None (anything else: denied, invalid...)."""
+    if isinstance(error, FileNotFoundError):
+        return "missing"
+    text = str(error)
+    if any(marker in text for marker in _MISSING):
+        return "missing"
+    return "transient" if _TRANSIENT.search(text) else None
 
 
 def boto3_available() -> bool:

@@ -120,7 +120,11 @@ def load(storage: Storage) -> TableConfig:
     for path in (PROPERTIES, PROPERTIES_BACKUP):
         if not storage.exists(path):
             continue
-        props = parse_properties(storage.read(path).decode("latin-1"))
+        try:  # a writer updating the table removes, then writes the file again (Java's protocol too)
+            text = storage.read(path, replaced=True)
+        except FileNotFoundError:
+            continue
+        props = parse_properties(text.decode("latin-1"))
         problem = _validate(props)
         if problem is None:
             return TableConfig(props)

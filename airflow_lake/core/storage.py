@@ -27,7 +27,14 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from . import objectstore
-from .errors import InvalidOptionError, PathEscapeError
+from .errors import (
+    InvalidOptionError,
+    LakeError,
+    PathEscapeError,
+    StorageError,
+    StorageNotFoundError,
+    StorageUnavailableError,
+)
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +57,13 @@ class FileStatus:
 
 
 class Storage:
-    """A file system rooted at a table's base path; all paths are relative to the root."""
+    """A file system rooted at a table's base path; all paths are relative to the root.
+
+    A failing call raises a StorageError naming the table and the path (StorageNotFoundError,
+    also a FileNotFoundError, for a missing file); reads, listings and deletions are asked again
+    after a transient failure, waiting `retry_delays` seconds between attempts."""
+
+    retry_delays: tuple[float, ...] = (0.1, 0.3, 1.0, 3.0)
 
     def __init__(self, uri: str, filesystem: pafs.FileSystem | None = None, *,
                  conditional_put: objectstore.ConditionalPut | None | str = "auto"):
@@ -125,23 +138,58 @@ class Storage:
                                   f"{self.root}; refused")
         return self.root if rel == "." else posixpath.join(self.root, rel)
 
+    # -- errors ----------------------------------------------------------------------------
+    def translate(self, error: OSError, path: str, what: str) -> OSError:
+        """A file system's `error` while `what` (reading, listing...) `path` as a StorageError
+        naming the table and the path; our own errors stay as they are."""
+        if isinstance(error, LakeError):
+            return error
+        kind = objectstore.failure_kind(error)
+        cls = {"missing": StorageNotFoundError, "transient": StorageUnavailableError}.get(kind, StorageError)
+        gone = "the file is not there (or was removed meanwhile)" if kind == "missing" else "failed"
+        return cls(f"table {self.uri}: {what} {path or '(the base path)'}: {gone}: {error}")
+
+    def _io(self, what: str, path: str, call, *, retry: bool = True, missing_retries: bool = False):
+        """`call()`, asked again after a transient failure (and after a missing file with
+        `missing_retries`: a file another writer is replacing), `retry_delays` apart; errors
+        translated."""
+        delays = self.retry_delays if retry else ()
+        for attempt in range(len(delays) + 1):
+            try:
+                return call()
+            except OSError as e:
+                kind = None if isinstance(e, LakeError) else objectstore.failure_kind(e)
+                if attempt == len(delays) or not (kind == "transient" or (kind == "missing" and missing_retries)):
+                    raise self.translate(e, path, what) from e
+                log.debug("table %s: %s %s failed (%s), asking again", self.uri, what, path, e)
+                time.sleep(delays[attempt])
+
     # -- reads -----------------------------------------------------------------------------
-    def exists(self, path: str) -> bool:
+    def _info(self, path: str) -> pafs.FileInfo:
         self._count("head")
-        return self.fs.get_file_info(self.full(path)).type != pafs.FileType.NotFound
+        full = self.full(path)
+        return self._io("looking up", path, lambda: self.fs.get_file_info(full))
+
+    def exists(self, path: str) -> bool:
+        return self._info(path).type != pafs.FileType.NotFound
 
     def is_dir(self, path: str) -> bool:
-        self._count("head")
-        return self.fs.get_file_info(self.full(path)).type == pafs.FileType.Directory
+        return self._info(path).type == pafs.FileType.Directory
 
-    def read(self, path: str) -> bytes:
+    def read(self, path: str, *, replaced: bool = False) -> bytes:
+        """The whole file. `replaced`: another writer may be replacing it (removed, then
+        written again): a missing file is asked again too, a bounded number of times."""
         self._count("get")
-        with self.fs.open_input_stream(self.full(path)) as f:
-            return f.read()
+        full = self.full(path)
+
+        def get() -> bytes:
+            with self.fs.open_input_stream(full) as f:
+                return f.read()
+
+        return self._io("reading", path, get, missing_retries=replaced)
 
     def status(self, path: str) -> FileStatus | None:
-        self._count("head")
-        info = self.fs.get_file_info(self.full(path))
+        info = self._info(path)
         if info.type == pafs.FileType.NotFound:
             return None
         return self._status(info)
@@ -155,7 +203,8 @@ class Storage:
         """Files (not folders) under `path`; an absent folder lists as empty."""
         self._count("list", path)
         selector = pafs.FileSelector(self.full(path), allow_not_found=True, recursive=recursive)
-        return [self._status(i) for i in self.fs.get_file_info(selector) if i.is_file]
+        return [self._status(i) for i in self._io("listing", path, lambda: self.fs.get_file_info(selector))
+                if i.is_file]
 
     def list_names(self, path: str) -> list[tuple[str, int | None]]:
         """(name, mtime in ms) of the files directly in `path`, the mtime None where it would
@@ -178,7 +227,7 @@ class Storage:
         selector = pafs.FileSelector(self.full(path), allow_not_found=True)
         files: list[FileStatus] = []
         dirs: list[str] = []
-        for info in self.fs.get_file_info(selector):
+        for info in self._io("listing", path, lambda: self.fs.get_file_info(selector)):
             if info.is_file:
                 files.append(self._status(info))
             elif info.type == pafs.FileType.Directory:
@@ -207,7 +256,8 @@ class Storage:
 
     def open_input(self, path: str) -> pa.NativeFile:
         self._count("open")
-        return self.fs.open_input_file(self.full(path))
+        full = self.full(path)
+        return self._io("opening", path, lambda: self.fs.open_input_file(full))
 
     # -- writes ----------------------------------------------------------------------------
     def mkdirs(self, path: str) -> None:
@@ -215,14 +265,20 @@ class Storage:
         if self.is_object_store:
             return
         self._count("mkdir")
-        self.fs.create_dir(self.full(path), recursive=True)
+        full = self.full(path)
+        self._io("making the folder", path, lambda: self.fs.create_dir(full, recursive=True))
 
     def write(self, path: str, data: bytes) -> None:
         """Write a whole file (overwrite). Object stores make this one PUT."""
         self._count("put")
         self._ensure_parent(path)
-        with self.fs.open_output_stream(self.full(path)) as f:
-            f.write(data)
+        full = self.full(path)
+
+        def put() -> None:
+            with self.fs.open_output_stream(full) as f:
+                f.write(data)
+
+        self._io("writing", path, put)  # a whole-file PUT: asking again is safe
 
     def create(self, path: str, data: bytes = b"") -> bool:
         """Create the file only if it does not exist. Returns False when it already existed.
@@ -252,7 +308,8 @@ class Storage:
                 os.unlink(tmp)
             return True
         if self.conditional_put is not None:
-            return self.conditional_put.put_if_absent(self.full(path), data)
+            full = self.full(path)
+            return self._io("creating", path, lambda: self.conditional_put.put_if_absent(full, data), retry=False)
         if self.exists(path):
             return False
         self.write(path, data)
@@ -312,8 +369,9 @@ class Storage:
 
     def delete(self, path: str, *, missing_ok: bool = True) -> None:
         self._count("delete")
+        full = self.full(path)
         try:
-            self.fs.delete_file(self.full(path))
+            self._io("deleting", path, lambda: self.fs.delete_file(full))
         except FileNotFoundError:
             if not missing_ok:
                 raise
@@ -323,7 +381,8 @@ class Storage:
         try:
             if self.is_dir(path):
                 self._count("delete")
-                self.fs.delete_dir(self.full(path))
+                full = self.full(path)
+                self._io("deleting the folder", path, lambda: self.fs.delete_dir(full))
         except FileNotFoundError:
             pass
 

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..errors import InvalidTableError
+from ..errors import InvalidTableError, LakeError
+from ..objectstore import failure_kind
 from ..schema import schema_text
 from ..storage import Storage
 from .bloom import DYNAMIC_V0, BloomFilter, java_order, min_max_keys
@@ -171,5 +172,7 @@ def read_base_file(storage: Storage, path: str, columns: list[str] | None = None
     except FileNotFoundError:
         raise
     except (pa.ArrowInvalid, pa.ArrowIOError, OSError) as e:
+        if isinstance(e, OSError) and (isinstance(e, LakeError) or failure_kind(e) is not None):
+            raise storage.translate(e, path, "reading the base file") from e  # gone or unreachable: not damaged
         raise InvalidTableError(f"table {storage.uri}: base file {path} is unreadable ({e}); restore it from "
                                 "a backup or roll back the commit that wrote it") from e
