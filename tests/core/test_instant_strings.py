@@ -89,3 +89,10 @@ def test_the_cli_refuses_near_misses(table, args):
         result = CliRunner().invoke(cli, [a.format(uri=table.storage.uri, bad=bad) for a in args])
         assert result.exit_code != 0, (args, bad, result.output)
         assert "is not an instant time" in result.output, result.output
+
+
+def test_bucket_numbers_in_file_ids_are_ascii_digits():
+    from airflow_lake.core.index.bucket import bucket_of_file_id
+
+    assert bucket_of_file_id("00000001-2f1c-4b3a-9d3e-0123456789ab-0") == 1
+    assert bucket_of_file_id("０００００００１-2f1c-4b3a-9d3e-0123456789ab-0") is None

@@ -199,3 +199,18 @@ def test_partition_arguments_that_escape_are_refused(tmp_path):
         with pytest.raises(PathEscapeError, match="outside"):
             list_partition_files(table.storage, [partition])
     assert table.read(filters=[("part", "=", "../other")]).num_rows == 0  # filters build no path
+
+
+def test_recorded_paths_on_a_gcs_table_stay_in_its_bucket_and_prefix():
+    import pyarrow.fs as pafs
+
+    from airflow_lake.core.paths import inside_path
+
+    storage = Storage("bucket/lake/t", pafs.GcsFileSystem(anonymous=True))
+    storage.uri = "gs://bucket/lake/t"
+    inside = {"gs://bucket/lake/t/p/f": "p/f", "gcs://bucket/lake/t/p/./f": "p/f", "p/f": "p/f",
+              "bucket/lake/t/p/f": "p/f"}
+    outside = ["gs://other/lake/t/p/f", "gs://bucket/lake/t/../x/f", "gs://bucket/lake/tt/f", "s3://bucket/lake/t/p/f",
+               "file:/bucket/lake/t/p/f", "/bucket/lake/t/p/f", "../x/f", "p/../../x/f"]
+    assert {p: inside_path(storage, p) for p in inside} == inside
+    assert [p for p in outside if inside_path(storage, p) is not None] == []
