@@ -61,6 +61,7 @@ from airflow_lake.core.view import FileSystemView, list_partition_files
 from airflow_lake.core.write.client import OPERATION_TYPES, TOKEN_KEY, WriteClient, WriteResult
 from airflow_lake.core.write.execute import ExecSpec, execute_group
 from airflow_lake.core.write.heartbeat import beating
+from airflow_lake.core.write.partitions import check_partition_nesting
 from airflow_lake.core.write.plan import Sizing, fill_small_files, new_files, slice_ref
 from airflow_lake.core.write.prepare import OPERATIONS, combine_order, resolvable_names
 
@@ -133,6 +134,8 @@ def write(table, df: DataFrame, operation: str = "upsert", extra_metadata: dict[
         counts = stage(lambda: frame.groupBy(PART).agg(F.count(F.lit(1)), F.count_distinct(KEY)).collect(),
                        where, "checking the batch")
         parts = sorted(p for p, _, _ in counts)
+        if operation != "delete":  # the core's rule on the distinct partitions (metadata-sized)
+            check_partition_nesting(table.storage, parts)
         if combine and (is_global or any(n != distinct for _, n, distinct in counts)):
             keyed = _combine(frame, cfg.precombine_field if operation != "delete" else None, is_global).persist()
         extra = dict(extra_metadata or {})

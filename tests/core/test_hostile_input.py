@@ -19,17 +19,20 @@ from tests.core.test_errors import tree
 
 KEY_TEXT = st.text(alphabet=st.sampled_from(list("ab,:=/% é😀") + ["\\", "\x00"]), max_size=6)
 KEYS = st.one_of(st.none(), KEY_TEXT)
-# hive style: 'part=..' is an ordinary folder name; a control character or a folder name over
-# 255 bytes is refused (no URL encoding)
+# hive style: 'part=..' is an ordinary folder name (no '..' segment); a control character or a
+# folder name over 255 bytes is refused (no URL encoding)
 BAD_PARTS = ["a\tb", "é" * 130]
 GOOD_PARTS = ["x", "y", None, ".."]
+# 'part=x/y' is a folder inside 'part=x' (the seed row's), 'part=../escape' one inside 'part=..':
+# refused whenever the other is in the table or the batch (ARCHITECTURE.md, partition paths that nest)
+NESTING_PARTS = ["x/y", "../escape", "y/z/w"]
 
 
 def rows_of(valid_keys: bool, valid_parts: bool) -> st.SearchStrategy:
     """Rows whose keys (partition values) are all valid, or may be null, empty (refused)."""
     row = st.fixed_dictionaries({
         "id": KEY_TEXT.filter(bool) if valid_keys else KEYS, "ts": st.integers(0, 3),
-        "part": st.sampled_from(GOOD_PARTS if valid_parts else GOOD_PARTS + BAD_PARTS)})
+        "part": st.sampled_from(GOOD_PARTS + NESTING_PARTS if valid_parts else GOOD_PARTS + BAD_PARTS)})
     return st.lists(row, max_size=6)
 
 
@@ -72,6 +75,14 @@ def arrow(batch: list[dict], shape: str) -> pa.Table:
     return pa.table(data)
 
 
+def nested_partition_folders(path: str) -> list[tuple[str, str]]:
+    """(outer, inner) partition folders (holding `.hoodie_partition_metadata`) on disk, one inside
+    the other."""
+    marked = sorted(os.path.relpath(d, path) for d, _, files in os.walk(path)
+                    if ".hoodie_partition_metadata" in files)
+    return [(a, b) for a in marked for b in marked if b.startswith(a + os.sep)]
+
+
 @pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
 @settings(max_examples=40, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -102,6 +113,7 @@ def test_random_operations_succeed_as_modelled_or_change_nothing(table_type, ops
         names = table.schema().names
         assert len({n.lower() for n in names}) == len(names), f"a second column differing in case: {names}"
         assert not any(r["part"] in BAD_PARTS for r in batch), "an unreadable partition path was accepted"
+        assert not nested_partition_folders(path), "a partition folder holding another was accepted"
         latest: dict[tuple, dict] = {}
         for r in batch:
             k = (r["part"], r["id"])

@@ -77,6 +77,9 @@ LAYOUTS = [
            parts=("50%off", "k=v", "a/b", "", "tab\tx", "..", "é ü", "#?*"),
            options={"hoodie.datasource.write.partitionpath.urlencode": "true"}),
     Layout("cow_slashes", ["id"], ["part"], parts=("x/y", "z", "w/v/u")),
+    # values whose unencoded paths would nest (refused there): encoded, each stays one folder
+    Layout("cow_nesting_encoded", ["id"], ["part"], parts=("a", "a/b", "a/b/c", "x/y", "x", ".."),
+           options={"hoodie.datasource.write.partitionpath.urlencode": "true"}),
     # partition paths rendered by Java's TimestampBasedKeyGenerator from `event_ms`
     Layout("mor_timestamp_keygen", ["id"], ["event_ms"], table_type=MOR, options={
         "hoodie.table.keygenerator.class": "org.apache.hudi.keygen.TimestampBasedKeyGenerator",

@@ -42,6 +42,7 @@ from .execute import TARGET, ExecSpec, GroupPlan, execute_group, routed_rows
 from .files import WriteContext
 from .heartbeat import Heartbeat, beating
 from .markers import delete_markers
+from .partitions import check_partition_nesting
 from .plan import Sizing, Task, fill_small_files, group_by, new_files, plan_bucket, rows_by_partition, slice_ref
 from .prepare import Batch, conform_batch, prepare, to_arrow
 
@@ -116,6 +117,8 @@ class WriteClient:
         combine = operation in ("upsert", "delete") or self.opt(WriteOptions.COMBINE_BEFORE_INSERT)
         keyed = prepare(arrow, operation, keygen=table.keygen, precombine=cfg.precombine_field, where=where,
                         combine=combine, is_global=is_global)
+        if operation != "delete":  # the folders this write creates may not nest with others
+            check_partition_nesting(self.storage, pc.unique(keyed.partitions).to_pylist())
         extra = dict(extra_metadata or {})
         conformed: list[Batch] = []
 
