@@ -9,6 +9,8 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from airflow_lake.core import Table
 from airflow_lake.core.errors import InvalidOptionError
@@ -96,3 +98,13 @@ def test_bucket_numbers_in_file_ids_are_ascii_digits():
 
     assert bucket_of_file_id("00000001-2f1c-4b3a-9d3e-0123456789ab-0") == 1
     assert bucket_of_file_id("０００００００１-2f1c-4b3a-9d3e-0123456789ab-0") is None
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.one_of(st.text(max_size=24), st.from_regex(r"[0-9０-９٠-٩ \n]{13,21}", fullmatch=True)))
+def test_only_14_or_17_ascii_digits_are_instant_times(value):
+    valid = len(value) in (14, 17) and all("0" <= c <= "9" for c in value)
+    try:
+        assert check_instant_time(value) == value and valid
+    except InvalidOptionError:
+        assert not valid

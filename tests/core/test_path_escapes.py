@@ -12,9 +12,12 @@ import posixpath
 import pyarrow as pa
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from airflow_lake.core import Table
 from airflow_lake.core.errors import PathEscapeError
+from airflow_lake.core.paths import inside_path
 from airflow_lake.core.storage import Storage
 from airflow_lake.core.timeline.instant import Instant, State
 from airflow_lake.core.timeline.payloads import (
@@ -204,8 +207,6 @@ def test_partition_arguments_that_escape_are_refused(tmp_path):
 def test_recorded_paths_on_a_gcs_table_stay_in_its_bucket_and_prefix():
     import pyarrow.fs as pafs
 
-    from airflow_lake.core.paths import inside_path
-
     storage = Storage("bucket/lake/t", pafs.GcsFileSystem(anonymous=True))
     storage.uri = "gs://bucket/lake/t"
     inside = {"gs://bucket/lake/t/p/f": "p/f", "gcs://bucket/lake/t/p/./f": "p/f", "p/f": "p/f",
@@ -214,3 +215,25 @@ def test_recorded_paths_on_a_gcs_table_stay_in_its_bucket_and_prefix():
                "file:/bucket/lake/t/p/f", "/bucket/lake/t/p/f", "../x/f", "p/../../x/f"]
     assert {p: inside_path(storage, p) for p in inside} == inside
     assert [p for p in outside if inside_path(storage, p) is not None] == []
+
+
+SEGMENTS = st.lists(st.sampled_from(["..", ".", "", "t", "table", "x", "victim", "..."]), min_size=1, max_size=7)
+PREFIXES = st.sampled_from(["", "/", "{root}/", "{root}/../", "file:", "file://", "file:///", "file:{root}/",
+                            "file://localhost{root}/", "file://host{root}/", "s3://", "s3a://b{root}/", "hdfs://"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(prefix=PREFIXES, segments=SEGMENTS)
+def test_no_recorded_path_resolves_outside_the_root(prefix, segments):
+    root = "/lake/a/table"
+    storage = Storage(root)
+    path = prefix.format(root=root) + "/".join(segments)
+    rel = inside_path(storage, path)
+    if rel is not None:
+        full = posixpath.normpath(storage.full(rel))
+        assert full == root or full.startswith(root + "/"), (path, rel, full)
+    try:
+        full = posixpath.normpath(storage.full(path))
+    except PathEscapeError:
+        return
+    assert full == root or full.startswith(root + "/"), (path, full)
