@@ -176,8 +176,23 @@ class LakeJobOperator(ResumableJobMixin, BaseOperator):
             raise LakeJobError(f"{self.job}: table {self.table_path}: no result")
         self.log.info("table %s: %s result: %s", self.table_path, self.job, result)
         if self.asset is not None:
-            context["outlet_events"][self.asset].extra = self.event_extra(result)
+            if self.changed_table(result):
+                context["outlet_events"][self.asset].extra = self.event_extra(result)
+            else:  # Airflow emits an event for each declared outlet of a successful task: undeclare it
+                self.log.info("table %s: %s changed nothing: no event for asset %s", self.table_path, self.job,
+                              self.asset.uri)
+                self.outlets = [o for o in self.outlets if o != self.asset]
         return self.to_xcom(result, context)
+
+    @staticmethod
+    def changed_table(result: dict[str, Any]) -> bool:
+        """Whether the job changed the table's data: it completed an instant (a compaction
+        not due, a clean with nothing to delete complete none), and a write among them wrote or
+        deleted records (an upsert of an empty source writes none). No change, no asset event."""
+        if not result.get("instant"):
+            return False
+        return not (result.get("records_written") == 0 and not result.get("deletes")
+                    and not result.get("files_deleted"))
 
     def spark_submit_hook(self) -> JobSubmitHook:
         return self.hook.spark_submit_hook(

@@ -84,7 +84,7 @@ class CompactionExecuteOperator(LakeJobOperator):
     XCom: `{"instants": [executed plans], "instant": the first or None, "file_groups",
     "records_written", "log_records", "files_written", "already_done"}`; with no pending plan
     `instants` is empty. The table's Asset gets an event carrying the instant and counts
-    (`instant` None when nothing was pending: Airflow emits an outlet's event on every success).
+    (none when nothing was pending: a run that changed nothing emits no event).
 
     Failure: a plan being executed by another task (live heartbeat) fails this task clearly
     (`WriteConflictError` in the job's message), it is never run twice; a plan left inflight

@@ -42,8 +42,7 @@ class CleanOperator(LakeJobOperator):
     XCom: `{"instant" (None when nothing needed deleting or dry run), "policy",
     "earliest_instant_to_retain", "files_planned", "files_deleted", "dry_run"}`. The table's
     Asset is an outlet and gets an event (instant, files deleted) unless `dry_run`; a clean
-    with nothing to delete still succeeds, its event's `instant` None (Airflow emits an
-    outlet's event on every success). A clean left half done is
+    with nothing to delete succeeds without an event. A clean left half done is
     finished from its plan; a retry returns the clean its first try completed.
     """
 
