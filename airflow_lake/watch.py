@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_lake.core.errors import LakeError
+from airflow_lake.core.errors import LakeError, StorageNotFoundError, StorageUnavailableError
 from airflow_lake.core.storage import Storage
 from airflow_lake.core.timeline.active import ActiveTimeline
 from airflow_lake.core.timeline.instant import (
@@ -194,8 +194,11 @@ _PERMANENT = re.compile(r"access.?denied|forbidden|\b40[13]\b|invalidaccesskeyid
 
 def is_permanent(error: BaseException) -> bool:
     """Whether a failed timeline scan will fail again however long one waits: access denied,
-    a missing bucket, the table gone, a bad argument (every `LakeError`), a programming error.
-    Other storage errors (network, throttling, a file replaced while read) may pass."""
+    a missing bucket, the table gone, a bad argument (every other `LakeError`), a programming
+    error. Storage errors that may pass: network, throttling, a 5xx (`StorageUnavailableError`),
+    a file replaced while read (`StorageNotFoundError`), a raw `OSError` not saying denied."""
+    if isinstance(error, (StorageUnavailableError, StorageNotFoundError)):
+        return False  # outlasted the storage layer's own retries, or a file replaced while read
     if isinstance(error, (LakeError, PermissionError)):
         return True
     if isinstance(error, (OSError, TimeoutError, ConnectionError)):

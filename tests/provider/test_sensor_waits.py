@@ -16,7 +16,13 @@ import uuid
 
 import pytest
 
-from airflow_lake.core.errors import LakeError, TableNotFoundError
+from airflow_lake.core.errors import (
+    LakeError,
+    StorageError,
+    StorageNotFoundError,
+    StorageUnavailableError,
+    TableNotFoundError,
+)
 from airflow_lake.core.table import Table
 from airflow_lake.sensors import InstantSensor
 from airflow_lake.triggers import LakeInstantTrigger
@@ -165,11 +171,14 @@ def test_errors_that_will_not_pass_end_the_wait_at_once(table_path, tmp_path):
                           "during HeadObject operation: No response body."),
                   OSError("AWS Error NO_SUCH_BUCKET during ListObjectsV2 operation: The specified bucket does not "
                           "exist"),
-                  OSError("HTTP 403 Forbidden"), TableNotFoundError("gone"), LakeError("bad baseline")):
+                  OSError("HTTP 403 Forbidden"), TableNotFoundError("gone"), LakeError("bad baseline"),
+                  StorageError("table t: listing .hoodie: failed: AWS Error ACCESS_DENIED")):
         assert is_permanent(error), error
     for error in (OSError("AWS Error NETWORK_CONNECTION during HeadObject operation: curlCode: 7, Couldn't connect "
                           "to server (http://127.0.0.1:40321)"), ConnectionResetError(104, "reset"),
-                  TimeoutError("timed out"), FileNotFoundError(2, "No such file", ".hoodie/1.commit")):
+                  TimeoutError("timed out"), FileNotFoundError(2, "No such file", ".hoodie/1.commit"),
+                  StorageUnavailableError("table t: reading .hoodie: failed: SLOW_DOWN"),
+                  StorageNotFoundError("table t: reading .hoodie/1.commit: the file is not there")):
         assert not is_permanent(error), error
 
 
