@@ -4,6 +4,7 @@ under a real `dag.test()`; no spark-submit is on PATH, and the table is untouche
 
 from __future__ import annotations
 
+import json
 import uuid
 
 from airflow_lake.core.table import Table
@@ -11,10 +12,12 @@ from tests.provider.conftest import batch
 from tests.provider.test_operators import load_dag, states
 
 SECRET = "SeCrEt-" + uuid.uuid4().hex
+OTHER = "OtHeR-" + uuid.uuid4().hex
 
 
 def test_bad_rendered_arguments_name_the_argument_and_the_value(airflow_db, tmp_path, monkeypatch, capfd):
     monkeypatch.setenv("PATH", "/nonexistent")
+    monkeypatch.setenv("AIRFLOW_CONN_LAKE_PW", json.dumps({"conn_type": "lake", "password": SECRET}))
     path = str(tmp_path / "t")
     t = Table.create(path, name="t", record_key="id", precombine_field="ts")
     t.write(batch([1]))
@@ -35,6 +38,8 @@ def test_bad_rendered_arguments_name_the_argument_and_the_value(airflow_db, tmp_
         UpsertOperator(task_id="misplaced", {common}, source={path!r}, table_options={{"region": "x"}})
         SavepointOperator(task_id="comments", {common}, comments=["a"])
         CleanOperator(task_id="spark_conf", {common}, spark_conf="spark.x=1")
+        UpsertOperator(task_id="contradiction", table_path="s3://b/t", asset=False, source="s3://b/src",
+                       lake_conn_id="lake_pw", storage_options={{"aws_secret_access_key": {OTHER!r}}})
     """)
     dr = dag.test()
     assert set(states(dr).values()) == {"failed"}
@@ -53,7 +58,9 @@ def test_bad_rendered_arguments_name_the_argument_and_the_value(airflow_db, tmp_
         "UpsertOperator misplaced: table {path}: table_options key 'region' is not a hoodie.* or airflow_lake.* key",
         "SavepointOperator comments: table {path}: comments must be a string, got list ['a']",
         "CleanOperator spark_conf: table {path}: spark_conf must be a dict, got str 'spark.x=1'",
+        # an operator's secret against its connection's: both named, neither value shown
+        "table s3://b/t: storage option aws_secret_access_key=<secret> contradicts secret_key (<secret>)",
     ]:
         assert message.format(new=new, path=path) in text, message
-    assert SECRET not in text
+    assert SECRET not in text and OTHER not in text
     assert len(t.timeline.instants) == 1 and not (tmp_path / "new").exists()

@@ -175,6 +175,38 @@ def test_contradicting_secret_options_name_the_options_only(tmp_path):
                                                   "hoodie.table.recordkey.fields"))
 
 
+def test_every_alias_of_every_secret_setting_is_hidden_in_contradictions():
+    from airflow_lake.core.objectstore import _GCS_KEYS, _S3_KEYS, gcs_options
+
+    other = "OtHeR-" + uuid.uuid4().hex
+    checked = 0
+    for keys, parse in ((_S3_KEYS, s3_settings), (_GCS_KEYS, gcs_options)):
+        for setting in {v for k, v in keys.items() if is_secret_option(k)}:
+            names = [k for k, v in keys.items() if v == setting]
+            for first in names:
+                for second in names:
+                    if first == second:
+                        continue
+                    assert is_secret_option(first) and is_secret_option(second)
+                    with pytest.raises(InvalidOptionError, match="contradicts") as caught:
+                        parse("s3://b/t", {first: SECRET, second: other})
+                    assert SECRET not in str(caught.value) and other not in str(caught.value)
+                    checked += 1
+    assert checked >= 20
+
+
+def test_the_jobs_error_line_and_traceback_hide_secrets(caplog):
+    from airflow_lake.spark.job import JobError, execute, parser
+
+    def body(run):
+        raise RuntimeError(f"boom with {run.storage_options['aws_secret_access_key']} inside")
+
+    with pytest.raises(JobError) as caught:
+        execute(parser("probe", None), body, ["--table", "/x", "--option", f"aws_secret_access_key={SECRET}"])
+    assert "boom with <secret> inside" in str(caught.value) and SECRET not in str(caught.value)
+    assert "unexpected failure" in caplog.text and SECRET not in caplog.text
+
+
 def test_the_cli_and_the_operator_errors_hide_secrets(tmp_path, monkeypatch, capfd):
     from click.testing import CliRunner
 
