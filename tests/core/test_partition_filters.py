@@ -46,10 +46,12 @@ def _table(path: str, *, hive: bool, encode: bool, fields: list[str], table_type
 @pytest.mark.parametrize("hive,encode", list(itertools.product([False, True], [False, True])))
 def test_equality_filter_on_each_hostile_value(table_path, hive, encode):
     table = _table(table_path, hive=hive, encode=encode, fields=["p"])
-    table.write(pa.table({"id": [f"k{i}" for i in range(len(HOSTILE))], "p": HOSTILE}), operation="insert")
+    # unencoded, 'a/b/c' would be a folder inside partition 'a/b': refused (partition paths that nest)
+    values = HOSTILE if encode else [v for v in HOSTILE if v != "a/b/c"]
+    table.write(pa.table({"id": [f"k{i}" for i in range(len(values))], "p": values}), operation="insert")
     full = table.read()
-    assert full.num_rows == len(HOSTILE)
-    for value in HOSTILE:
+    assert full.num_rows == len(values)
+    for value in values:
         if value is None:
             continue
         filters = [("p", "=", value)]
