@@ -8,6 +8,7 @@ import click
 import pyarrow.parquet as pq
 
 from ..core.model import BaseFile
+from ..core.settings import table_type_name
 from ..core.storage import Storage
 from ..core.table import Table
 from ..core.view import FileSystemView, list_partition_files
@@ -24,22 +25,31 @@ def table_group() -> None:
 @common
 @click.option("--name", required=True, help="hoodie.table.name")
 @click.option("--type", "table_type", type=click.Choice(["COPY_ON_WRITE", "MERGE_ON_READ", "COW", "MOR"],
-                                                        case_sensitive=False), default="COPY_ON_WRITE",
-              show_default=True)
+                                                        case_sensitive=False), help="default COPY_ON_WRITE")
 @click.option("--record-key", required=True, help="record key field(s), comma separated")
 @click.option("--precombine-field", help="ordering field: the larger value wins")
-@click.option("--partition-fields", default="", help="partition field(s), comma separated (f:TIMESTAMP typed)")
+@click.option("--partition-fields", help="partition field(s), comma separated (f:TIMESTAMP typed)")
 @click.option("--hive-style", is_flag=True, help="partition folders named field=value")
-def create(path: str, options: dict, as_json: bool, name: str, table_type: str, record_key: str,
-           precombine_field: str | None, partition_fields: str, hive_style: bool) -> None:
+@click.option("--if-missing", is_flag=True, help="when PATH holds a table, keep it: each setting given must "
+                                                 "equal the table's own")
+def create(path: str, options: dict, as_json: bool, name: str, table_type: str | None, record_key: str,
+           precombine_field: str | None, partition_fields: str | None, hive_style: bool, if_missing: bool) -> None:
     """Create an empty table at PATH (hoodie.properties and the .hoodie folders)."""
-    kind = {"COW": "COPY_ON_WRITE", "MOR": "MERGE_ON_READ"}.get(table_type.upper(), table_type.upper())
     table_opts, _ = split_options(options)
-    table = Table.create(path, name=name, table_type=kind, record_key=record_key, precombine_field=precombine_field,
-                         partition_fields=[p for p in partition_fields.split(",") if p.strip()],
-                         hive_style_partitioning=hive_style, options=table_opts)
-    doc = {"table": table.storage.uri, "type": table.config.table_type, "properties": dict(table.config.props)}
-    render.emit(as_json, doc, lambda out: out.print(f"created {table.config.table_type} table "
+    settings = {"name": name, "table_type": table_type, "record_key": record_key,
+                "precombine_field": precombine_field, "partition_fields": partition_fields,
+                "hive_style_partitioning": hive_style or None}
+    if if_missing:
+        table, created = Table.open_or_create(path, **settings, options=table_opts)
+    else:
+        table, created = Table.create(path, name=name, table_type=table_type_name(table_type or "COPY_ON_WRITE"),
+                                      record_key=record_key, precombine_field=precombine_field,
+                                      partition_fields=partition_fields or (), hive_style_partitioning=hive_style,
+                                      options=table_opts), True
+    doc = {"table": table.storage.uri, "type": table.config.table_type, "created": created,
+           "properties": dict(table.config.props)}
+    verb = "created" if created else "kept the existing"
+    render.emit(as_json, doc, lambda out: out.print(f"{verb} {table.config.table_type} table "
                                                     f"{table.config.name!r} at {table.storage.uri}"))
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from airflow_lake.core import Table
 from airflow_lake.core.view import FileSystemView
 
@@ -21,6 +23,17 @@ def test_table_create_then_show_an_empty_table(tmp_path):
     # a second create at the same place: one line naming the table, exit 1, nothing changed
     again = invoke("table", "create", path, "--name", "rides", "--record-key", "id", code=1)
     assert again.stderr.strip() == f"airflow-lake: error: {path} already holds a Hudi table"
+    # --if-missing keeps the table when the settings given agree, and refuses any that differ
+    kept = invoke_json("table", "create", path, "--name", "Rides", "--record-key", "id", "--type", "mor",
+                       "--partition-fields", "day", "--if-missing")
+    assert not kept["created"] and kept["type"] == "MERGE_ON_READ"
+    before = sorted(os.listdir(f"{path}/.hoodie"))
+    other = invoke("table", "create", path, "--name", "rides", "--record-key", "uuid", "--type", "COW",
+                   "--if-missing", code=1)
+    assert other.stderr.strip() == (f"airflow-lake: error: table {path}: settings given that contradict the table's "
+                                    "own (table_type='COW' but the table has 'MERGE_ON_READ'; record_key='uuid' but "
+                                    "the table has 'id'); an existing table keeps the settings it was created with")
+    assert sorted(os.listdir(f"{path}/.hoodie")) == before
 
 
 def test_table_show_counts_rows_files_and_sizes(trips):
