@@ -38,7 +38,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from airflow_lake.core.errors import LakeError
-from airflow_lake.core.objectstore import names_setting
+from airflow_lake.core.objectstore import is_secret_option, names_setting
 from airflow_lake.core.storage import open_storage
 
 CITIES = ("chennai", "san_francisco", "sao_paulo")
@@ -107,7 +107,6 @@ AWS_VARIABLES = (
     ("AWS_REGION", "aws_region", "region"),
     ("AWS_DEFAULT_REGION", "aws_region", "region"),
 )
-SECRET_SETTINGS = ("secret_key", "session_token", "access_token")
 
 
 def is_object_store(base: str) -> bool:
@@ -151,7 +150,7 @@ def demo_storage_options(base: str, given: dict[str, str],
 
 def shown_options(options: dict[str, Any]) -> str:
     """The options for printing, secrets masked."""
-    return ", ".join(f"{k}={'***' if any(names_setting(k, s) for s in SECRET_SETTINGS) else v}"
+    return ", ".join(f"{k}={'***' if is_secret_option(k) else v}"
                      for k, v in sorted(options.items())) or "none (the SDK's own defaults)"
 
 

@@ -193,6 +193,12 @@ def test_every_alias_of_every_secret_setting_is_hidden_in_contradictions():
                     assert SECRET not in str(caught.value) and other not in str(caught.value)
                     checked += 1
     assert checked >= 20
+    # the demo's banner decides by the same rule
+    from airflow_lake.demo import shown_options
+
+    banner = shown_options({"aws_secret_access_key": SECRET, "token": SECRET, "aws_access_key_id": SECRET,
+                            "aws_region": "x"})
+    assert SECRET not in banner and "aws_region=x" in banner and "aws_access_key_id=***" in banner
 
 
 def test_the_jobs_error_line_and_traceback_hide_secrets(caplog):
