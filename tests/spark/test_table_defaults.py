@@ -14,8 +14,6 @@ from airflow_lake.spark.write import write
 from tests.conftest import hudi_read, rows
 from tests.core.test_table_write_defaults import COLS, _batch, _created, _groups
 
-pytestmark = pytest.mark.spark
-
 
 def test_spark_write_keeps_the_created_index_and_file_sizing(spark, table_path):
     _created(table_path, **{"hoodie.index.type": "GLOBAL_SIMPLE", "hoodie.parquet.small.file.limit": 0})
