@@ -142,6 +142,9 @@ def _normalise(uri: str, options: dict[str, Any], keys: dict[str, str], store: s
 def _split_endpoint(uri: str, endpoint: str | None, allow_http: bool | None,
                     scheme: str | None) -> tuple[str | None, str | None]:
     """(host[:port] for pyarrow, scheme) of an endpoint given with or without its scheme."""
+    for name, value in (("endpoint", endpoint), ("scheme", scheme)):
+        if value is not None and not isinstance(value, str):
+            raise InvalidOptionError(f"table {uri}: storage option {name}={value!r} is not a string")
     if not endpoint:
         return None, scheme or ("http" if allow_http else None)
     if "://" in endpoint:
