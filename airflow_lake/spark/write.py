@@ -404,6 +404,8 @@ def _source_file(df: DataFrame) -> Column | None:
     """The file each row was read from, for a DataFrame read by Spark's file sources (whose
     partitions are packed by file size, largest first, not in the files' order); else None."""
     try:
+        if not df.inputFiles():  # not read from files (an Arrow table, a query...): nothing to ask
+            return None
         df.select(F.col("_metadata.file_path"))
     except AnalysisException:
         return None
