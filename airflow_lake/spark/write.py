@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 
 import numpy as np
@@ -276,6 +276,11 @@ def _route_buckets(client: WriteClient, keyed: DataFrame, view: FileSystemView, 
         F.count(F.lit(1)), F.sum(F.when(F.col(DEL), 0).otherwise(1))).collect(), where, "counting")
     plan = plan_buckets(view, [(p, b, n, live) for p, b, n, live in counts], instant=instant,
                         is_mor=table.config.is_mor, overwrite=overwrite)
+    for p, b, n, live in counts:  # MOR: deletes are checked against a stored group's records
+        gid = plan.route.get(f"{p}\0{b}")
+        g = plan.groups.get(gid)
+        if n > live and g is not None and g.kind == "log" and gid not in plan.new:
+            plan.groups[gid] = replace(g, stored=client.delete_check_read(view, view.groups[p][g.file_id]))
     log.info("%s: write routes rows to %d bucket file groups (%d new)", where, len(plan.groups), len(plan.new))
     route = scalar_arrow_udf(partial(bucket_targets, BucketRoute(plan.route, frozenset(plan.new))), LongType())
     routed = rows.withColumn(TARGET, route(PART, BUCKET, DEL))
@@ -296,8 +301,10 @@ def _execute(spark, table, client: WriteClient, routing: _Routing, view: FileSys
     client.write_partition_metadata(instant, {g.partition for g in groups.values()})
     routed = routing.routed
     data_columns = tuple(c for c in routed.columns if c not in WORK and not c.startswith("_al_"))
+    stored = any(g.stored is not None for g in groups.values())
     spec = ExecSpec(client.write_context(instant, avro), groups, data_columns, cfg.precombine_field,
-                    table.option(WriteOptions.LOG_BLOCK_FORMAT).lower())
+                    table.option(WriteOptions.LOG_BLOCK_FORMAT).lower(), table=table.context() if stored else None,
+                    schema=client.reader(view).full_schema if stored else None)
     # the core's group executor in executors, one shuffle partition (task) per file group
     written = stage(lambda: SparkEngine(spark).write_groups(partial(execute_group, spec), routed, TARGET,
                                                             groups=max(1, len(groups))), where, f"write {instant}")

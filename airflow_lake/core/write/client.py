@@ -349,8 +349,13 @@ class WriteClient:
             tasks = [t for p, r in rows_by_partition(batch.partitions, rows).items() for t in new_files(p, r, sizing)]
             return batch, tasks, replaced
         if index_type == "BUCKET":
-            return batch, plan_bucket(view, batch, self.opt(WriteOptions.BUCKET_NUM), hash_fields,
-                                      is_mor=is_mor, instant=instant), None
+            tasks = plan_bucket(view, batch, self.opt(WriteOptions.BUCKET_NUM), hash_fields, is_mor=is_mor,
+                                instant=instant)
+            for t in tasks:  # MOR: deletes are checked against a stored group's records
+                group = view.groups.get(t.partition, {}).get(t.file_id)
+                if t.kind == "log" and group is not None:
+                    t.stored = self._stored_records(view, group, batch, t.rows)
+            return batch, tasks, None
 
         tasks: list[Task] = []
         insert_rows = np.arange(len(batch))
@@ -395,10 +400,17 @@ class WriteClient:
     def _stored_records(self, view: FileSystemView, group, batch: Batch, rows: np.ndarray) -> SliceRead | None:
         """MOR: the read of the group's current keys and ordering values when its task must
         check `_hoodie_is_deleted` rows against them (DefaultHoodieRecordPayload)."""
+        if batch.ordering is None or not batch.is_delete[rows].any():
+            return None
+        return self.delete_check_read(view, group)
+
+    def delete_check_read(self, view: FileSystemView, group) -> SliceRead | None:
+        """MOR under DefaultHoodieRecordPayload: the read of a group's current keys and ordering
+        values that its task drops older `_hoodie_is_deleted` rows by (a delete block entry
+        removes a base record whatever its ordering value); None where no check applies."""
         cfg = self.table.config
         field = cfg.precombine_field
-        if not field or batch.ordering is None or cfg.payload_class != DEFAULT_PAYLOAD \
-                or not batch.is_delete[rows].any():
+        if not field or cfg.payload_class != DEFAULT_PAYLOAD:
             return None
         return group_read(view, group, self.reader(view).full_schema, [KEY, field], cfg)
 

@@ -103,14 +103,15 @@ def _drop_stale_deletes(spec: ExecSpec, stored: SliceRead, rows: pa.Table) -> pa
     DefaultHoodieRecordPayload) is dropped, so that Java (whose delete blocks always remove
     the base record) and hudi-rs agree."""
     dels = np.flatnonzero(rows.column(DEL).to_numpy(zero_copy_only=False))
-    if not len(dels) or ORDERING not in rows.column_names:  # (a delete by key always wins)
+    column = ORDERING if ORDERING in rows.column_names else spec.ordering_field  # (as `_batch` finds it)
+    if not len(dels) or not column or column not in rows.column_names:  # (a delete by key always wins)
         return rows
     field = spec.ctx.ordering_field
     current = read_group_records(spec.table, stored, spec.schema, [KEY, field])
     idx = pa.array(dels)
     pos = pc.index_in(rows.column(KEY).take(idx), value_set=current.column(KEY).combine_chunks())
     values = current.column(field).combine_chunks().take(pos)
-    incoming = rows.column(ORDERING).take(idx)
+    incoming = rows.column(column).take(idx)
     if not values.type.equals(incoming.type):
         values = values.cast(incoming.type)
     older = pc.less(incoming, values).fill_null(False).to_numpy(zero_copy_only=False)
