@@ -8,6 +8,7 @@ import importlib.util
 import os
 import py_compile
 import tempfile
+import threading
 import zipfile
 from pathlib import Path
 
@@ -75,7 +76,7 @@ def package_zip(cache_dir: str | os.PathLike | None = None) -> Path:
     target = folder / f"airflow_lake-{digest.hexdigest()[:16]}.zip"
     if target.exists():
         return target
-    partial = folder / f".{target.name}.{os.getpid()}"
+    partial = folder / f".{target.name}.{os.getpid()}.{threading.get_ident()}"  # per builder, threads too
     with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as z, tempfile.TemporaryDirectory() as scratch:
         for path in files:
             name = str(path.relative_to(PACKAGE_ROOT.parent))

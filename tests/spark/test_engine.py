@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import zipfile
+from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow as pa
 
@@ -64,6 +65,15 @@ def test_package_zip_is_cached_by_content_and_importable(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(first)},
                          cwd=tmp_path, capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["source", f"{first}/airflow_lake/probe.py"]
+
+
+def test_package_zip_built_by_several_threads_at_once(tmp_path):
+    """Threads of one process (two submissions from one Airflow worker) each build the zip
+    under their own temporary name: none fails, all get the same zip."""
+    with ThreadPoolExecutor(4) as pool:
+        built = list(pool.map(lambda _: package_zip(tmp_path), range(4)))
+    assert len(set(built)) == 1 and zipfile.is_zipfile(built[0])
+    assert [p.name for p in tmp_path.iterdir()] == [built[0].name]  # no temporary left
 
 
 def _mor_table(path: str) -> Table:
