@@ -19,6 +19,7 @@ from typing import Any
 from airflow_lake.core.errors import InvalidOptionError, TableNotFoundError
 from airflow_lake.core.settings import check_table_settings
 from airflow_lake.core.table import Table
+from airflow_lake.core.write.client import WriteResult
 from airflow_lake.core.write.prepare import OPERATIONS
 from airflow_lake.spark import job
 
@@ -91,10 +92,18 @@ def body(run: job.JobRun) -> dict[str, Any]:
     result = write(table, df, a.operation, run.extra_metadata)
     job.log.info("upsert: %s %s: %d inserts, %d updates, %d deletes in %d files", a.operation, result.instant,
                  result.num_inserts, result.num_updates, result.num_deletes, len(result.files))
-    return run.result(instant=result.instant, action=table.timeline.get(result.instant).action,
-                      operation=a.operation, inserts=result.num_inserts, updates=result.num_updates,
-                      deletes=result.num_deletes, files_written=len(result.files), records_written=result.num_writes,
-                      partitions=len(result.partitions), table_created=created, already_done=result.already_done)
+    return run.result(action=table.timeline.get(result.instant).action, operation=a.operation,
+                      **write_counts(result), table_created=created)
+
+
+def write_counts(result: WriteResult) -> dict[str, Any]:
+    """The result line's account of one write: its instant and counts, with the file groups
+    an insert_overwrite(_table) replaced (an overwrite by an empty source writes no record yet
+    changes the table)."""
+    return {"instant": result.instant, "inserts": result.num_inserts, "updates": result.num_updates,
+            "deletes": result.num_deletes, "files_written": len(result.files), "records_written": result.num_writes,
+            "replaced_file_groups": result.replaced_file_groups, "partitions": len(result.partitions),
+            "already_done": result.already_done}
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:

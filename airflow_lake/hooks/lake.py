@@ -284,7 +284,8 @@ class LakeHook(BaseHook):
                 updates=sum(s.num_update_writes for s in stats),
                 deletes=sum(s.num_deletes for s in stats),
                 files_written=len([s for s in stats if s.path]),
-                records_written=sum(s.num_writes for s in stats))
+                records_written=sum(s.num_writes for s in stats),
+                replaced_file_groups=len(meta.replaced_file_ids()))
         return result
 
     def test_connection(self) -> tuple[bool, str]:

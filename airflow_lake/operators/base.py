@@ -35,7 +35,10 @@ if TYPE_CHECKING:
 
 COMMON_TEMPLATE_FIELDS = ("table_path", "lake_conn_id", "storage_options", "table_options", "spark_conn_id",
                           "spark_conf", "env_vars")
-EVENT_KEYS = ("instant", "action", "operation", "inserts", "updates", "deletes", "files_written", "records_written")
+EVENT_KEYS = ("instant", "action", "operation", "inserts", "updates", "deletes", "files_written", "records_written",
+              "replaced_file_groups")
+CHANGE_COUNTS = ("records_written", "deletes", "replaced_file_groups", "files_deleted", "file_groups")
+"""Counts of a job's result of which one not zero means its instant changed the table."""
 
 
 class LakeJobOperator(ResumableJobMixin, BaseOperator):
@@ -74,6 +77,8 @@ class LakeJobOperator(ResumableJobMixin, BaseOperator):
     result_actions: ClassVar[Collection[str] | None] = None
     # a plan left requested counts as done (compaction schedule)
     pending_done: ClassVar[bool] = False
+    # counts of the result of which one not zero means the instant changed the table
+    change_counts: ClassVar[tuple[str, ...]] = CHANGE_COUNTS
     # declares the table's Asset as outlet by default
     writes_files: ClassVar[bool] = True
     external_id_key = "airflow_lake.job"
@@ -184,15 +189,17 @@ class LakeJobOperator(ResumableJobMixin, BaseOperator):
                 self.outlets = [o for o in self.outlets if o != self.asset]
         return self.to_xcom(result, context)
 
-    @staticmethod
-    def changed_table(result: dict[str, Any]) -> bool:
-        """Whether the job changed the table's data: it completed an instant (a compaction
-        not due, a clean with nothing to delete complete none), and a write among them wrote or
-        deleted records (an upsert of an empty source writes none). No change, no asset event."""
+    @classmethod
+    def changed_table(cls, result: dict[str, Any]) -> bool:
+        """Whether the job changed the table: it completed an instant (a compaction not due,
+        a clean with nothing to delete complete none) and, when its result counts what the
+        instant did (`change_counts`), one of those counts is not zero: an upsert of an empty
+        source writes no record, an insert_overwrite of one replaces file groups. No change, no
+        asset event."""
         if not result.get("instant"):
             return False
-        return not (result.get("records_written") == 0 and not result.get("deletes")
-                    and not result.get("files_deleted"))
+        counted = [key for key in cls.change_counts if key in result]
+        return not counted or any(result[key] for key in counted)
 
     def spark_submit_hook(self) -> JobSubmitHook:
         return self.hook.spark_submit_hook(

@@ -125,6 +125,11 @@ class ArchiveOperator(LakeJobOperator):
         return {"archived": result.get("archived", 0), "archived_instants": result.get("archived_instants", []),
                 "blocked_by": result.get("blocked_by")}
 
+    @classmethod
+    def changed_table(cls, result: dict[str, Any]) -> bool:
+        """Archival makes no instant: it changed the timeline when it archived any."""
+        return bool(result.get("archived"))
+
     def event_extra(self, result: dict[str, Any]) -> dict[str, Any]:
         return {"operation": "archive", **self.to_xcom(result, {})}
 
@@ -163,6 +168,7 @@ class RollbackOperator(_OneInstantOperator):
 
     job = "rollback"
     result_actions = ("rollback",)
+    change_counts = ()  # any rollback changes the table (one of an overwrite by an empty source deletes no file)
     xcom_keys = ("instant", "rolled_back", "rolled_back_action", "files_deleted")
 
 
@@ -209,6 +215,11 @@ class SavepointOperator(LakeJobOperator):
     def to_xcom(self, result: dict[str, Any], context: Context) -> dict[str, Any]:
         return {"instant": result.get("instant"), "already_done": bool(result.get("already_done"))}
 
+    @classmethod
+    def changed_table(cls, result: dict[str, Any]) -> bool:
+        """A savepoint made by this run (savepointing an instant again is a no-op)."""
+        return bool(result.get("instant")) and not result.get("already_done")
+
 
 class RestoreOperator(_OneInstantOperator):
     """Restores the table to a savepoint with the `restore` job: every write, compaction and
@@ -223,4 +234,5 @@ class RestoreOperator(_OneInstantOperator):
 
     job = "restore"
     result_actions = ("restore",)
+    change_counts = ("rolled_back",)  # a restore to the latest instant undoes nothing
     xcom_keys = ("instant", "savepoint", "rolled_back")

@@ -38,9 +38,11 @@ class UpsertOperator(LakeJobOperator):
         submitting anything, naming both values.
     :param table_options: `hoodie.*` write options for this write (templated).
 
-    XCom: `{"instant", "operation", "inserts", "updates", "deletes", "files_written"}`;
-    `inserts` counts records with new keys, `updates` incoming records matching a stored key.
-    The table's Asset gets an event whose extra carries the instant, action and counts.
+    XCom: `{"instant", "operation", "inserts", "updates", "deletes", "files_written",
+    "replaced_file_groups"}`; `inserts` counts records with new keys, `updates` incoming
+    records matching a stored key, `replaced_file_groups` the file groups an insert_overwrite
+    replaced. The table's Asset gets an event whose extra carries the instant, action and
+    counts, unless the write wrote, deleted and replaced nothing.
 
     Failure: bad arguments fail at parse time or before submitting (`InvalidOptionError`); a
     failed job fails the task with the job's one-line error (table and instant) and leaves no
@@ -119,4 +121,5 @@ class UpsertOperator(LakeJobOperator):
     def to_xcom(self, result: dict[str, Any], context: Context) -> dict[str, Any]:
         return {"instant": result.get("instant"), "operation": self.operation, "inserts": result.get("inserts"),
                 "updates": result.get("updates"), "deletes": result.get("deletes"),
-                "files_written": result.get("files_written")}
+                "files_written": result.get("files_written"),
+                "replaced_file_groups": result.get("replaced_file_groups", 0)}

@@ -1,5 +1,7 @@
 """A run that changed nothing emits no Asset event and wakes no downstream DAG; a real write
-does (issue 23, item 19). One real `dag.test()` with four spark-submit runs (local[1])."""
+does, and so does an insert_overwrite_table of an empty source, which writes no record yet
+empties the table (issue 23, item 19). One real `dag.test()` with five spark-submit runs
+(local[1])."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ import textwrap
 
 from airflow_lake.core.table import Table
 from airflow_lake.hooks import table_asset
+from tests.conftest import hudi_read
 from tests.dags.conftest import unpause
 from tests.provider.conftest import batch
 from tests.provider.test_operators import SPARK_CONF, load_dag, source, spark_env, states, xcom  # noqa: F401
@@ -52,12 +55,14 @@ def test_no_op_runs_emit_no_asset_event_and_a_write_does(airflow_db, spark_env, 
         clean = CleanOperator(task_id="clean", table_path={cow.storage.uri!r}, **SPARK)
         execute = CompactionExecuteOperator(task_id="execute", table_path={mor.storage.uri!r}, **SPARK)
         real = UpsertOperator(task_id="real", table_path={cow.storage.uri!r}, source={one!r}, **SPARK)
-        empty >> clean >> execute >> real
+        overwrite = UpsertOperator(task_id="overwrite", table_path={cow.storage.uri!r}, source={empty!r},
+                                   operation="insert_overwrite_table", **SPARK)
+        empty >> clean >> execute >> real >> overwrite
     """)
     unpause("lake_noop_on_cow")
     unpause("lake_noop_on_mor")
     dr = dag.test()
-    assert states(dr) == dict.fromkeys(["empty", "clean", "execute", "real"], "success")
+    assert states(dr) == dict.fromkeys(["empty", "clean", "execute", "real", "overwrite"], "success")
     nothing = xcom(dr, "empty")
     assert (nothing["inserts"], nothing["updates"], nothing["deletes"]) == (0, 0, 0)
     assert xcom(dr, "clean")["instant"] is None and xcom(dr, "execute")["instants"] == []
@@ -65,6 +70,11 @@ def test_no_op_runs_emit_no_asset_event_and_a_write_does(airflow_db, spark_env, 
     assert written["inserts"] == 1
 
     queued, events = queued_and_events(cow_uri)
-    assert [(task, extra["instant"]) for task, extra in events] == [("real", written["instant"])]
+    emptied = xcom(dr, "overwrite")
+    assert (emptied["inserts"], emptied["deletes"], emptied["replaced_file_groups"]) == (0, 0, 1)
+    assert hudi_read(cow.storage.uri).num_rows == 0
+    assert [(task, extra["instant"]) for task, extra in events] == [("real", written["instant"]),
+                                                                     ("overwrite", emptied["instant"])]
+    assert events[1][1]["replaced_file_groups"] == 1
     assert queued == ["lake_noop_on_cow"]
     assert queued_and_events(mor_uri) == ([], [])  # the compaction with nothing pending woke nobody

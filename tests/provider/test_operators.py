@@ -143,7 +143,7 @@ def test_ingest_compact_clean_archive_pipeline(airflow_db, spark_env, tmp_path):
     assert t.config.table_type == "MERGE_ON_READ"
     up1, up2 = xcom(dr, "first"), xcom(dr, "second")
     assert up1 == {"instant": up1["instant"], "operation": "upsert", "inserts": 40, "updates": 0, "deletes": 0,
-                   "files_written": up1["files_written"]} and up1["files_written"] >= 1
+                   "files_written": up1["files_written"], "replaced_file_groups": 0} and up1["files_written"] >= 1
     assert (up2["inserts"], up2["updates"], up2["deletes"]) == (20, 20, 0) and up2["instant"] > up1["instant"]
     planned = xcom(dr, "schedule")
     assert isinstance(planned, str) and planned > up2["instant"]
@@ -242,7 +242,7 @@ def test_a_retried_upsert_returns_the_same_instant_and_writes_once(airflow_db, s
         token = f"lake_retry/{dr.run_id}/{task_id}/-1"
         assert entries(t.storage, token) == [(commits[0].time, action)]  # one attempt ever started
         assert xcom(dr, task_id) == {"instant": commits[0].time, "operation": "upsert", "inserts": 3, "updates": 0,
-                                     "deletes": 0, "files_written": 1}
+                                     "deletes": 0, "files_written": 1, "replaced_file_groups": 0}
         assert hudi_rows(path) == expected(data)
     # the first try of lost_after_submit kept its finished submission in the task state store
     stored = state_store(dr, "lost_after_submit")
