@@ -70,19 +70,32 @@ _SECRET_SETTINGS = ("access_key", "secret_key", "session_token", "access_token",
 _SECRET_WORDS = ("secret", "token", "password", "passwd", "credential", "sas", "service_account",
                  "private", "auth")
 _TABLE_PREFIXES = ("hoodie.", "airflow_lake.")
+# Apache Hudi's own options holding a credential, or text that may embed one (a JDBC URL with
+# a password, HTTP headers with a bearer token), that the words alone would not name
+HUDI_SECRET_OPTIONS = frozenset({
+    "hoodie.aws.access.key", "hoodie.aws.secret.key", "hoodie.aws.session.token",
+    "hoodie.metrics.datadog.api.key", "hoodie.write.commit.callback.http.api.key",
+    "hoodie.write.commit.callback.http.custom.headers",
+    "hoodie.datasource.hive_sync.password", "hoodie.datasource.hive_sync.jdbcurl",
+})
+# in a hoodie.* key "key" alone names record keys, key generators, partition keys: a key is a
+# credential there only as an API, access, secret or private key (`api.key`, `api_key`, `apikey`)
+_HUDI_SECRET_KEY = re.compile(r"(?:^|[._-])(?:api|access|secret|private|account|auth)[._-]?key(?:$|[._-])")
 SECRET_SHOWN = "<secret>"
 
 
 def is_secret_option(key: str) -> bool:
     """Whether option `key` holds a credential whose value must never reach a command line,
     log, error message or XCom: S3/GCS access and secret keys, session and access tokens
-    (under any alias), and any option naming a key, secret, token, password or credential
-    (`hoodie.*` keys: all but "key", which names record keys there)."""
+    (under any alias), any option naming a key, secret, token, password or credential, and
+    Hudi's credentials (`HUDI_SECRET_OPTIONS`; in other `hoodie.*` keys "key" counts only as
+    an API, access, secret or private key, since record and partition keys are no secrets)."""
     name = str(key).lower()
-    if any(names_setting(name, setting) for setting in _SECRET_SETTINGS):
+    if name in HUDI_SECRET_OPTIONS or any(names_setting(name, setting) for setting in _SECRET_SETTINGS):
         return True
-    words = _SECRET_WORDS if name.startswith(_TABLE_PREFIXES) else (*_SECRET_WORDS, "key")
-    return any(word in name for word in words)
+    if name.startswith(_TABLE_PREFIXES):
+        return _HUDI_SECRET_KEY.search(name) is not None or any(word in name for word in _SECRET_WORDS)
+    return any(word in name for word in (*_SECRET_WORDS, "key"))
 
 
 def shown(key: str, value: Any) -> str:

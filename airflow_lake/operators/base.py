@@ -151,9 +151,9 @@ class LakeJobOperator(ResumableJobMixin, BaseOperator):
     def check_arguments(self) -> None:
         """The rendered common arguments: mappings with string keys and plain values (a
         templated dict rendered as a string, a list, a number fail here naming the argument;
-        secret values are never printed). Secret storage values are masked in the task log."""
+        secret values are never printed). Secret storage and table option values are masked in the task log."""
         storage = mapping(self, "storage_options", self.storage_options, secret=True)
-        table = mapping(self, "table_options", self.table_options)
+        table = mapping(self, "table_options", self.table_options, secret=True)
         mapping(self, "spark_conf", self.spark_conf)
         mapping(self, "env_vars", self.env_vars, secret=True)
         for name in self.text_fields:

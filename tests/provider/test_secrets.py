@@ -126,9 +126,9 @@ def test_the_hook_and_the_cli_put_secrets_in_the_environment_only(tmp_path, monk
     assert SECRET_OPTIONS_ENV not in os.environ
 
 
-def test_the_cli_passes_secrets_in_the_environment(tmp_path, monkeypatch):
-    """`airflow-lake clean --spark -o ...`: spark-submit (here a script recording what it got)
-    sees the secret in its environment, never in its arguments."""
+def recording_spark_submit(tmp_path: Path, monkeypatch) -> Path:
+    """The CLI's spark-submit replaced by a script writing its argv and the secret options'
+    environment variable to the JSON file returned (and printing a `clean` result)."""
     from airflow_lake.cli import spark as cli_spark
     from airflow_lake.spark.options import SECRET_OPTIONS_ENV
 
@@ -139,6 +139,15 @@ def test_the_cli_passes_secrets_in_the_environment(tmp_path, monkeypatch):
                     f"open({str(record)!r}, 'w'))\nprint(json.dumps({{'job': 'clean', 'instant': None}}))\n")
     fake.chmod(0o700)
     monkeypatch.setattr(cli_spark, "spark_submit_binary", lambda: fake)
+    return record
+
+
+def test_the_cli_passes_secrets_in_the_environment(tmp_path, monkeypatch):
+    """`airflow-lake clean --spark -o ...`: spark-submit (here a script recording what it got)
+    sees the secret in its environment, never in its arguments."""
+    from airflow_lake.cli import spark as cli_spark
+
+    record = recording_spark_submit(tmp_path, monkeypatch)
     result = cli_spark.submit("clean", str(tmp_path / "t"), [], {"aws_secret_access_key": SECRET, "region": "x"},
                               master=None, conf=())
     assert result == {"job": "clean", "instant": None}
