@@ -48,7 +48,16 @@ def _under_root(storage: Storage, absolute: str) -> str | None:
 def inside_path(storage: Storage, path: str) -> str | None:
     """A recorded path (a URI, an absolute path or a path relative to the root) as a path
     relative to the table root, `..` and `.` resolved; None when it leads outside the table
-    (another folder, bucket or scheme)."""
+    (another folder, bucket or scheme, or locally a symbolic link inside the table pointing
+    out of it)."""
+    rel = _inside_text(storage, path)
+    if rel is None or not storage.is_local:
+        return rel
+    return rel if storage.really_inside(posixpath.join(storage.root, rel) if rel else storage.root) else None
+
+
+def _inside_text(storage: Storage, path: str) -> str | None:
+    """`inside_path` on the path's text alone (no symbolic link followed)."""
     m = _URI.fullmatch(path)
     if m is not None and (m.group(2).startswith("//") or m.group(1).lower() == "file"):
         if _family(m.group(1)) != _table_scheme(storage):
@@ -78,7 +87,7 @@ def relative_path(storage: Storage, path: str, *, instant: str | None = None, wh
     if rel is None:
         at = f"instant {instant}: " if instant else ""
         raise PathEscapeError(f"table {storage.uri}: {at}{what} {path!r} resolves outside the table's base path "
-                              f"{storage.root}; refused, nothing was changed")
+                              f"{storage.root} (symbolic links followed); refused, nothing was changed")
     return rel
 
 

@@ -129,14 +129,33 @@ class Storage:
 
     def full(self, path: str) -> str:
         """Absolute path inside the file system for a path relative to the root. A path that
-        is absolute, or whose `..` lead out of the root, is refused (PathEscapeError)."""
+        is absolute, whose `..` lead out of the root, or (locally) that a symbolic link inside
+        the table leads out of it, is refused (PathEscapeError)."""
         if not path:
             return self.root
         rel = posixpath.normpath(path)
         if rel.startswith("/") or rel == ".." or rel.startswith("../"):
             raise PathEscapeError(f"table {self.uri}: path {path!r} resolves outside the table's base path "
                                   f"{self.root}; refused")
-        return self.root if rel == "." else posixpath.join(self.root, rel)
+        full = self.root if rel == "." else posixpath.join(self.root, rel)
+        if self.is_local and not self.really_inside(full):
+            raise PathEscapeError(f"table {self.uri}: path {path!r} resolves outside the table's base path "
+                                  f"{self.root} through a symbolic link; refused")
+        return full
+
+    def really_inside(self, full: str) -> bool:
+        """Whether the local path `full` (under the root as text) stays under the root's real
+        location once symbolic links are resolved (`os.path.realpath` of the existing prefix).
+        The root's own real location is cached (and looked up again before saying no), so a
+        table root that is itself a link works."""
+        real = os.path.realpath(full)
+        for fresh in (False, True):
+            if fresh or self.__dict__.get("_real_root") is None:
+                self._real_root = os.path.realpath(self.root)
+            root = self._real_root.rstrip("/")
+            if real == self._real_root or real.startswith(root + "/"):
+                return True
+        return False
 
     # -- errors ----------------------------------------------------------------------------
     def translate(self, error: OSError, path: str, what: str) -> OSError:

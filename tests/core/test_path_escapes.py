@@ -163,13 +163,18 @@ def check_refused(table: Table, attack: str, victim_path: str, survivors: dict) 
 @pytest.mark.parametrize("form", ["absolute", "dotdot", "relative", "file-uri", "file-uri-slashes"])
 @pytest.mark.parametrize("attack", sorted(ATTACKS))
 def test_a_plan_naming_a_file_outside_the_table_is_refused(tmp_path, attack, form):
+    check_refused_locally(tmp_path, attack, lambda uri, victim_dir: f"{local_escapes(uri, victim_dir)[form]}/{VICTIM}")
+
+
+def check_refused_locally(tmp_path, attack: str, victim_of) -> None:
+    """`check_refused` on a local table next to a victim folder; `victim_of(uri, victim_dir)`
+    lays what the attack needs and returns the recorded path it names."""
     victim_dir = tmp_path / "victim"
     victim_dir.mkdir()
     (victim_dir / VICTIM).write_bytes(b"precious")
     uri = str(tmp_path / "table")
     table = new_table(uri, TABLE_TYPE.get(attack, "COPY_ON_WRITE"))
-    victim = f"{local_escapes(uri, str(victim_dir))[form]}/{VICTIM}"
-    check_refused(table, attack, victim, {
+    check_refused(table, attack, victim_of(uri, str(victim_dir)), {
         "the victim survives": lambda: (victim_dir / VICTIM).read_bytes() == b"precious",
         "nothing new in the victim's folder": lambda: os.listdir(victim_dir) == [VICTIM]})
 
@@ -237,3 +242,69 @@ def test_no_recorded_path_resolves_outside_the_root(prefix, segments):
     except PathEscapeError:
         return
     assert full == root or full.startswith(root + "/"), (path, full)
+
+
+# -- symbolic links inside the table pointing out of it ------------------------------------
+def lay_link(uri: str, victim_dir: str, form: str) -> str:
+    """Make a symbolic link inside the table at `uri` leading to `victim_dir` (or to the victim
+    file) and return the recorded path that goes through it to the victim."""
+    if form == "file":  # a file in a folder of the table that is a link to the victim
+        os.mkdir(f"{uri}/z")
+        os.symlink(f"{victim_dir}/{VICTIM}", f"{uri}/z/{VICTIM}")
+        return f"{uri}/z/{VICTIM}"
+    folder = {"hoodie-folder": ".hoodie/.aux/l", "partition-folder": "evil", "partition-folder-relative": "evil"}[form]
+    os.symlink(victim_dir, f"{uri}/{folder}")
+    return f"{folder}/{VICTIM}" if form.endswith("relative") else f"{uri}/{folder}/{VICTIM}"
+
+
+LINK_FORMS = ["hoodie-folder", "partition-folder", "partition-folder-relative", "file"]
+
+
+# a partition is a folder: the file form does not apply to a compaction plan's partition
+LINK_ATTACKS = [(a, f) for a in sorted(ATTACKS) for f in LINK_FORMS if (a, f) != ("compaction-partition", "file")]
+
+
+@pytest.mark.parametrize(("attack", "form"), LINK_ATTACKS)
+def test_a_plan_reaching_outside_through_a_symbolic_link_is_refused(tmp_path, attack, form):
+    check_refused_locally(tmp_path, attack, lambda uri, victim_dir: lay_link(uri, victim_dir, form))
+
+
+def test_storage_refuses_a_path_through_a_symbolic_link_out_of_the_root(tmp_path):
+    victim_dir = tmp_path / "victim"
+    victim_dir.mkdir()
+    (victim_dir / VICTIM).write_bytes(b"precious")
+    storage = Storage(str(tmp_path / "table"))
+    storage.write("x/f", b"inside")
+    os.symlink(victim_dir, tmp_path / "table" / "l")
+    os.symlink(victim_dir / VICTIM, tmp_path / "table" / "x" / "linked")
+    for path in ("l", f"l/{VICTIM}", "x/linked", "l/new/f"):
+        for call in (storage.exists, storage.read, storage.delete, storage.list):
+            with pytest.raises(PathEscapeError, match="symbolic link"):
+                call(path)
+        with pytest.raises(PathEscapeError, match="symbolic link"):
+            storage.write(path, b"x")
+        with pytest.raises(PathEscapeError, match="symbolic link"):
+            storage.create(path, b"x")
+    assert sorted(os.listdir(victim_dir)) == [VICTIM] and (victim_dir / VICTIM).read_bytes() == b"precious"
+    assert inside_path(storage, f"{storage.root}/l/{VICTIM}") is None and inside_path(storage, "x/f") == "x/f"
+
+
+def test_a_table_whose_root_is_a_symbolic_link_keeps_working(tmp_path):
+    from tests.conftest import hudi_read, rows
+
+    (tmp_path / "real").mkdir()
+    os.symlink(tmp_path / "real", tmp_path / "link")
+    uri = str(tmp_path / "link" / "table")
+    table = Table.create(uri, name="t", table_type="MERGE_ON_READ", record_key="id", precombine_field="ts",
+                         partition_fields="part", options=FAST)
+    table.write(BATCH, operation="insert")
+    table.write(pa.table({"id": ["a"], "ts": [2], "part": ["x"], "v": [5.0]}))
+    planned = table.schedule_compaction(max_delta_commits=1)
+    assert planned is not None
+    table.run_compaction(planned)
+    for ts in (2, 3):
+        table.write(pa.table({"id": ["b"], "ts": [ts], "part": ["y"], "v": [6.0]}))
+    assert table.clean(retained=1).total_files > 0
+    expected = [("a", "x", 5.0), ("b", "y", 6.0)]
+    assert rows(Table.open(uri).read(), ["id", "part", "v"]) == expected
+    assert rows(hudi_read(uri), ["id", "part", "v"]) == expected
