@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 
 from .formats.log import DataBlock, DeleteBlock
 from .formats.log.blocks import wrapper_name
-from .schema import IS_DELETED, conform
+from .schema import IS_DELETED, conform, promote
 
 KEY = "_hoodie_record_key"
 _NONE, _DATA, _DEL = 0, 1, 2
@@ -125,8 +125,8 @@ def merge_slice(base: pa.Table | None, blocks: list[DataBlock | DeleteBlock], sc
                 natural[i] = False
                 del_values.append(w[1])
         combined = pa.concat_arrays([
-            base.column(field).combine_chunks().cast(otype),
-            logs.column(field).combine_chunks().cast(otype),
+            promote(base.column(field).combine_chunks(), otype),
+            promote(logs.column(field).combine_chunks(), otype),
             _ordering_array(del_values, otype),
         ])
         ranks = pc.rank(combined, sort_keys=[("", "ascending", "at_start")], tiebreaker="dense")

@@ -10,13 +10,15 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from .errors import SchemaError
 from .values import describe_value
+
+ArrowValues = TypeVar("ArrowValues", pa.Array, pa.ChunkedArray)
 
 META_FIELDS = (
     "_hoodie_commit_time",
@@ -476,7 +478,15 @@ def _cast(col: pa.ChunkedArray, target: pa.DataType) -> pa.ChunkedArray:
             ]
             chunks.append(pa.StructArray.from_arrays(children, fields=list(target), mask=chunk.is_null()))
         return pa.chunked_array(chunks, type=target)
-    return col.cast(target)
+    return promote(col, target)
+
+
+def promote(values: ArrowValues, target: pa.DataType) -> ArrowValues:
+    """`values` cast to `target`. An integer promoted to a floating type (int/long to
+    float/double, as evolution widens) rounds to the nearest value, as Spark's cast does
+    (2**62+1 becomes 4.611686018427388e18) instead of failing; every other cast is exact or fails."""
+    lossy = pa.types.is_integer(values.type) and pa.types.is_floating(target)
+    return values.cast(target, safe=not lossy)
 
 
 def _list_from_view(chunk: pa.Array) -> pa.ListArray:

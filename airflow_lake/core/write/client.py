@@ -30,7 +30,7 @@ from ..index.simple import read_keys
 from ..merge import KEY
 from ..model import BaseFile, WriteStat
 from ..read import SliceRead, group_read
-from ..schema import from_avro
+from ..schema import from_avro, promote
 from ..timeline import tokens
 from ..timeline.active import ActiveTimeline
 from ..timeline.instant import COMMIT, COMMIT_ACTIONS, COMPACTION, DELTA_COMMIT, REPLACE_COMMIT, Instant, State
@@ -428,7 +428,7 @@ class WriteClient:
         stored = current.column(field).combine_chunks().take(pos)
         incoming = batch.ordering.take(pa.array(rows))
         if not stored.type.equals(incoming.type):
-            stored = stored.cast(incoming.type)
+            stored = promote(stored, incoming.type)
         return pc.less(incoming, stored).fill_null(False).to_numpy(zero_copy_only=False)
 
     # -- helpers ---------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from ..context import TableContext
 from ..merge import KEY
 from ..model import BaseFile, WriteStat
 from ..read import SliceRead, read_group_records
+from ..schema import promote
 from .files import WriteContext, insert_file, merge_file
 from .logs import SliceRef, append_log
 from .prepare import Batch
@@ -113,7 +114,7 @@ def _drop_stale_deletes(spec: ExecSpec, stored: SliceRead, rows: pa.Table) -> pa
     values = current.column(field).combine_chunks().take(pos)
     incoming = rows.column(column).take(idx)
     if not values.type.equals(incoming.type):
-        values = values.cast(incoming.type)
+        values = promote(values, incoming.type)
     older = pc.less(incoming, values).fill_null(False).to_numpy(zero_copy_only=False)
     if not older.any():
         return rows

@@ -13,7 +13,7 @@ import pyarrow.compute as pc
 from ..formats.parquet import BloomSettings, prior_keys, read_base_file, write_base_file
 from ..keys import KeyGenerator
 from ..model import BaseFile, WriteStat
-from ..schema import META_FIELDS, META_SCHEMA, conform, with_meta_fields
+from ..schema import META_FIELDS, META_SCHEMA, conform, promote, with_meta_fields
 from ..storage import Storage
 from .markers import CREATE, MERGE, create_marker
 from .prepare import Batch
@@ -121,7 +121,7 @@ def merge_file(ctx: WriteContext, task: int, old: BaseFile, batch: Batch, append
         old_vals = existing.column(ctx.ordering_field).take(pa.array(hit_rows))
         new_vals = batch.ordering.take(pa.array(hit_in))
         if not old_vals.type.equals(new_vals.type):
-            old_vals = old_vals.cast(new_vals.type)
+            old_vals = promote(old_vals, new_vals.type)
         loses = pc.less(new_vals, old_vals).fill_null(False).to_numpy(zero_copy_only=False)
         incoming_wins[hit_in[loses]] = False
     touched = np.zeros(len(batch), dtype=bool)
