@@ -10,6 +10,9 @@ from hypothesis import strategies as st
 from airflow_lake.core.errors import LakeError
 from airflow_lake.core.objectstore import _GCS_KEYS, _S3_KEYS, gcs_options, is_secret_option, s3_filesystem, s3_settings
 
+# Hudi's own credentials, given where storage options go: refused by name, never by value
+HUDI_SECRETS = ["hoodie.aws.access.key", "hoodie.aws.secret.key", "hoodie.aws.session.token",
+                "hoodie.metrics.datadog.api.key", "hoodie.datasource.hive_sync.password"]
 VALUES = st.one_of(st.sampled_from(["true", "false", "maybe", "http://x:1", "ftp://x", "etag", "none", ""]),
                    st.text("abc=:/ %\n", max_size=5), st.integers(-1, 3), st.booleans(), st.none())
 
@@ -20,7 +23,8 @@ def marked(given_options: dict) -> dict:
 
 
 def options(keys: dict[str, str]) -> st.SearchStrategy:
-    names = st.sampled_from(sorted(keys) + [k.upper() for k in sorted(keys)][:10] + ["unknown_key", "my_password"])
+    names = st.sampled_from(sorted(keys) + [k.upper() for k in sorted(keys)][:10] + ["unknown_key", "my_password"]
+                            + HUDI_SECRETS)
     return st.dictionaries(names, VALUES, max_size=6).map(marked)
 
 
