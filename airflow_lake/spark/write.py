@@ -134,14 +134,15 @@ def write(table, df: DataFrame, operation: str = "upsert", extra_metadata: dict[
         counts = stage(lambda: frame.groupBy(PART).agg(F.count(F.lit(1)), F.count_distinct(KEY)).collect(),
                        where, "checking the batch")
         parts = sorted(p for p, _, _ in counts)
-        if operation != "delete":  # the core's rule on the distinct partitions (metadata-sized)
-            check_partition_nesting(table.storage, parts)
+        # the core's rule on the distinct partitions (metadata-sized), again under the lock in `begin`
+        created = [] if operation == "delete" else parts
+        check_partition_nesting(table.storage, created)
         if combine and (is_global or any(n != distinct for _, n, distinct in counts)):
             keyed = _combine(frame, cfg.precombine_field if operation != "delete" else None, is_global).persist()
         extra = dict(extra_metadata or {})
         replace = operation in ("insert_overwrite", "insert_overwrite_table")
         action = REPLACE_COMMIT if replace else (DELTA_COMMIT if cfg.is_mor else COMMIT)
-        requested, heartbeat, timeline = client.begin(action, extra.get(TOKEN_KEY))
+        requested, heartbeat, timeline = client.begin(action, extra.get(TOKEN_KEY), partitions=created)
         if heartbeat is None:  # a retry whose run token is already committed
             return client.stored_result(timeline, requested, operation)
         with beating(heartbeat):  # (an error names the instant: the job's error line says which it rolled back)

@@ -6,12 +6,16 @@ hudi-rs."""
 from __future__ import annotations
 
 import os
+import threading
+from collections.abc import Callable
+from functools import partial
 
 import pyarrow as pa
 import pytest
 
 from airflow_lake.core import Table
 from airflow_lake.core.errors import PartitionPathError
+from airflow_lake.core.write.client import WriteClient, WriteResult
 from airflow_lake.core.write.partitions import nesting_pair
 from tests.conftest import hudi_read, rows
 from tests.core.test_errors import tree
@@ -105,3 +109,66 @@ def test_a_delete_in_an_existing_partition_is_not_refused(table_path):
     table.write(_rows(["x/y", "x/z"]))
     table.write(pa.table({"id": ["k0"], "part": ["x/y"]}), operation="delete")
     assert rows(hudi_read(table_path), COLS) == [("k1", 1, "x/z")]
+
+
+@pytest.mark.parametrize(("first", "second"), [("x", "x/y"), ("x/y", "x")])
+def test_concurrent_writes_of_nesting_partitions_commit_only_one(table_path, monkeypatch, first, second):
+    race_nesting_writes(table_path, monkeypatch, first, second, partial(insert, table_path))
+
+
+def insert(table_path: str, part: str, start: int) -> WriteResult:
+    """One row into partition `part` through a Table object of its own."""
+    return Table.open(table_path).write(_rows([part], start), operation="insert")
+
+
+def race_nesting_writes(table_path: str, monkeypatch, first: str, second: str,
+                        write_second: Callable[[str, int], object]) -> None:
+    """Two writers, each with its own Table, pass the early check together; `first` (a local
+    insert) then begins, claiming its partition, and is held there; `second` (`write_second`)
+    begins under the lock and is refused: only `first` commits and `second` leaves no trace."""
+    _table(table_path).write(_rows(["z"]))
+    held = {"first": threading.Event(), "second": threading.Event(), "done": threading.Event()}
+    original = WriteClient.begin
+
+    def held_begin(self, *args, **kwargs):
+        me = threading.current_thread().name
+        if me == "second":  # its early check passed: let `first` begin, then go on
+            held["second"].set()
+            assert held["first"].wait(120)
+        result = original(self, *args, **kwargs)
+        if me == "first":  # begun, its partition claimed: hold it until `second` is done
+            held["first"].set()
+            assert held["done"].wait(120)
+        return result
+
+    monkeypatch.setattr(WriteClient, "begin", held_begin)
+    outcome: dict[str, object] = {}
+
+    def run(name: str, write: Callable[[str, int], object], part: str, start: int) -> None:
+        try:
+            outcome[name] = write(part, start)
+        except Exception as e:  # noqa: BLE001 - the outcome is asserted below
+            outcome[name] = e
+        finally:
+            if name == "second":
+                held["done"].set()
+
+    write_first = partial(insert, table_path)
+    threads = {"second": threading.Thread(target=run, args=("second", write_second, second, 20), name="second"),
+               "first": threading.Thread(target=run, args=("first", write_first, first, 10), name="first")}
+    threads["second"].start()
+    assert held["second"].wait(120)
+    threads["first"].start()
+    for thread in threads.values():
+        thread.join(300)
+    refused = outcome["second"]
+    assert isinstance(refused, PartitionPathError), refused
+    outer, inner = sorted([first, second], key=len)
+    assert repr(outer) in str(refused) and repr(inner) in str(refused), refused
+    assert not isinstance(outcome["first"], Exception), outcome["first"]
+    timeline = Table.open(table_path).timeline
+    assert not timeline.pending().instants
+    assert timeline.completed().times[-1] == outcome["first"].instant and len(timeline.completed().times) == 2
+    assert not os.path.exists(os.path.join(table_path, second, ".hoodie_partition_metadata"))
+    expected = [("k0", 1, "z"), ("k10", 1, first)]
+    assert rows(hudi_read(table_path), COLS) == expected == rows(Table.open(table_path).read(), COLS)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -117,8 +117,10 @@ class WriteClient:
         combine = operation in ("upsert", "delete") or self.opt(WriteOptions.COMBINE_BEFORE_INSERT)
         keyed = prepare(arrow, operation, keygen=table.keygen, precombine=cfg.precombine_field, where=where,
                         combine=combine, is_global=is_global)
-        if operation != "delete":  # the folders this write creates may not nest with others
-            check_partition_nesting(self.storage, pc.unique(keyed.partitions).to_pylist())
+        # the folders this write creates may not nest with others: checked now (before any work)
+        # and again in `begin`, under the lock, against the partitions concurrent writes claimed
+        parts = [] if operation == "delete" else pc.unique(keyed.partitions).to_pylist()
+        check_partition_nesting(self.storage, parts)
         extra = dict(extra_metadata or {})
         conformed: list[Batch] = []
 
@@ -129,7 +131,7 @@ class WriteClient:
 
         replace = operation in ("insert_overwrite", "insert_overwrite_table")
         action = REPLACE_COMMIT if replace else (DELTA_COMMIT if cfg.is_mor else COMMIT)
-        instant, heartbeat, timeline = self.begin(action, extra.get(TOKEN_KEY), check_schema)
+        instant, heartbeat, timeline = self.begin(action, extra.get(TOKEN_KEY), check_schema, partitions=parts)
         if heartbeat is None:  # a retry: this run token is already committed
             return self.stored_result(timeline, instant, operation)
         batch = conformed[0]
@@ -150,9 +152,11 @@ class WriteClient:
 
     # -- phases ----------------------------------------------------------------------------
     def begin(self, action: str, token: str | None, check: Callable[[ActiveTimeline], None] | None = None,
-              ) -> tuple[Instant, Heartbeat | None, ActiveTimeline]:
+              *, partitions: Collection[str] = ()) -> tuple[Instant, Heartbeat | None, ActiveTimeline]:
         """Under the lock: repair the timeline, `check` the write against it (e.g. the batch's
-        schema against the table's: an error leaves no trace of this write), then create the
+        schema against the table's: an error leaves no trace of this write), check that the
+        `partitions` it creates nest with none of the table's, claim them (their partition
+        metadata files, which that check of a concurrent writer finds), then create the
         requested instant (recording the run token). Returns the instant, its heartbeat and the
         timeline this write goes on with (the one listing of this step); when the token is
         already committed (or another attempt with it commits meanwhile: `attempt.token_lock`
@@ -163,8 +167,10 @@ class WriteClient:
                 return done, None, timeline
             if check is not None:
                 check(timeline)
+            check_partition_nesting(self.storage, partitions)  # pending writes' partitions included
             self.table.prepare_for_write()
             time_ = self.table.new_instant_time(timeline)
+            self.write_partition_metadata(time_, set(partitions))
             requested = Instant(time_, action, State.REQUESTED)
             timeline.create(requested, requested_replace_bytes() if action == REPLACE_COMMIT else b"", token=token)
             heartbeat = Heartbeat(self.storage, time_, interval).start()

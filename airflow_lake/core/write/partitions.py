@@ -3,7 +3,10 @@ ancestor or descendant of another partition of the table, existing or in the sam
 (`a` next to `a/b`, hive style `part=..` next to `part=../escape`), is refused before the
 timeline is touched. Readers that list a partition's folder (hudi-rs) would otherwise see one
 partition's files inside another's, or lose them. Both engines call `check_partition_nesting`
-on the batch's distinct partition paths (metadata-sized)."""
+on the batch's distinct partition paths (metadata-sized) before any work, and `WriteClient.begin`
+calls it again under the table lock, then writes the new partitions' metadata files before the
+lock is released: a concurrent writer's check under the lock sees the partitions of pending
+writes too."""
 
 from __future__ import annotations
 
@@ -67,7 +70,7 @@ def check_partition_nesting(storage: Storage, paths: Iterable[str]) -> None:
         return
     outer, inner = pair
     mine = set(paths)
-    where = {p: "in this batch" if p in mine else "already in the table" for p in pair}
+    where = {p: "in this batch" if p in mine else "already in the table, or being written" for p in pair}
     raise PartitionPathError(
         f"table {storage.uri}: partition path {outer!r} ({where[outer]}) would be a folder holding partition "
         f"{inner!r} ({where[inner]}); readers that list a partition's folder (hudi-rs) would mix or lose their "
