@@ -57,11 +57,11 @@ from airflow_lake.core.schema import IS_DELETED, META_FIELDS, conform, evolve, f
 from airflow_lake.core.timeline.active import ActiveTimeline
 from airflow_lake.core.timeline.instant import COMMIT, COMPACTION, DELTA_COMMIT, REPLACE_COMMIT, State
 from airflow_lake.core.timeline.metadata import workload_metadata
-from airflow_lake.core.view import FileSystemView, list_partition_files
+from airflow_lake.core.view import FileSystemView
 from airflow_lake.core.write.client import OPERATION_TYPES, TOKEN_KEY, WriteClient, WriteResult
 from airflow_lake.core.write.execute import ExecSpec, execute_group
 from airflow_lake.core.write.heartbeat import beating
-from airflow_lake.core.write.partitions import check_partition_nesting
+from airflow_lake.core.write.partitions import check_batch_nesting
 from airflow_lake.core.write.plan import Sizing, fill_small_files, new_files, slice_ref
 from airflow_lake.core.write.prepare import OPERATIONS, combine_order, resolvable_names
 
@@ -134,9 +134,9 @@ def write(table, df: DataFrame, operation: str = "upsert", extra_metadata: dict[
         counts = stage(lambda: frame.groupBy(PART).agg(F.count(F.lit(1)), F.count_distinct(KEY)).collect(),
                        where, "checking the batch")
         parts = sorted(p for p, _, _ in counts)
-        # the core's rule on the distinct partitions (metadata-sized), again under the lock in `begin`
+        # the core's rule on the distinct partitions (metadata-sized); against the table's in `begin`
         created = [] if operation == "delete" else parts
-        check_partition_nesting(table.storage, created)
+        check_batch_nesting(table.storage, created)
         if combine and (is_global or any(n != distinct for _, n, distinct in counts)):
             keyed = _combine(frame, cfg.precombine_field if operation != "delete" else None, is_global).persist()
         extra = dict(extra_metadata or {})
@@ -175,7 +175,7 @@ def _run(spark, table, client: WriteClient, keyed: DataFrame, parts: list[str], 
     seen = set(timeline.completed().times) | {i.time for i in timeline.actions(COMPACTION)}
     wide = is_global or operation == "insert_overwrite_table"
     view = FileSystemView(table.storage, timeline,
-                          partition_files=None if wide else list_partition_files(table.storage, parts))
+                          partition_files=None if wide else client.partition_files(parts))
     replaced = None
     if operation == "insert_overwrite_table":
         replaced = _group_ids(view.file_groups())

@@ -42,7 +42,7 @@ from .execute import TARGET, ExecSpec, GroupPlan, execute_group, routed_rows
 from .files import WriteContext
 from .heartbeat import Heartbeat, beating
 from .markers import delete_markers
-from .partitions import check_partition_nesting
+from .partitions import check_batch_nesting, check_partition_nesting
 from .plan import Sizing, Task, fill_small_files, group_by, new_files, plan_bucket, rows_by_partition, slice_ref
 from .prepare import Batch, conform_batch, prepare, to_arrow
 
@@ -89,6 +89,7 @@ class WriteClient:
         self.storage = table.storage
         self.engine = engine
         self._reader = None
+        self.listed_partitions: dict[str, list] = {}  # (begin's listing: `partition_files`)
 
     def opt(self, option):
         return self.table.option(option)
@@ -117,10 +118,10 @@ class WriteClient:
         combine = operation in ("upsert", "delete") or self.opt(WriteOptions.COMBINE_BEFORE_INSERT)
         keyed = prepare(arrow, operation, keygen=table.keygen, precombine=cfg.precombine_field, where=where,
                         combine=combine, is_global=is_global)
-        # the folders this write creates may not nest with others: checked now (before any work)
-        # and again in `begin`, under the lock, against the partitions concurrent writes claimed
+        # the folders this write creates may not nest with each other (now, before any work) nor
+        # with the table's (in `begin`, under the lock, with the partitions concurrent writes claimed)
         parts = [] if operation == "delete" else pc.unique(keyed.partitions).to_pylist()
-        check_partition_nesting(self.storage, parts)
+        check_batch_nesting(self.storage, parts)
         extra = dict(extra_metadata or {})
         conformed: list[Batch] = []
 
@@ -167,7 +168,8 @@ class WriteClient:
                 return done, None, timeline
             if check is not None:
                 check(timeline)
-            check_partition_nesting(self.storage, partitions)  # pending writes' partitions included
+            # pending writes' partitions included; the view of this write takes its listing
+            self.listed_partitions = check_partition_nesting(self.storage, partitions)
             self.table.prepare_for_write()
             time_ = self.table.new_instant_time(timeline)
             self.write_partition_metadata(time_, set(partitions))
@@ -175,6 +177,15 @@ class WriteClient:
             timeline.create(requested, requested_replace_bytes() if action == REPLACE_COMMIT else b"", token=token)
             heartbeat = Heartbeat(self.storage, time_, interval).start()
         return requested, heartbeat, timeline
+
+    def partition_files(self, parts: Collection[str]) -> dict[str, list]:
+        """The files of these partitions as `list_partition_files` gives them: from the listing
+        `begin` made under the lock when it covers them (every partition this write creates is
+        claimed there), else listed now."""
+        listed = self.listed_partitions
+        if not set(parts) <= set(listed):
+            return list_partition_files(self.storage, parts)
+        return {p: [f for f in listed[p] if not f.name.startswith(PARTITION_METAFILE)] for p in parts}
 
     def _run(self, requested: Instant, batch: Batch, operation: str, extra: dict[str, str],
              is_global: bool, timeline: ActiveTimeline) -> WriteResult:
@@ -186,7 +197,7 @@ class WriteClient:
         parts = None if is_global or operation == "insert_overwrite_table" else \
             pc.unique(batch.partitions).to_pylist()
         view = FileSystemView(storage, timeline, partition_files=None if parts is None
-                              else list_partition_files(storage, parts))
+                              else self.partition_files(parts))
         ctx = self.write_context(instant, batch.avro_schema)
         batch, tasks, replaced = self._plan(view, batch, operation, is_global, instant, timeline)
 

@@ -2,11 +2,12 @@
 ancestor or descendant of another partition of the table, existing or in the same batch
 (`a` next to `a/b`, hive style `part=..` next to `part=../escape`), is refused before the
 timeline is touched. Readers that list a partition's folder (hudi-rs) would otherwise see one
-partition's files inside another's, or lose them. Both engines call `check_partition_nesting`
-on the batch's distinct partition paths (metadata-sized) before any work, and `WriteClient.begin`
-calls it again under the table lock, then writes the new partitions' metadata files before the
-lock is released: a concurrent writer's check under the lock sees the partitions of pending
-writes too."""
+partition's files inside another's, or lose them. Both engines check the batch's distinct
+partition paths (metadata-sized) against each other before any work (`check_batch_nesting`);
+`WriteClient.begin` checks them against the table's under the table lock
+(`check_partition_nesting`, whose listing the write's view reuses), then writes the new
+partitions' metadata files before the lock is released: a concurrent writer's check under
+the lock sees the partitions of pending writes too."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import posixpath
 from collections.abc import Iterable
 
 from ..errors import PartitionPathError
-from ..storage import Storage
+from ..storage import FileStatus, Storage
 from ..view import PARTITION_METAFILE
 
 _URL_ENCODE_KEY = "hoodie.datasource.write.partitionpath.urlencode"
@@ -44,28 +45,46 @@ def nesting_pair(paths: Iterable[str], existing: Iterable[str] = ()) -> tuple[st
     return None
 
 
-def partitions_near(storage: Storage, paths: Iterable[str]) -> set[str]:
-    """The table's partitions that could nest with `paths`: those in a folder ancestor of one
-    (one listing per distinct ancestor) and those below one (one recursive listing each,
-    which for an ordinary partition lists only its own files)."""
+def partitions_near(storage: Storage, paths: Iterable[str]) -> tuple[set[str], dict[str, list[FileStatus]]]:
+    """The table's partitions that could nest with `paths` (those in a folder ancestor of one:
+    one listing per distinct ancestor; those below one: found only when a folder sits inside
+    it), and the files directly in each of `paths` (one listing each: the view of the write
+    takes them instead of listing again)."""
     paths = sorted({p for p in paths if p})
     found: set[str] = set()
     for folder in sorted({a for p in paths for a in _ancestors(p)}):
         if any(f.name.startswith(PARTITION_METAFILE) for f in storage.list(folder)):
             found.add(folder)
+    listed: dict[str, list[FileStatus]] = {}
     for path in paths:
-        found.update(posixpath.dirname(f.path) for f in storage.list(path, recursive=True)
-                     if f.name.startswith(PARTITION_METAFILE))
-    return found - set(paths)
+        listed[path], folders = storage.list_entries(path)
+        for folder in folders:  # a partition holds no folders, unless another partition nests in it
+            found.update(posixpath.dirname(f.path) for f in storage.list(folder, recursive=True)
+                         if f.name.startswith(PARTITION_METAFILE))
+    return found - set(paths), listed
 
 
-def check_partition_nesting(storage: Storage, paths: Iterable[str]) -> None:
-    """Refuse partition paths (distinct, rendered) that nest with each other or with the
-    table's partitions, naming both paths; reads storage only when the batch itself is clean."""
+def check_batch_nesting(storage: Storage, paths: Iterable[str]) -> None:
+    """Refuse partition paths of one batch (distinct, rendered) that nest with each other,
+    naming both; reads no storage (the table's partitions: `check_partition_nesting`)."""
     paths = sorted({p for p in paths if p})
-    pair = nesting_pair(paths)
-    if pair is None and paths:
-        pair = nesting_pair(paths, partitions_near(storage, paths))
+    _refuse(storage, paths, nesting_pair(paths))
+
+
+def check_partition_nesting(storage: Storage, paths: Iterable[str]) -> dict[str, list[FileStatus]]:
+    """Refuse partition paths (distinct, rendered) that nest with each other or with the
+    table's partitions, naming both paths. Returns the files directly in each path (the
+    listing this check made), for the write's file-system view."""
+    paths = sorted({p for p in paths if p})
+    _refuse(storage, paths, nesting_pair(paths))
+    if not paths:
+        return {}
+    near, listed = partitions_near(storage, paths)
+    _refuse(storage, paths, nesting_pair(paths, near))
+    return listed
+
+
+def _refuse(storage: Storage, paths: list[str], pair: tuple[str, str] | None) -> None:
     if pair is None:
         return
     outer, inner = pair
