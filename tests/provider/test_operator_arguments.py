@@ -47,8 +47,8 @@ def test_bad_rendered_arguments_name_the_argument_and_the_value(airflow_db, tmp_
     text = out.out + out.err
     for message in [
         "UpsertOperator partitions: table {new}: partition_fields must be a field name or a list of field names, got 5",
-        "UpsertOperator table_options: table {path}: table_options must be a dict, got str "
-        "\"{{'hoodie.parquet.small.file.limit': 0}}\"",
+        # table options may hold Hudi's own credentials (hoodie.aws.secret.key): a string is not shown
+        "UpsertOperator table_options: table {path}: table_options must be a dict, got a str",
         "UpsertOperator storage_options: table {path}: storage_options must be a dict, got a str",
         "UpsertOperator nested_secret: table {path}: storage_options['aws_secret_access_key'] must be a string, "
         "number, boolean or list, got dict a secret",
