@@ -12,25 +12,15 @@ import threading
 import uuid
 
 import pyarrow.parquet as pq
-import pytest
 
 from airflow_lake.core.storage import open_storage
 from airflow_lake.spark.options import SECRET_OPTIONS_ENV
 from tests.conftest import hudi_read, rows
-from tests.provider.test_secrets import scan_command_lines
+from tests.provider.test_secrets import s3_endpoint, scan_command_lines  # noqa: F401 (a fixture)
 from tests.spark.test_jobs import last_json, spark_submit
 from tests.spark.test_standalone import COLS, batch, cluster  # noqa: F401 (the module's cluster fixture)
 
 SECRET = "SeCrEt-" + uuid.uuid4().hex
-
-
-@pytest.fixture(scope="module")
-def s3_endpoint(tmp_path_factory):
-    pytest.importorskip("moto", reason="needs moto[server] (the dev extra)")
-    from tests.s3.server import moto_server
-
-    with moto_server(str(tmp_path_factory.mktemp("moto") / "moto.log")) as url:
-        yield url
 
 
 def test_executors_on_a_standalone_cluster_get_secrets_no_command_line_shows(cluster, s3_endpoint,  # noqa: F811
