@@ -1,4 +1,4 @@
-"""Tables written by Apache Hudi (shared/fixtures, expected rows from its INDEX.md): we read
+"""Tables written by Apache Hudi (tests/fixtures/hudi-tables, expected rows from its INDEX.md): we read
 them, append to copies of them, and hudi-rs agrees with us on the result."""
 
 from __future__ import annotations

@@ -359,7 +359,7 @@ def test_fixture_payloads_are_implemented():
     from airflow_lake.core.properties import parse_properties
 
     found = 0
-    fixture_zip("sample_table")  # skips, saying how to point at them, when the fixtures are absent
+    fixture_zip("sample_table")  # fails, saying where it looked, when the fixtures are absent
     for archive in FIXTURES.rglob("*.zip"):
         with zipfile.ZipFile(archive) as z:
             for name in z.namelist():

@@ -108,7 +108,7 @@ def test_payloads_the_services_wrote_read_back_field_for_field(table_path):
 
 
 def test_apache_hudi_commit_stats_read_as_values(tmp_path):
-    fixture_zip("sample_table")  # skips when the fixtures are absent
+    fixture_zip("sample_table")  # fails, naming the folder, when the fixtures are absent
     checked = 0
     for archive in sorted(FIXTURES.rglob("*.zip")):
         target = tmp_path / archive.stem
