@@ -9,12 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow_lake.core.config import Option
-from airflow_lake.spark import job
-
-MIN_COMMITS = Option("hoodie.keep.min.commits", 20, int)
-MAX_COMMITS = Option("hoodie.keep.max.commits", 30, int)
-BATCH = Option("hoodie.commits.archival.batch", 10, int)
+from airflow_lake.spark import job, services
 
 PARSER = job.parser("archive", __doc__)
 PARSER.add_argument("--min-commits", type=int, metavar="N", help="active commits to keep (default: "
@@ -25,26 +20,10 @@ PARSER.add_argument("--batch", type=int, metavar="N", help="instants per archive
                     "hoodie.commits.archival.batch, else 10)")
 
 
-def body(run: job.JobRun) -> dict[str, Any]:
-    a = run.args
-    table = run.open_table()
-    low = a.min_commits if a.min_commits is not None else table.option(MIN_COMMITS)
-    high = a.max_commits if a.max_commits is not None else table.option(MAX_COMMITS)
-    batch = a.batch if a.batch is not None else table.option(BATCH)
-    job.log.info("archive: selecting instants (keep %d, archive beyond %d)", low, high)
-    result = table.archive(min_commits=low, max_commits=high, batch=batch, extra_metadata=run.extra_metadata)
-    job.log.info("archive: archived %d instants%s", len(result.archived),
-                 f"; stopped by {result.blocked_by}" if result.blocked_by else "")
-    return run.result(instant=None, action=None, operation="archive", archived=len(result.archived),
-                      archived_instants=result.archived, archive_file=result.archive_file,
-                      blocked_by=result.blocked_by, merged_files=len(result.merged_files),
-                      already_done=result.already_done)
-
-
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     """Run in this process (the active SparkSession); the JSON result as a dict."""
-    return job.execute(PARSER, body, argv)
+    return job.execute(PARSER, services.archive, argv)
 
 
 if __name__ == "__main__":
-    job.run(PARSER, body)
+    job.run(PARSER, services.archive)

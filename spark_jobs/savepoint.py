@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow_lake.core.timeline.instant import SAVEPOINT
-from airflow_lake.spark import job
+from airflow_lake.spark import job, services
 
 PARSER = job.parser("savepoint", __doc__)
 PARSER.add_argument("--instant", required=True, metavar="TIME", help="the completed commit to savepoint")
@@ -15,19 +14,10 @@ PARSER.add_argument("--user", help="recorded as savepointedBy (default: the job'
 PARSER.add_argument("--comments", default="", help="recorded with the savepoint")
 
 
-def body(run: job.JobRun) -> dict[str, Any]:
-    a = run.args
-    table = run.open_table()
-    done = table.timeline.actions(SAVEPOINT).completed().contains(a.instant)
-    job.log.info("savepoint: savepointing %s", a.instant)
-    instant = table.savepoint(a.instant, user=a.user, comments=a.comments, extra_metadata=run.extra_metadata)
-    return run.result(instant=instant, action=SAVEPOINT, operation="savepoint", already_done=done)
-
-
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     """Run in this process (the active SparkSession); the JSON result as a dict."""
-    return job.execute(PARSER, body, argv)
+    return job.execute(PARSER, services.savepoint, argv)
 
 
 if __name__ == "__main__":
-    job.run(PARSER, body)
+    job.run(PARSER, services.savepoint)

@@ -1,5 +1,5 @@
 """Which runs change the table, by the operators' rule (`changed_table`) applied to real
-results: the upsert job's result line (`spark_jobs.upsert.write_counts`) and the hook's
+results: the upsert job's result line (`airflow_lake.spark.services.write_counts`) and the hook's
 summary of a token's instant read back from the timeline (issue 23, item 19). An
 insert_overwrite_table of an empty source writes no record yet empties the table: a change.
 No Spark, no Airflow process."""
@@ -44,7 +44,7 @@ def test_an_overwrite_by_an_empty_source_is_a_change_when_it_replaced_file_group
         tmp_path, lake_conn, operation, replaced):
     from airflow_lake.hooks import LakeHook
     from airflow_lake.operators import UpsertOperator
-    from spark_jobs.upsert import write_counts
+    from airflow_lake.spark.services import write_counts
 
     t = two_partitions(str(tmp_path / "t"))
     result = t.write(rows([]), operation=operation, extra_metadata={TOKEN_KEY: TOKEN})
