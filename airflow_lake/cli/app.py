@@ -3,7 +3,6 @@ progress bar) and the error contract: exit 1 with one line naming the table and 
 
 from __future__ import annotations
 
-import json
 import logging
 import sys
 from collections.abc import Callable, Iterable
@@ -16,11 +15,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from ..core.engine import LocalEngine, group_slices
 from ..core.errors import LakeError
 from ..core.table import Table
+from ..core.vocabulary import split_options
 from . import render
 
 T = TypeVar("T")
 R = TypeVar("R")
-TABLE_PREFIXES = ("hoodie.", "airflow_lake.")
 
 
 class CommandError(click.ClickException):
@@ -100,22 +99,6 @@ def path_argument(fn: Callable) -> Callable:
         return value
 
     return click.argument("path", callback=remember)(fn)
-
-
-def split_options(options: dict[str, str]) -> tuple[dict[str, str], dict[str, Any]]:
-    """(table options, storage options); storage values that are JSON literals are typed."""
-    table: dict[str, str] = {}
-    storage: dict[str, Any] = {}
-    for key, value in options.items():
-        if key.startswith(TABLE_PREFIXES):
-            table[key] = value
-        else:
-            try:
-                parsed = json.loads(value)
-            except ValueError:
-                parsed = value
-            storage[key] = parsed if parsed is None or isinstance(parsed, (bool, int, float, str)) else value
-    return table, storage
 
 
 def open_table(path: str, options: dict[str, str] | None = None, *, progress: str | None = None) -> Table:

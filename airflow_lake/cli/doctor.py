@@ -15,12 +15,12 @@ from typing import Any
 
 import click
 
-from ..core.config import WriteOptions
+from ..core.config import ServiceOptions, WriteOptions
 from ..core.errors import LakeError
 from ..core.lock import LOCK_PATH
 from ..core.properties import PROPERTIES, PROPERTIES_BACKUP, parse_properties, table_checksum
 from ..core.services import archive as archive_service
-from ..core.services.clean import RETAINED, savepointed_files
+from ..core.services.clean import savepointed_files
 from ..core.storage import open_storage
 from ..core.table import Table
 from ..core.timeline.active import ActiveTimeline
@@ -28,6 +28,7 @@ from ..core.timeline.archived import ArchivedTimeline
 from ..core.timeline.instant import CLEAN, COMMIT_ACTIONS, COMPACTION, RESTORE, ROLLBACK, SAVEPOINT, State
 from ..core.timeline.payloads import CompactionPlan
 from ..core.view import list_partition_files, unreferenced_files
+from ..core.vocabulary import KEEP_LATEST_COMMITS
 from ..core.write.heartbeat import is_expired, last_beat_ms
 from . import render
 from .app import common, open_table, split_options
@@ -183,8 +184,8 @@ def check_cleaning(table: Table, timeline: ActiveTimeline, path: str) -> list[Fi
         found.append(Finding("cleaning", "info", f"pending {pending.action} {pending.time} holds the retained window "
                              "back (the cleaner retains from it)", "", pending.time))
     bound = timeline.latest_clean_bound()
-    plan = table.clean(dry_run=True)
-    retained = table.option(RETAINED["KEEP_LATEST_COMMITS"])
+    plan = table.clean(policy=KEEP_LATEST_COMMITS, dry_run=True)
+    retained = table.option(ServiceOptions.RETAINED[KEEP_LATEST_COMMITS])
     found.append(Finding("cleaning", "info" if plan.total_files else "ok",
                          f"a clean now (KEEP_LATEST_COMMITS, retained {retained}) would delete "
                          f"{plan.total_files} files" + (f"; the latest clean retains from {bound}" if bound else ""),

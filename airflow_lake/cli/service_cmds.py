@@ -11,13 +11,13 @@ import click
 from rich.console import Console
 
 from ..core.errors import InstantNotFoundError
-from ..core.services.compaction import TRIGGERS
 from ..core.table import Table
 from ..core.timeline.active import ActiveTimeline, Timeline
 from ..core.timeline.instant import COMMIT, COMPACTION, SAVEPOINT, Instant, State, check_instant_time
 from ..core.timeline.metadata import read_avro
 from ..core.timeline.payloads import CompactionPlan, SavepointMetadata
 from ..core.undo import is_compaction
+from ..core.vocabulary import CLEAN_POLICIES, COMPACTION_ORDERS, COMPACTION_TRIGGERS
 from ..core.write.heartbeat import last_beat_ms
 from . import render
 from .app import LakeGroup, common, open_table
@@ -62,7 +62,7 @@ def compaction_group() -> None:
 @compaction_group.command("schedule")
 @common
 @spark_options
-@click.option("--strategy", type=click.Choice(TRIGGERS, case_sensitive=False),
+@click.option("--strategy", type=click.Choice(COMPACTION_TRIGGERS.names, case_sensitive=False),
               help="trigger (default hoodie.compact.inline.trigger.strategy, else NUM_COMMITS)")
 @click.option("--max-delta-commits", type=int, help="delta commits that trigger it (default 5)")
 @click.option("--max-delta-seconds", type=int, help="seconds that trigger it (default 3600)")
@@ -90,7 +90,7 @@ def compaction_schedule(path: str, options: dict[str, str], as_json: bool, use_s
 @common
 @spark_options
 @click.option("--instant", help="the plan to run (default: the oldest pending, see --order)")
-@click.option("--order", type=click.Choice(["FIFO", "LIFO"], case_sensitive=False), default="FIFO",
+@click.option("--order", type=click.Choice(COMPACTION_ORDERS.names, case_sensitive=False), default="FIFO",
               show_default=True)
 def compaction_run(path: str, options: dict[str, str], as_json: bool, use_spark: bool, master: str | None,
                    spark_conf: tuple[str, ...], instant: str | None, order: str) -> None:
@@ -179,9 +179,8 @@ def compaction_show(path: str, options: dict[str, str], as_json: bool, instant: 
 @click.command("clean")
 @common
 @spark_options
-@click.option("--policy", type=click.Choice(["KEEP_LATEST_COMMITS", "KEEP_LATEST_FILE_VERSIONS",
-                                             "KEEP_LATEST_BY_HOURS"], case_sensitive=False),
-              help="what to keep (default KEEP_LATEST_COMMITS)")
+@click.option("--policy", type=click.Choice(CLEAN_POLICIES.names, case_sensitive=False),
+              help="what to keep (default hoodie.cleaner.policy, else KEEP_LATEST_COMMITS)")
 @click.option("--retained", type=int, help="commits, file versions or hours to keep")
 @click.option("--dry-run", is_flag=True, help="plan only: list what would be deleted")
 def clean(path: str, options: dict[str, str], as_json: bool, use_spark: bool, master: str | None,
@@ -189,7 +188,7 @@ def clean(path: str, options: dict[str, str], as_json: bool, use_spark: bool, ma
     """Delete file slices outside the retained window (plan, delete, `T.clean`)."""
     def local() -> dict:
         table = open_table(path, options, progress="deleting files (partitions)")
-        r = table.clean(policy=(policy or "KEEP_LATEST_COMMITS").upper(), retained=retained, dry_run=dry_run)
+        r = table.clean(policy=policy, retained=retained, dry_run=dry_run)
         return {"table": path, "instant": r.instant, "policy": r.policy, "dry_run": dry_run,
                 "earliest_instant_to_retain": r.earliest_instant_to_retain, "files_planned": r.total_files,
                 "files_deleted": 0 if dry_run else r.total_files, "files": r.files}

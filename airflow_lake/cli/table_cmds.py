@@ -8,10 +8,10 @@ import click
 import pyarrow.parquet as pq
 
 from ..core.model import BaseFile
-from ..core.settings import table_type_name
 from ..core.storage import Storage
 from ..core.table import Table
 from ..core.view import FileSystemView, list_partition_files
+from ..core.vocabulary import COPY_ON_WRITE, TABLE_TYPES
 from . import render
 from .app import LakeGroup, common, open_table, split_options
 
@@ -24,8 +24,8 @@ def table_group() -> None:
 @table_group.command("create")
 @common
 @click.option("--name", required=True, help="hoodie.table.name")
-@click.option("--type", "table_type", type=click.Choice(["COPY_ON_WRITE", "MERGE_ON_READ", "COW", "MOR"],
-                                                        case_sensitive=False), help="default COPY_ON_WRITE")
+@click.option("--type", "table_type", type=click.Choice(TABLE_TYPES.spellings, case_sensitive=False),
+              help="default COPY_ON_WRITE")
 @click.option("--record-key", required=True, help="record key field(s), comma separated")
 @click.option("--precombine-field", help="ordering field: the larger value wins")
 @click.option("--partition-fields", help="partition field(s), comma separated (f:TIMESTAMP typed)")
@@ -42,7 +42,7 @@ def create(path: str, options: dict, as_json: bool, name: str, table_type: str |
     if if_missing:
         table, created = Table.open_or_create(path, **settings, options=table_opts)
     else:
-        table, created = Table.create(path, name=name, table_type=table_type_name(table_type or "COPY_ON_WRITE"),
+        table, created = Table.create(path, name=name, table_type=table_type or COPY_ON_WRITE,
                                       record_key=record_key, precombine_field=precombine_field,
                                       partition_fields=partition_fields or (), hive_style_partitioning=hive_style,
                                       options=table_opts), True

@@ -7,6 +7,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import InvalidOptionError
+from .vocabulary import (
+    COPY_ON_WRITE,
+    KEEP_LATEST_BY_HOURS,
+    KEEP_LATEST_COMMITS,
+    KEEP_LATEST_FILE_VERSIONS,
+    MERGE_ON_READ,
+    NUM_COMMITS,
+    TABLE_TYPES,
+)
 
 TABLE_VERSION = 6
 TIMELINE_LAYOUT_VERSION = 1
@@ -54,7 +63,7 @@ class TableOptions:
 
     NAME = Option("hoodie.table.name", None)
     DATABASE = Option("hoodie.database.name", "")
-    TYPE = Option("hoodie.table.type", "COPY_ON_WRITE")
+    TYPE = Option("hoodie.table.type", COPY_ON_WRITE)
     VERSION = Option("hoodie.table.version", TABLE_VERSION, int)
     TIMELINE_LAYOUT = Option("hoodie.timeline.layout.version", TIMELINE_LAYOUT_VERSION, int)
     RECORD_KEY_FIELDS = Option("hoodie.table.recordkey.fields", "")
@@ -113,6 +122,21 @@ class WriteOptions:
     INDEX_SWITCH_FORCE = Option("airflow_lake.index.switch.force", False, bool)
 
 
+class ServiceOptions:
+    """Table service options (cleaner, compaction trigger): a call's own argument wins, then
+    the table's options, then Hudi's default."""
+
+    CLEAN_POLICY = Option("hoodie.cleaner.policy", KEEP_LATEST_COMMITS)
+    RETAINED = {
+        KEEP_LATEST_COMMITS: Option("hoodie.cleaner.commits.retained", 10, int),
+        KEEP_LATEST_FILE_VERSIONS: Option("hoodie.cleaner.fileversions.retained", 3, int),
+        KEEP_LATEST_BY_HOURS: Option("hoodie.cleaner.hours.retained", 24, int),
+    }
+    COMPACTION_TRIGGER = Option("hoodie.compact.inline.trigger.strategy", NUM_COMMITS)
+    MAX_DELTA_COMMITS = Option("hoodie.compact.inline.max.delta.commits", 5, int)
+    MAX_DELTA_SECONDS = Option("hoodie.compact.inline.max.delta.seconds", 3600, int)
+
+
 # Writer settings given at create time become the table's defaults: kept in hoodie.properties
 # under their own keys (Spark's Hudi writer, too, fills the options a write leaves unset from
 # hoodie.properties); a write's own options still win, for that write.
@@ -144,11 +168,12 @@ class TableConfig:
 
     @property
     def table_type(self) -> str:
-        return self.get(TableOptions.TYPE)
+        raw = self.get(TableOptions.TYPE)
+        return TABLE_TYPES.find(raw) or raw
 
     @property
     def is_mor(self) -> bool:
-        return self.table_type == "MERGE_ON_READ"
+        return self.table_type == MERGE_ON_READ
 
     @property
     def version(self) -> int:

@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 import pyarrow.fs as pafs
 
 from .errors import InvalidOptionError
+from .vocabulary import is_table_option
 
 # option name (lower case) -> pyarrow S3FileSystem keyword; delta-rs / object_store names,
 # the AWS SDKs' names and pyarrow's own
@@ -69,7 +70,6 @@ _GCS_KEYS = {
 _SECRET_SETTINGS = ("access_key", "secret_key", "session_token", "access_token", "external_id")
 _SECRET_WORDS = ("secret", "token", "password", "passwd", "credential", "sas", "service_account",
                  "private", "auth")
-_TABLE_PREFIXES = ("hoodie.", "airflow_lake.")
 # Apache Hudi's own options holding a credential, or text that may embed one (a JDBC URL with
 # a password, HTTP headers with a bearer token), that the words alone would not name
 HUDI_SECRET_OPTIONS = frozenset({
@@ -93,7 +93,7 @@ def is_secret_option(key: str) -> bool:
     name = str(key).lower()
     if name in HUDI_SECRET_OPTIONS or any(names_setting(name, setting) for setting in _SECRET_SETTINGS):
         return True
-    if name.startswith(_TABLE_PREFIXES):
+    if is_table_option(name):
         return _HUDI_SECRET_KEY.search(name) is not None or any(word in name for word in _SECRET_WORDS)
     return any(word in name for word in (*_SECRET_WORDS, "key"))
 

@@ -18,8 +18,7 @@ from .keys import (
     declared_keygen,
     split_typed_fields,
 )
-
-TABLE_TYPE_ALIASES = {"COW": "COPY_ON_WRITE", "MOR": "MERGE_ON_READ"}
+from .vocabulary import TABLE_TYPES
 
 
 def _fields(value: Any) -> str:
@@ -29,8 +28,8 @@ def _fields(value: Any) -> str:
 
 
 def table_type_name(value: Any) -> str:
-    text = str(value).strip().upper()
-    return TABLE_TYPE_ALIASES.get(text, text)
+    """The table type `value` spells (`MOR`, `mor`, `merge_on_read`...), else its upper case."""
+    return TABLE_TYPES.find(value) or str(value).strip().upper()
 
 
 def _keygen(value: Any) -> str:

@@ -46,16 +46,16 @@ from .paths import Deleter
 from .read import Reader
 from .schema import NAME_RULE, from_avro, is_avro_name
 from .services import archive, clean, compaction, rollback, savepoint
-from .settings import check_table_settings, table_type_name
+from .settings import check_table_settings
 from .storage import Storage, open_storage
 from .timeline.active import ActiveTimeline
 from .timeline.archived import ArchivedTimeline
 from .timeline.clock import next_instant
 from .timeline.instant import Instant
+from .vocabulary import COPY_ON_WRITE, MERGE_ON_READ, TABLE_TYPES
 from .write.client import WriteClient, WriteResult
 
 log = logging.getLogger(__name__)
-TABLE_TYPES = ("COPY_ON_WRITE", "MERGE_ON_READ")
 _INIT_FOLDERS = (".hoodie", ".hoodie/.schema", ".hoodie/archived", ".hoodie/.temp", ".hoodie/.aux",
                  ".hoodie/.aux/.bootstrap/.partitions", ".hoodie/.aux/.bootstrap/.fileids")
 
@@ -93,7 +93,7 @@ class Table:
 
     # -- lifecycle -------------------------------------------------------------------------
     @staticmethod
-    def create(path: str, *, name: str, table_type: str = "COPY_ON_WRITE", record_key: str | list[str],
+    def create(path: str, *, name: str, table_type: str = COPY_ON_WRITE, record_key: str | list[str],
                precombine_field: str | None = None, partition_fields: str | list[str] | tuple = (),
                hive_style_partitioning: bool = False, options: dict[str, Any] | None = None,
                storage_options: dict[str, Any] | None = None) -> Table:
@@ -111,9 +111,7 @@ class Table:
                                      "regular file, not a folder")
         if storage.exists(".hoodie/hoodie.properties"):
             raise TableExistsError(f"{storage.uri} already holds a Hudi table")
-        table_type = table_type.upper()
-        if table_type not in TABLE_TYPES:
-            raise InvalidOptionError(f"table {storage.uri}: table_type {table_type!r} is not one of {TABLE_TYPES}")
+        table_type = TABLE_TYPES.parse(table_type, f"table {storage.uri}", "table_type")
         options = dict(options or {})
         precombine_field = _writer_alias(storage.uri, options, "hoodie.datasource.write.precombine.field",
                                          precombine_field, "precombine_field")
@@ -158,7 +156,7 @@ class Table:
             props["hoodie.table.precombine.field"] = precombine_field
         if parts:
             props["hoodie.table.partition.fields"] = ",".join(parts)
-        if table_type == "MERGE_ON_READ":
+        if table_type == MERGE_ON_READ:
             props["hoodie.compaction.record.merger.strategy"] = MERGER_STRATEGY
         if any(kind for _, kind in typed):
             props["hoodie.table.keygenerator.class"] = CUSTOM_KEYGEN
@@ -230,7 +228,7 @@ class Table:
             raise TableNotFoundError(f"table {path}: there is no table there to open, and creating one needs "
                                      "a record key")
         name = settings["name"] or path.rstrip("/").rsplit("/", 1)[-1] or "table"
-        table = Table.create(path, name=name, table_type=table_type_name(settings["table_type"] or "COPY_ON_WRITE"),
+        table = Table.create(path, name=name, table_type=settings["table_type"] or COPY_ON_WRITE,
                              record_key=settings["record_key"], precombine_field=settings["precombine_field"],
                              partition_fields=settings["partition_fields"] or (),
                              hive_style_partitioning=bool(settings["hive_style_partitioning"]), options=options,
@@ -343,9 +341,10 @@ class Table:
         return compaction.run(self, instant, order=order, extra_metadata=extra_metadata)
 
     @_counted
-    def clean(self, *, policy: str = "KEEP_LATEST_COMMITS", retained: int | None = None, dry_run: bool = False,
+    def clean(self, *, policy: str | None = None, retained: int | None = None, dry_run: bool = False,
               extra_metadata: dict[str, str] | None = None) -> clean.CleanResult:
-        """Delete file slices outside the retained window (plan, delete, `T.clean`)."""
+        """Delete file slices outside the retained window (plan, delete, `T.clean`); `policy`
+        (default: `hoodie.cleaner.policy`, else KEEP_LATEST_COMMITS) in any case."""
         return clean.clean(self, policy=policy, retained=retained, dry_run=dry_run, extra_metadata=extra_metadata)
 
     @_counted

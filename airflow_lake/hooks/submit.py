@@ -20,11 +20,11 @@ from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.sdk.exceptions import AirflowException
 
 from airflow_lake.core.objectstore import is_secret_option, split_secrets
+from airflow_lake.core.vocabulary import is_table_option
 from airflow_lake.spark.options import encode
 from airflow_lake.spark.startup import DriverStartup
 
 PYTHON_ENV = ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")
-TABLE_PREFIXES = ("hoodie.", "airflow_lake.")
 
 
 class LakeJobError(AirflowException):
@@ -78,12 +78,12 @@ def job_options(table_options: Mapping[str, Any], storage_options: Mapping[str, 
     Secret options (`is_secret_option`) are left out: they travel in `secret_env`."""
     args: list[str] = []
     for key, value in table_options.items():
-        if not str(key).startswith(TABLE_PREFIXES):
+        if not is_table_option(key):
             raise ValueError(f"table option {key!r} is not a hoodie.* or airflow_lake.* key")
         if not is_secret_option(key):
             args += ["--option", f"{key}={_hudi_string(value)}"]
     for key, value in storage_options.items():
-        if str(key).startswith(TABLE_PREFIXES):
+        if is_table_option(key):
             raise ValueError(f"storage option {key!r} looks like a table option")
         if not is_secret_option(key):
             args += ["--option", f"{key}={json.dumps(value)}"]

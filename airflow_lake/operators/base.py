@@ -24,8 +24,9 @@ from airflow.sdk.log import mask_secret
 
 from airflow_lake.core.errors import InvalidOptionError
 from airflow_lake.core.objectstore import is_secret_option
+from airflow_lake.core.vocabulary import is_table_option
 from airflow_lake.hooks.lake import LakeHook, table_asset, with_asset
-from airflow_lake.hooks.submit import TABLE_PREFIXES, LakeJobError
+from airflow_lake.hooks.submit import LakeJobError
 from airflow_lake.location import is_absolute
 
 if TYPE_CHECKING:
@@ -160,11 +161,11 @@ class LakeJobOperator(ResumableJobMixin, BaseOperator):
             value = getattr(self, name, None)
             if value is not None and not isinstance(value, str):
                 raise self.invalid(f"{name} must be a string, got {type(value).__name__} {_short(value)}")
-        bad = next((k for k in table if not k.startswith(TABLE_PREFIXES)), None)
+        bad = next((k for k in table if not is_table_option(k)), None)
         if bad is not None:
             raise self.invalid(f"table_options key {bad!r} is not a hoodie.* or airflow_lake.* key (storage options "
                                "go in storage_options)")
-        bad = next((k for k in storage if k.startswith(TABLE_PREFIXES)), None)
+        bad = next((k for k in storage if is_table_option(k)), None)
         if bad is not None:
             raise self.invalid(f"storage_options key {bad!r} is a table option (it goes in table_options)")
         for key, value in {**storage, **table}.items():

@@ -9,13 +9,12 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk.exceptions import AirflowSkipException
 
 from airflow_lake.core.timeline.instant import check_instant_time
+from airflow_lake.core.vocabulary import COMPACTION_ORDERS, COMPACTION_TRIGGERS
 from airflow_lake.operators.base import COMMON_TEMPLATE_FIELDS, LakeJobOperator, choice, count, none_if_empty
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-STRATEGIES = ("NUM_COMMITS", "NUM_COMMITS_AFTER_LAST_REQUEST", "TIME_ELAPSED", "NUM_AND_TIME", "NUM_OR_TIME")
-ORDERS = ("FIFO", "LIFO")
 
 
 class CompactionScheduleOperator(LakeJobOperator):
@@ -47,7 +46,7 @@ class CompactionScheduleOperator(LakeJobOperator):
                  max_delta_seconds: int | None = None, target_io_mb: int | None = None,
                  skip_if_no_plan: bool = True, **kwargs) -> None:
         super().__init__(table_path=table_path, **kwargs)
-        self.strategy = choice(self, "strategy", strategy, STRATEGIES, str.upper)
+        self.strategy = choice(self, "strategy", strategy, COMPACTION_TRIGGERS.names, COMPACTION_TRIGGERS.find)
         self.max_delta_commits = max_delta_commits
         self.max_delta_seconds = max_delta_seconds
         self.target_io_mb = target_io_mb
@@ -100,7 +99,7 @@ class CompactionExecuteOperator(LakeJobOperator):
                  **kwargs) -> None:
         super().__init__(table_path=table_path, **kwargs)
         self.instant = instant
-        self.order = choice(self, "order", order, ORDERS, str.upper)
+        self.order = choice(self, "order", order, COMPACTION_ORDERS.names, COMPACTION_ORDERS.find)
         self.max_plans = max_plans
         if not isinstance(max_plans, str):
             count(self, "max_plans", max_plans, minimum=1)

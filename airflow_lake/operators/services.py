@@ -7,12 +7,12 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_lake.core.errors import InstantNotFoundError
 from airflow_lake.core.timeline.instant import check_instant_time
+from airflow_lake.core.vocabulary import CLEAN_POLICIES
 from airflow_lake.operators.base import COMMON_TEMPLATE_FIELDS, LakeJobOperator, choice, count, none_if_empty
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-POLICIES = ("KEEP_LATEST_COMMITS", "KEEP_LATEST_FILE_VERSIONS", "KEEP_LATEST_BY_HOURS")
 
 
 def _instant(op: LakeJobOperator, value: Any, *, required: bool = True) -> str | None:
@@ -55,7 +55,7 @@ class CleanOperator(LakeJobOperator):
         if dry_run and kwargs.get("asset") is None:
             kwargs["asset"] = False  # a dry run changes nothing: no outlet, no event
         super().__init__(table_path=table_path, **kwargs)
-        self.policy = choice(self, "policy", policy, POLICIES, str.upper)
+        self.policy = choice(self, "policy", policy, CLEAN_POLICIES.names, CLEAN_POLICIES.find)
         self.retained = retained
         self.dry_run = bool(dry_run)
         if not isinstance(retained, str):

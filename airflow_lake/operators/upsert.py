@@ -7,14 +7,13 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_lake.core.errors import TableNotFoundError
 from airflow_lake.core.settings import check_table_settings
-from airflow_lake.core.write.prepare import OPERATIONS
+from airflow_lake.core.vocabulary import OPERATIONS, TABLE_TYPES
 from airflow_lake.operators.base import COMMON_TEMPLATE_FIELDS, LakeJobOperator, choice, fields, none_if_empty
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
 SOURCE_FORMATS = ("parquet", "json", "csv", "orc", "avro", "sql", "table")
-TABLE_TYPES = ("COPY_ON_WRITE", "MERGE_ON_READ")
 
 
 class UpsertOperator(LakeJobOperator):
@@ -26,9 +25,10 @@ class UpsertOperator(LakeJobOperator):
         SQL query with `source_format="sql"`; a table name with `source_format="table"` (templated).
     :param source_format: default: from the file extension, else parquet (templated).
     :param operation: `upsert` (default), `insert`, `bulk_insert`, `delete`,
-        `insert_overwrite`, `insert_overwrite_table`.
+        `insert_overwrite`, `insert_overwrite_table` (any case).
     :param record_key: field or list of fields; with `precombine_field`, `partition_fields`
-        (a list), `table_type` (`COPY_ON_WRITE` default, `MERGE_ON_READ`),
+        (a list), `table_type` (`COPY_ON_WRITE` default, `MERGE_ON_READ`; also `COW`, `MOR`, in
+        any case),
         `hive_style_partitioning` and `table_name`: the new table's settings with
         `create_if_missing` (templated, except the flags).
     :param create_if_missing: create the table when the path holds none (needs `record_key`).
@@ -63,11 +63,11 @@ class UpsertOperator(LakeJobOperator):
         super().__init__(table_path=table_path, table_options=table_options, **kwargs)
         self.source = source
         self.source_format = source_format
-        self.operation = choice(self, "operation", operation, OPERATIONS, str.lower)
+        self.operation = choice(self, "operation", operation, OPERATIONS.names, OPERATIONS.find)
         self.record_key = record_key
         self.precombine_field = precombine_field
         self.partition_fields = partition_fields
-        self.table_type = choice(self, "table_type", table_type, TABLE_TYPES, str.upper)
+        self.table_type = choice(self, "table_type", table_type, TABLE_TYPES.names, TABLE_TYPES.find)
         self.create_if_missing = bool(create_if_missing)
         self.hive_style_partitioning = bool(hive_style_partitioning)
         self.table_name = table_name

@@ -25,7 +25,7 @@ import json
 import logging
 import sys
 import traceback
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NoReturn, TypeVar
 
@@ -33,10 +33,10 @@ from airflow_lake.core.errors import LakeError, noted_instant
 from airflow_lake.core.objectstore import scrub
 from airflow_lake.core.table import Table
 from airflow_lake.core.timeline.tokens import TOKEN_KEY
+from airflow_lake.core.vocabulary import split_options
 from airflow_lake.spark.options import take_secret_options
 
 log = logging.getLogger("airflow_lake.job")
-TABLE_PREFIXES = ("hoodie.", "airflow_lake.")
 T = TypeVar("T")
 R = TypeVar("R")
 
@@ -92,26 +92,6 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
     return value
-
-
-def split_options(pairs: Iterable[tuple[str, str]]) -> tuple[dict[str, str], dict[str, Any]]:
-    """(table options, storage options) of `--option` pairs (see the module's docstring)."""
-    table: dict[str, str] = {}
-    storage: dict[str, Any] = {}
-    for key, value in pairs:
-        if key.startswith(TABLE_PREFIXES):
-            table[key] = value
-        else:
-            storage[key] = _storage_value(value)
-    return table, storage
-
-
-def _storage_value(value: str) -> Any:
-    try:
-        parsed = json.loads(value)
-    except ValueError:
-        return value
-    return parsed if parsed is None or isinstance(parsed, (bool, int, float, str)) else value
 
 
 @dataclass

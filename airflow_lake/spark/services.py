@@ -47,10 +47,9 @@ def clean(run: JobRun) -> dict[str, Any]:
     """Clean by `--policy` (default the table's `hoodie.cleaner.policy`), `--retained`, `--dry-run`."""
     a = run.args
     table = run.open_table()
-    policy = a.policy or str(table.options.get("hoodie.cleaner.policy") or "KEEP_LATEST_COMMITS").upper()
-    log.info("clean: %s (%s, retained %s)", "planning (dry run)" if a.dry_run else "cleaning", policy,
-             a.retained if a.retained is not None else "from the table's options")
-    result = table.clean(policy=policy, retained=a.retained, dry_run=a.dry_run, extra_metadata=run.extra_metadata)
+    log.info("clean: %s (%s, retained %s)", "planning (dry run)" if a.dry_run else "cleaning",
+             a.policy or "the table's policy", a.retained if a.retained is not None else "from the table's options")
+    result = table.clean(policy=a.policy, retained=a.retained, dry_run=a.dry_run, extra_metadata=run.extra_metadata)
     files = result.total_files
     log.info("clean: %s %d files in %d partitions", "would delete" if a.dry_run else "deleted", files,
              len(result.files))

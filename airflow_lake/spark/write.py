@@ -43,7 +43,6 @@ from airflow_lake.core import undo
 from airflow_lake.core.config import DEFAULT_PAYLOAD, TableOptions, WriteOptions
 from airflow_lake.core.context import TableContext
 from airflow_lake.core.errors import (
-    InvalidOptionError,
     LakeError,
     MissingFieldError,
     SchemaError,
@@ -58,12 +57,13 @@ from airflow_lake.core.timeline.active import ActiveTimeline
 from airflow_lake.core.timeline.instant import COMMIT, COMPACTION, DELTA_COMMIT, REPLACE_COMMIT, State
 from airflow_lake.core.timeline.metadata import workload_metadata
 from airflow_lake.core.view import FileSystemView
+from airflow_lake.core.vocabulary import LOOKUP_OPERATIONS, OPERATIONS, OVERWRITE_OPERATIONS
 from airflow_lake.core.write.client import OPERATION_TYPES, TOKEN_KEY, WriteClient, WriteResult
 from airflow_lake.core.write.execute import ExecSpec, execute_group
 from airflow_lake.core.write.heartbeat import beating
 from airflow_lake.core.write.partitions import check_batch_nesting
 from airflow_lake.core.write.plan import Sizing, fill_small_files, new_files, slice_ref
-from airflow_lake.core.write.prepare import OPERATIONS, combine_order, resolvable_names
+from airflow_lake.core.write.prepare import combine_order, resolvable_names
 
 from .bucket import BucketRoute, BucketSpec, bucket_targets, plan_buckets, row_buckets
 from .conflicts import key_clash
@@ -118,14 +118,13 @@ def write(table, df: DataFrame, operation: str = "upsert", extra_metadata: dict[
         raise UnsupportedTableVersionError(f"{where}: table version {cfg.version} cannot be written; "
                                            "airflow-lake writes table version 6, layout 1")
     table.check_write_support()
-    if operation not in OPERATIONS:
-        raise InvalidOptionError(f"{where}: unknown operation {operation!r}; one of {', '.join(OPERATIONS)}")
+    operation = OPERATIONS.parse(operation, where)
     index_type = check_index_type(table.option(WriteOptions.INDEX_TYPE), where)
     is_global = index_type.startswith("GLOBAL")
     client = WriteClient(table, table.engine)
     spark = df.sparkSession
     frame, avro = _key_frame(table, df, operation, is_global, where)
-    combine = operation in ("upsert", "delete") or table.option(WriteOptions.COMBINE_BEFORE_INSERT)
+    combine = operation in LOOKUP_OPERATIONS or table.option(WriteOptions.COMBINE_BEFORE_INSERT)
     frame = frame.persist()
     keyed = frame.drop(SOURCE_FILE)  # (the combine's source order only)
     try:
@@ -140,7 +139,7 @@ def write(table, df: DataFrame, operation: str = "upsert", extra_metadata: dict[
         if combine and (is_global or any(n != distinct for _, n, distinct in counts)):
             keyed = _combine(frame, cfg.precombine_field if operation != "delete" else None, is_global).persist()
         extra = dict(extra_metadata or {})
-        replace = operation in ("insert_overwrite", "insert_overwrite_table")
+        replace = operation in OVERWRITE_OPERATIONS
         action = REPLACE_COMMIT if replace else (DELTA_COMMIT if cfg.is_mor else COMMIT)
         requested, heartbeat, timeline = client.begin(action, extra.get(TOKEN_KEY), partitions=created)
         if heartbeat is None:  # a retry whose run token is already committed
@@ -204,7 +203,7 @@ def _route_keys(spark, table, client: WriteClient, keyed: DataFrame, view: FileS
     """Key-lookup indexes (and no index): located rows to their group, inserts binned into small
     groups and new ones."""
     cfg = table.config
-    lookup = operation in ("upsert", "delete") or (
+    lookup = operation in LOOKUP_OPERATIONS or (
         operation == "insert" and table.option(WriteOptions.INSERT_DROP_DUPLICATES))
     if lookup:
         tagged = tag(spark, table, view, keyed, None if is_global else parts, is_global, index_type, where)

@@ -64,3 +64,25 @@ def test_bad_rendered_arguments_name_the_argument_and_the_value(airflow_db, tmp_
         assert message.format(new=new, path=path) in text, message
     assert SECRET not in text and OTHER not in text
     assert len(t.timeline.instants) == 1 and not (tmp_path / "new").exists()
+
+
+def test_operators_take_every_spelling_hudi_accepts(tmp_path):
+    """The operators take the names the CLI and Hudi take (one vocabulary), in any case, and
+    hand the jobs the canonical name."""
+    from airflow_lake.operators import (
+        CleanOperator,
+        CompactionExecuteOperator,
+        CompactionScheduleOperator,
+        UpsertOperator,
+    )
+
+    path = str(tmp_path / "t")
+    for spelling in ("MOR", "mor", "merge_on_read", "MERGE_ON_READ"):
+        op = UpsertOperator(task_id="u", table_path=path, source="s", table_type=spelling, operation="UPSERT")
+        assert (op.table_type, op.operation) == ("MERGE_ON_READ", "upsert")
+    assert UpsertOperator(task_id="u", table_path=path, source="s", table_type="cow").table_type == "COPY_ON_WRITE"
+    assert CleanOperator(task_id="c", table_path=path, policy="keep_latest_by_hours").job_args()[:2] == \
+        ["--policy", "KEEP_LATEST_BY_HOURS"]
+    assert CompactionScheduleOperator(task_id="s", table_path=path, strategy="num_or_time").job_args()[:2] == \
+        ["--strategy", "NUM_OR_TIME"]
+    assert CompactionExecuteOperator(task_id="e", table_path=path, order="lifo").order == "LIFO"

@@ -330,7 +330,7 @@ def test_bad_arguments_fail_at_parse_time_naming_the_value(tmp_path):
     path = str(tmp_path / "t")
     cases = [
         (lambda: UpsertOperator(task_id="u", table_path=path, source="s", operation="merge"), "operation.*'merge'"),
-        (lambda: UpsertOperator(task_id="u", table_path=path, source="s", table_type="cow"), "table_type.*'cow'"),
+        (lambda: UpsertOperator(task_id="u", table_path=path, source="s", table_type="cows"), "table_type.*'cows'"),
         (lambda: UpsertOperator(task_id="u", table_path=path, source="s", source_format="xls"), "source_format"),
         (lambda: UpsertOperator(task_id="u", table_path=path, source="s", create_if_missing=True), "needs record_key"),
         (lambda: CompactionScheduleOperator(task_id="s", table_path=path, strategy="SOMETIMES"), "strategy"),

@@ -9,17 +9,13 @@ from typing import Any
 
 from ..config import WriteOptions, options_value
 from ..errors import InvalidOptionError
+from ..vocabulary import INDEX_TYPES
 from . import bloom, simple
 from .simple import Tags
 
-INDEX_TYPES = ("BLOOM", "SIMPLE", "GLOBAL_BLOOM", "GLOBAL_SIMPLE", "BUCKET")
-
 
 def check_index_type(index_type: str, where: str) -> str:
-    index_type = index_type.upper()
-    if index_type not in INDEX_TYPES:
-        raise InvalidOptionError(f"{where}: hoodie.index.type={index_type!r} is not one of {INDEX_TYPES}")
-    return index_type
+    return INDEX_TYPES.parse(index_type, where, WriteOptions.INDEX_TYPE.key)
 
 
 def _placement(options: dict[str, Any] | None, props: dict[str, str], where: str) -> tuple:

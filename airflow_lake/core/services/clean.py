@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-from ..config import Option, WriteOptions
+from ..config import ServiceOptions, WriteOptions
 from ..errors import InvalidOptionError, WriteConflictError
 from ..model import FileGroup
 from ..paths import absolute_path, relative_path
@@ -25,17 +25,13 @@ from ..timeline.instant import CLEAN, SAVEPOINT, Instant, State
 from ..timeline.metadata import read_avro
 from ..timeline.payloads import ActionInstant, CleanerPlan, CleanMetadata, SavepointMetadata
 from ..view import FileSystemView
+from ..vocabulary import CLEAN_POLICIES, KEEP_LATEST_BY_HOURS, KEEP_LATEST_COMMITS, KEEP_LATEST_FILE_VERSIONS
 from ..write.attempt import token_lock
 from ..write.heartbeat import Heartbeat, beating, is_expired
 
 log = logging.getLogger(__name__)
 
-POLICIES = ("KEEP_LATEST_COMMITS", "KEEP_LATEST_FILE_VERSIONS", "KEEP_LATEST_BY_HOURS")
-RETAINED = {
-    "KEEP_LATEST_COMMITS": Option("hoodie.cleaner.commits.retained", 10, int),
-    "KEEP_LATEST_FILE_VERSIONS": Option("hoodie.cleaner.fileversions.retained", 3, int),
-    "KEEP_LATEST_BY_HOURS": Option("hoodie.cleaner.hours.retained", 24, int),
-}
+RETAINED = ServiceOptions.RETAINED
 
 
 @dataclass
@@ -62,11 +58,11 @@ def savepointed_files(timeline) -> set[str]:
 
 def _earliest_to_retain(timeline, policy: str, retained: int) -> Instant | None:
     commits = timeline.commits().completed().instants
-    if policy == "KEEP_LATEST_COMMITS":
+    if policy == KEEP_LATEST_COMMITS:
         if len(commits) <= retained:
             return None
         earliest = commits[len(commits) - retained]
-    elif policy == "KEEP_LATEST_BY_HOURS":
+    elif policy == KEEP_LATEST_BY_HOURS:
         if not commits:
             return None
         cutoff = format_instant(parse_instant(commits[-1].time) - timedelta(hours=retained))
@@ -85,7 +81,7 @@ def _slices_to_delete(group: FileGroup, policy: str, retained: int, earliest: st
                       compacting: dict[tuple[str, str], str]) -> list:
     slices = list(reversed(group.slices))  # newest first
     being_compacted = compacting.get((group.partition, group.file_id))
-    if policy == "KEEP_LATEST_FILE_VERSIONS":
+    if policy == KEEP_LATEST_FILE_VERSIONS:
         return [sl for sl in slices[retained:] if sl.base_instant != being_compacted]
     if earliest is None:
         return []
@@ -111,7 +107,7 @@ def plan(table, timeline, policy: str, retained: int) -> tuple[dict[str, list[st
     files: dict[str, list[str]] = {}
     for group in view.file_groups():
         replaced_at = view.replaced_at.get((group.partition, group.file_id))
-        if replaced_at is not None and (policy == "KEEP_LATEST_FILE_VERSIONS"
+        if replaced_at is not None and (policy == KEEP_LATEST_FILE_VERSIONS
                                         or (earliest is not None and replaced_at < earliest.time)):
             doomed = group.slices
         else:
@@ -124,14 +120,13 @@ def plan(table, timeline, policy: str, retained: int) -> tuple[dict[str, list[st
     return files, earliest
 
 
-def clean(table, *, policy: str = "KEEP_LATEST_COMMITS", retained: int | None = None, dry_run: bool = False,
+def clean(table, *, policy: str | None = None, retained: int | None = None, dry_run: bool = False,
           extra_metadata: dict[str, str] | None = None) -> CleanResult:
     uri = table.storage.uri
-    policy = policy.upper()
-    if policy not in POLICIES:
-        raise InvalidOptionError(f"table {uri}: unknown cleaner policy {policy!r}; one of {POLICIES}")
+    key = None if policy else ServiceOptions.CLEAN_POLICY.key
+    policy = CLEAN_POLICIES.parse(policy or table.option(ServiceOptions.CLEAN_POLICY), f"table {uri}", key)
     retained = retained if retained is not None else table.option(RETAINED[policy])
-    if retained < 1 and policy != "KEEP_LATEST_BY_HOURS":
+    if retained < 1 and policy != KEEP_LATEST_BY_HOURS:
         raise InvalidOptionError(f"table {uri}: {policy} needs retained >= 1, not {retained}")
     if dry_run:
         files, earliest = plan(table, table.timeline, policy, retained)

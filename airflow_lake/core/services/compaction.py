@@ -21,9 +21,9 @@ from functools import partial
 import pyarrow as pa
 
 from .. import undo
-from ..config import DEFAULT_PAYLOAD, Option, WriteOptions
+from ..config import DEFAULT_PAYLOAD, Option, ServiceOptions, WriteOptions
 from ..context import TableContext
-from ..errors import CorruptLogError, InstantNotFoundError, InvalidOptionError, WriteConflictError
+from ..errors import CorruptLogError, InstantNotFoundError, WriteConflictError
 from ..formats.log import DataBlock
 from ..formats.parquet import BloomSettings, prior_keys, read_base_file, write_base_file
 from ..merge import MergeSpec, merge_slice
@@ -37,16 +37,16 @@ from ..timeline.instant import COMMIT, COMPACTION, DELTA_COMMIT, Instant, State,
 from ..timeline.metadata import CommitMetadata
 from ..timeline.payloads import CompactionOperation, CompactionPlan
 from ..view import FileSystemView
+from ..vocabulary import COMPACTION_ORDERS, COMPACTION_TRIGGERS
 from ..write.attempt import token_lock
 from ..write.heartbeat import Heartbeat, beating, is_expired
 from ..write.markers import CREATE, create_marker, delete_markers
 
 log = logging.getLogger(__name__)
 
-TRIGGERS = ("NUM_COMMITS", "NUM_COMMITS_AFTER_LAST_REQUEST", "TIME_ELAPSED", "NUM_AND_TIME", "NUM_OR_TIME")
-TRIGGER = Option("hoodie.compact.inline.trigger.strategy", "NUM_COMMITS")
-MAX_DELTA_COMMITS = Option("hoodie.compact.inline.max.delta.commits", 5, int)
-MAX_DELTA_SECONDS = Option("hoodie.compact.inline.max.delta.seconds", 3600, int)
+TRIGGER = ServiceOptions.COMPACTION_TRIGGER
+MAX_DELTA_COMMITS = ServiceOptions.MAX_DELTA_COMMITS
+MAX_DELTA_SECONDS = ServiceOptions.MAX_DELTA_SECONDS
 TARGET_IO_MB = Option("hoodie.compaction.target.io", 512000, int)
 LOG_SIZE_THRESHOLD = Option("hoodie.compaction.logfile.size.threshold", 0, int)
 SKIP_CORRUPT = Option("airflow_lake.compaction.skip.corrupt.blocks", False, bool,
@@ -128,6 +128,11 @@ def _operations(table, view: FileSystemView, target_io_mb: int, threshold: int) 
     return chosen
 
 
+def no_pending_plan(uri: str) -> InstantNotFoundError:
+    """The answer to running "the next pending plan" when none is pending (on every engine)."""
+    return InstantNotFoundError(f"table {uri}: no pending compaction plan to run")
+
+
 def schedule(table, *, instant: str | None = None, strategy: str | None = None, max_delta_commits: int | None = None,
              max_delta_seconds: int | None = None, target_io_mb: int | None = None,
              extra_metadata: dict[str, str] | None = None) -> CompactionDecision:
@@ -135,9 +140,8 @@ def schedule(table, *, instant: str | None = None, strategy: str | None = None, 
     uri = table.storage.uri
     if not table.config.is_mor:
         return CompactionDecision(None, f"table {uri} is COPY_ON_WRITE: nothing to compact")
-    strategy = (strategy or table.option(TRIGGER)).upper()
-    if strategy not in TRIGGERS:
-        raise InvalidOptionError(f"table {uri}: unknown compaction trigger {strategy!r}; one of {TRIGGERS}")
+    strategy = COMPACTION_TRIGGERS.parse(strategy or table.option(TRIGGER), f"table {uri}",
+                                         None if strategy else TRIGGER.key)
     max_commits = max_delta_commits if max_delta_commits is not None else table.option(MAX_DELTA_COMMITS)
     max_seconds = max_delta_seconds if max_delta_seconds is not None else table.option(MAX_DELTA_SECONDS)
     io = target_io_mb if target_io_mb is not None else table.option(TARGET_IO_MB)
@@ -199,11 +203,10 @@ def run(table, instant: str | None = None, *, order: str = "FIFO",
             if chosen is None:
                 raise InstantNotFoundError(f"table {uri}: no pending compaction {instant}")
         else:
-            if order.upper() not in ("FIFO", "LIFO"):
-                raise InvalidOptionError(f"table {uri}: order must be FIFO or LIFO, not {order!r}")
+            order = COMPACTION_ORDERS.parse(order, f"table {uri}")
             if not pending:
-                raise InstantNotFoundError(f"table {uri}: no pending compaction plan to run")
-            chosen = pending[0] if order.upper() == "FIFO" else pending[-1]
+                raise no_pending_plan(uri)
+            chosen = pending[0] if order == "FIFO" else pending[-1]
         check_plan_paths(table.storage, _plan_of(timeline, chosen.time), chosen.time)
         if chosen.state == State.INFLIGHT:
             if not is_expired(table.storage, chosen.time, interval, misses):

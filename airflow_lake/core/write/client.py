@@ -37,6 +37,7 @@ from ..timeline.instant import COMMIT, COMMIT_ACTIONS, COMPACTION, DELTA_COMMIT,
 from ..timeline.metadata import CommitMetadata, requested_replace_bytes, workload_metadata
 from ..timeline.payloads import CompactionPlan
 from ..view import PARTITION_METAFILE, FileSystemView, list_partition_files
+from ..vocabulary import LOOKUP_OPERATIONS, OPERATIONS, OVERWRITE_OPERATIONS
 from .attempt import token_lock
 from .execute import TARGET, ExecSpec, GroupPlan, execute_group, routed_rows
 from .files import WriteContext
@@ -108,6 +109,7 @@ class WriteClient:
         table = self.table
         cfg = table.config
         where = f"table {self.storage.uri}"
+        operation = OPERATIONS.parse(operation, where)
         if cfg.version != 6 or cfg.get(TableOptions.TIMELINE_LAYOUT) != 1:
             raise UnsupportedTableVersionError(
                 f"{where}: table version {cfg.version} (timeline layout {cfg.get(TableOptions.TIMELINE_LAYOUT)}) "
@@ -115,7 +117,7 @@ class WriteClient:
         table.check_write_support()  # key generator, payload and merge options we implement
         arrow = to_arrow(data, where)
         is_global = self.index_type().startswith("GLOBAL")
-        combine = operation in ("upsert", "delete") or self.opt(WriteOptions.COMBINE_BEFORE_INSERT)
+        combine = operation in LOOKUP_OPERATIONS or self.opt(WriteOptions.COMBINE_BEFORE_INSERT)
         keyed = prepare(arrow, operation, keygen=table.keygen, precombine=cfg.precombine_field, where=where,
                         combine=combine, is_global=is_global)
         # the folders this write creates may not nest with each other (now, before any work) nor
@@ -130,7 +132,7 @@ class WriteClient:
                 keyed, operation, precombine=cfg.precombine_field, table_avro=table.schema_avro(timeline),
                 table_name=cfg.name, where=where, local_timestamps=self.opt(WriteOptions.TIMESTAMP_WITHOUT_TIMEZONE)))
 
-        replace = operation in ("insert_overwrite", "insert_overwrite_table")
+        replace = operation in OVERWRITE_OPERATIONS
         action = REPLACE_COMMIT if replace else (DELTA_COMMIT if cfg.is_mor else COMMIT)
         instant, heartbeat, timeline = self.begin(action, extra.get(TOKEN_KEY), check_schema, partitions=parts)
         if heartbeat is None:  # a retry: this run token is already committed
@@ -353,7 +355,7 @@ class WriteClient:
         sizing = Sizing(self.opt(WriteOptions.MAX_FILE_SIZE), self.opt(WriteOptions.SMALL_FILE_LIMIT),
                         self.record_size_estimate(timeline))
         hash_fields = self.bucket_hash_fields()
-        if operation in ("insert_overwrite", "insert_overwrite_table"):
+        if operation in OVERWRITE_OPERATIONS:
             if operation == "insert_overwrite_table":
                 replaced = _group_ids(view.file_groups())
             else:
@@ -376,7 +378,7 @@ class WriteClient:
 
         tasks: list[Task] = []
         insert_rows = np.arange(len(batch))
-        if operation in ("upsert", "delete") or (
+        if operation in LOOKUP_OPERATIONS or (
                 operation == "insert" and self.opt(WriteOptions.INSERT_DROP_DUPLICATES)):
             tags = self._tag(view, batch, is_global, index_type, operation)
             if operation == "insert":
@@ -457,7 +459,7 @@ class WriteClient:
             files = view.latest_base_files([p for p in view.partitions if p in parts])
         # a COW upsert or delete rewrites every file a key is tagged to and sees there which keys
         # it really holds (a wrongly tagged new key is inserted into it and reported as new)
-        trust = not self.table.config.is_mor and operation in ("upsert", "delete")
+        trust = not self.table.config.is_mor and operation in LOOKUP_OPERATIONS
         return tagger(index_type)(self.storage, files, batch.keys, batch.partitions, is_global=is_global,
                                   key_reader=self._key_reader(view), engine=self.engine, trust_filters=trust)
 

@@ -16,8 +16,7 @@ from ..engine import Engine
 from ..errors import InvalidOptionError, MissingFieldError, SchemaError
 from ..keys import KeyGenerator
 from ..schema import IS_DELETED, META_FIELDS, conform, evolve, from_avro, known_names, resolve_names
-
-OPERATIONS = ("insert", "upsert", "bulk_insert", "delete", "insert_overwrite", "insert_overwrite_table")
+from ..vocabulary import OPERATIONS
 
 
 def to_arrow(data, where: str) -> pa.Table:
@@ -93,8 +92,7 @@ def prepare(data: pa.Table, operation: str, *, keygen: KeyGenerator, precombine:
             combine: bool, is_global: bool) -> Batch:
     """Check, key and dedupe one batch for `operation`; no table state is read (the schema
     comes later: `conform_batch`). Its `avro_schema` is None until then."""
-    if operation not in OPERATIONS:
-        raise InvalidOptionError(f"{where}: unknown operation {operation!r}; one of {', '.join(OPERATIONS)}")
+    operation = OPERATIONS.parse(operation, where)
     data = resolve_columns(data, resolvable_names(keygen, precombine), where)
     data = data.drop_columns([c for c in data.column_names if c in META_FIELDS])
     is_delete_op = operation == "delete"
