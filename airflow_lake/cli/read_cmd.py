@@ -51,7 +51,8 @@ def _typed(raw: str, kind: pa.DataType, text: str, uri: str) -> Any:
 
 @click.command("read")
 @common
-@click.option("--as-of", help="time travel: the table as of this instant")
+@click.option("--as-of", help="time travel: the table as of this instant, or ISO date / date-time in the "
+                              "table's timeline zone (2026-11-25, 2026-11-25T10:30:00.250, ...+01:00)")
 @click.option("--incremental", "start", metavar="START", help="rows whose latest write is a commit after START")
 @click.option("--end", metavar="END", help="with --incremental: up to END (default: the latest commit)")
 @click.option("--read-optimized", is_flag=True, help="base files only (MERGE_ON_READ without log files)")

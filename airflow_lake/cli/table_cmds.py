@@ -10,6 +10,7 @@ import pyarrow.parquet as pq
 from ..core.model import BaseFile
 from ..core.storage import Storage
 from ..core.table import Table
+from ..core.timeline.clock import as_of_instant
 from ..core.view import FileSystemView, list_partition_files
 from ..core.vocabulary import COPY_ON_WRITE, TABLE_TYPES
 from . import render
@@ -135,13 +136,14 @@ def show(path: str, options: dict, as_json: bool) -> None:
 @click.command("files")
 @common
 @click.option("--partition", "-p", help="only this partition path")
-@click.option("--as-of", help="the view as of this instant (default: the latest)")
+@click.option("--as-of", help="the view as of this instant or ISO date / date-time (default: the latest)")
 def files(path: str, options: dict, as_json: bool, partition: str | None, as_of: str | None) -> None:
     """File groups, their slices, base and log files with sizes; a slice under a pending
     compaction plan is marked."""
     table = open_table(path, options)
     timeline = table.timeline
     parts = [partition] if partition is not None else None
+    as_of = as_of and as_of_instant(as_of, table.config.timezone, table.storage.uri)
     view = FileSystemView(table.storage, timeline, as_of, list_partition_files(table.storage, parts))
     groups = []
     for g in view.file_groups(partition):

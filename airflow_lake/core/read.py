@@ -33,6 +33,7 @@ from .model import FileGroup, LogFile
 from .schema import META_FIELDS, META_SCHEMA, conform, from_avro
 from .timeline.active import ActiveTimeline
 from .timeline.archived import archive_files
+from .timeline.clock import as_of_instant
 from .timeline.instant import SAVEPOINT, check_instant_time
 from .view import FileSystemView
 
@@ -278,7 +279,7 @@ class Reader:
                                      f"one of {QUERY_TYPES}")
         timeline = self.timeline
         if as_of is not None:
-            check_instant_time(as_of, self.storage.uri)
+            as_of = as_of_instant(as_of, self.table.config.timezone, self.storage.uri)
             if not timeline.actions(SAVEPOINT).completed().contains(as_of):  # a savepoint keeps its files
                 self._check_retained(timeline, as_of, "time travel to")
         view = FileSystemView(self.storage, timeline, as_of)

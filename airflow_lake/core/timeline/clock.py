@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timedelta, timezone
 
+from ..errors import InvalidOptionError
+from .instant import INSTANT_TIME
+
 FORMAT = "%Y%m%d%H%M%S%f"
+# an ISO date or date-time: `2026-11-25`, `2026-11-25 10:30:00`, `2026-11-25T10:30:00.250+01:00`
+_ISO = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}(?:[T ][0-9]{2}:[0-9]{2}(?::[0-9]{2}(?P<fraction>\.[0-9]{1,9})?)?"
+                  r"(?:Z|[+-][0-9]{2}:?[0-9]{2})?)?")
 
 
 def format_instant(moment: datetime) -> str:
@@ -29,3 +36,27 @@ def next_instant(after: str | None, zone: str = "UTC") -> str:
     if after is None or now > after:
         return now
     return format_instant(parse_instant(after) + timedelta(milliseconds=1))
+
+
+def as_of_instant(value: str, zone: str, table: str | None = None) -> str:
+    """The instant time a time-travel point names, as Hudi's Spark reader reads `as.of.instant`:
+    an instant time (14 or 17 digits) as given; an ISO date (`2026-11-25`: `20261125000000`)
+    or date-time (`2026-11-25 10:30:00`, `2026-11-25T10:30:00.250`) in the table's timeline
+    zone (`zone`: UTC or LOCAL), one with an offset (`Z`, `+01:00`) converted to that zone;
+    seconds give a 14-digit instant, a fraction a 17-digit one (milliseconds). Anything else is
+    an `InvalidOptionError` naming the table and the value."""
+    if isinstance(value, str) and INSTANT_TIME.fullmatch(value):
+        return value
+    match = _ISO.fullmatch(value) if isinstance(value, str) else None
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00")) if match else None
+    except ValueError:
+        moment = None
+    if moment is None:
+        where = f"table {table}: " if table else ""
+        raise InvalidOptionError(f"{where}{value!r} is not an instant time (yyyyMMddHHmmss[SSS]) nor an ISO "
+                                 "date or date-time in the table's timeline zone (2026-11-25, "
+                                 "2026-11-25 10:30:00[.SSS][+01:00])")
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(timezone.utc if zone == "UTC" else None).replace(tzinfo=None)
+    return format_instant(moment) if match["fraction"] else moment.strftime("%Y%m%d%H%M%S")
