@@ -36,16 +36,13 @@ def timeline(path: str, options: dict, as_json: bool, all_states: bool, archived
     archived_count = sum(r.archived for r in records)
     bound = active.latest_clean_bound()
     archived_until = records[archived_count - 1].time if archived_count else None
-    # the boundary sits after the newest archived instant (active cleans and rollbacks may be older)
-    first_active = next((r.time for r in records if not r.archived and (archived_until is None or
-                                                                         r.time > archived_until)), None)
     drawn = []
     for target, fmt in ((svg, "svg"), (png, "png")):
         if target:
             from .picture import draw
 
             draw(records, Path(target), fmt=fmt, title=f"{table.config.name} ({table.config.table_type})",
-                 archived_until=archived_until, first_active=first_active, retained_from=bound,
+                 archived_until=archived_until, retained_from=bound,
                  times_known=trusted, now_ms=int(time.time() * 1000))
             drawn.append(target)
     shown = [r for r in records if archived or not r.archived]
