@@ -17,6 +17,7 @@ from ..core.objectstore import split_secrets
 from ..spark.options import encode
 from . import render
 from .app import CommandError
+from .install import install_hint
 
 
 def spark_options(fn):
@@ -37,7 +38,7 @@ def spark_submit_binary() -> Path:
 
     spec = importlib.util.find_spec("pyspark")
     if spec is None or spec.origin is None:
-        raise CommandError("--spark needs pyspark (pip install 'airflow-lake[provider]'): no spark-submit found")
+        raise CommandError(f"--spark needs pyspark ({install_hint('pyspark', 'provider')}): no spark-submit found")
     return Path(spec.origin).parent / "bin" / "spark-submit"
 
 
