@@ -63,8 +63,10 @@ with DAG("lake_demo", schedule=None, start_date=datetime(2025, 1, 1), catchup=Fa
     execute = CompactionExecuteOperator(task_id="execute_compaction", table_path=TABLE,
                                         instant="{{ ti.xcom_pull(task_ids='schedule_compaction') }}",
                                         lake_conn_id=LAKE_CONN)
+    # `schedule_compaction` skips `execute_compaction` when no compaction is due: maintenance
+    # runs anyway (none_failed: after a success or a skip, not after a failure)
     clean = CleanOperator(task_id="clean", table_path=TABLE, policy="KEEP_LATEST_FILE_VERSIONS", retained=1,
-                          lake_conn_id=LAKE_CONN)
+                          lake_conn_id=LAKE_CONN, trigger_rule="none_failed")
     archive = ArchiveOperator(task_id="archive", table_path=TABLE, min_commits=2, max_commits=3,
                               lake_conn_id=LAKE_CONN)
 
