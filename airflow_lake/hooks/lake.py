@@ -20,7 +20,15 @@ from airflow_lake.core.timeline.active import ActiveTimeline
 from airflow_lake.core.timeline.instant import Instant
 from airflow_lake.core.write.client import TOKEN_KEY
 from airflow_lake.core.write.heartbeat import is_expired
-from airflow_lake.hooks.submit import JobSubmitHook, LakeJobError, job_options, python_env, secret_env
+from airflow_lake.hooks.spark_target import spark_target
+from airflow_lake.hooks.submit import (
+    JobSubmission,
+    LakeJobError,
+    job_options,
+    python_env,
+    result_file,
+    secret_env,
+)
 from airflow_lake.location import LakeSettings, asset_uri
 from airflow_lake.watch import TimelineWatch
 
@@ -115,46 +123,57 @@ class LakeHook(BaseHook):
         }
 
     # -- job submission ----------------------------------------------------------------------
-    def spark_submit_hook(self, job: str, table_path: str, args: Sequence[str] = (), *, token: str | None = None,
-                          spark_conn_id: str = "spark_default", spark_conf: Mapping[str, Any] | None = None,
-                          spark_args: Mapping[str, Any] | None = None, env_vars: Mapping[str, Any] | None = None,
-                          table_options: Mapping[str, Any] | None = None, fast_start: bool = True,
-                          ) -> JobSubmitHook:
-        """The `SparkSubmitHook` (a `JobSubmitHook`) that runs `spark_jobs/<job>.py` on the table:
-        `--py-files` the package zip, master, deploy mode and conf from the Spark connection (then
-        `spark_conf`, `spark_args`: any other `SparkSubmitHook` keyword), `--option` from the lake
-        connection's storage and table options (then `table_options`), `--run-token token`.
+    def submission(self, job: str, table_path: str, args: Sequence[str] = (), *, token: str | None = None,
+                   spark_conn_id: str = "spark_default", spark_conf: Mapping[str, Any] | None = None,
+                   spark_args: Mapping[str, Any] | None = None, env_vars: Mapping[str, Any] | None = None,
+                   table_options: Mapping[str, Any] | None = None, fast_start: bool = True,
+                   where: str | None = None) -> JobSubmission:
+        """The spark-submit of `spark_jobs/<job>.py` on the table, as `SparkSubmitHook` arguments:
+        `--py-files` the package zip, master and deploy mode from the Spark connection (which
+        must exist, see `spark_target`), `spark_conf` as `--conf`, `spark_args` (any other
+        `SparkSubmitHook` keyword), `--option` from the lake connection's storage and table
+        options (then `table_options`), `--run-token token`. In client mode `env_vars`, this
+        Python (`PYSPARK_PYTHON`, unless configured) and the secret options go to spark-submit's
+        environment, and the job writes its result to a local `--result-file`.
         `fast_start`: a client-mode driver gets `airflow_lake.spark.startup`'s JVM options (quick
-        JIT, a class-data archive) unless the driver's Java options are set by the user."""
+        JIT, a class-data archive) unless the driver's Java options are set by the user.
+        `where` names the caller in errors (default: the table)."""
         from airflow_lake.spark.packaging import job_path, package_zip  # no pyspark import
         from airflow_lake.spark.startup import driver_startup, user_java_options
 
-        job_path(job)  # an unknown job fails here, naming the known ones
+        application = str(job_path(job))  # an unknown job fails here, naming the known ones
         location = self.resolve(table_path)
+        extra = dict(spark_args or {})
+        target = spark_target(spark_conn_id, extra, where or f"table {location}")
         options = {**self.settings.table_options, **(table_options or {})}
         argv = ["--table", location, *job_options(options, self.settings.storage_options)]
         if token:
             argv += ["--run-token", token]
         argv += [str(a) for a in args]
-        extra = dict(spark_args or {})
         py_files = ",".join(p for p in (str(package_zip()), extra.pop("py_files", None)) if p)
-        hook = JobSubmitHook(job=job, conf=dict(spark_conf or {}), conn_id=spark_conn_id, py_files=py_files,
-                             name=extra.pop("name", f"airflow-lake {job}"), application_args=argv, **extra)
-        conf = hook._conf
-        cluster = hook._connection.get("deploy_mode") == "cluster"
+        conf = dict(spark_conf or {})
+        arguments = {**extra, "conf": conf, "conn_id": spark_conn_id, "py_files": py_files,
+                     "name": extra.get("name", f"airflow-lake {job}"), "application_args": argv}
+        submission = JobSubmission(job, application, arguments, target)
+        secrets = secret_env(options, self.settings.storage_options)
+        if target.cluster:
+            arguments["env_vars"] = dict(env_vars or {}) or None
+            if secrets:
+                names = sorted(k for k in {**options, **self.settings.storage_options} if is_secret_option(k))
+                self.log.warning("table %s: secret options (%s) reach a cluster-mode driver only through the "
+                                 "environment its cluster gives it; they are never put on spark-submit's command "
+                                 "line", location, ", ".join(names))
+            return submission
         configured = "spark.pyspark.python" in conf or "spark.pyspark.driver.python" in conf
-        hook._env_vars = dict(env_vars or {}) if cluster or configured else python_env(env_vars)
-        hook.secret_env = secret_env(options, self.settings.storage_options)
-        if hook.secret_env and cluster:
-            self.log.warning("table %s: secret options (%s) reach a cluster-mode driver only through the environment "
-                             "its cluster gives it; they are never put on spark-submit's command line", location,
-                             ", ".join(sorted(k for k in {**options, **self.settings.storage_options}
-                                              if is_secret_option(k))))
-        key = user_java_options(conf, hook._properties_file) if fast_start and not cluster else None
+        submission.env = {k: str(v) for k, v in (dict(env_vars or {}) if configured else python_env(env_vars)).items()}
+        submission.env.update(secrets)
+        submission.result_file = result_file(job)
+        argv += ["--result-file", str(submission.result_file)]
+        key = user_java_options(conf, extra.get("properties_file")) if fast_start else None
         if key is not None:
-            hook.startup = driver_startup(env={**os.environ, **hook._env_vars})
-            conf[key] = hook.startup.java_options
-        return hook
+            submission.startup = driver_startup(env={**os.environ, **submission.env})
+            conf[key] = submission.startup.java_options
+        return submission
 
     def submit_job(self, job: str, table_path: str, args: Sequence[str] = (), *, token: str | None = None,
                    actions: Collection[str] | None = None, pending_done: bool = False,
@@ -166,8 +185,8 @@ class LakeHook(BaseHook):
         submitting anything; an attempt still running with it (live heartbeat) is waited for,
         never rolled back. After the job exits, the instant carrying the token is read from the
         timeline (the result channel, also in cluster mode) and cross-checked with the job's
-        JSON line when spark-submit's output carried it (client mode). `actions` / `pending_done`
-        say which instants the job makes (`find_result`). `submit`: `spark_submit_hook` keywords."""
+        JSON result when it wrote one (client mode). `actions` / `pending_done` say which
+        instants the job makes (`find_result`). `submit`: `submission` keywords."""
         if token:
             done = self.await_attempt(table_path, token, actions=actions, pending_done=pending_done,
                                       timeout=wait_timeout, table_options=submit.get("table_options"))
@@ -175,38 +194,37 @@ class LakeHook(BaseHook):
                 self.log.info("table %s: run token %s already committed %s: not resubmitting", table_path, token,
                               done["instant"])
                 return done
-        hook = self.spark_submit_hook(job, table_path, args, token=token, **submit)
-        if hook.tracks_driver():
+        submission = self.submission(job, table_path, args, token=token, **submit)
+        if submission.tracks_driver():
             raise LakeJobError(f"{job}: table {self.resolve(table_path)}: spark-submit returns before a tracked "
                                "cluster-mode driver ends; run the job with the airflow_lake operators, which track "
                                "and reattach to it")
-        self.run_spark_submit(hook)
-        return self.job_result(job, table_path, token, hook.result_line, actions=actions, pending_done=pending_done)
+        self.run_spark_submit(submission)
+        return self.job_result(job, table_path, token, submission.result_line, actions=actions,
+                               pending_done=pending_done)
 
-    def run_spark_submit(self, hook: JobSubmitHook) -> str | None:
-        """`hook.submit(job file)`: the driver id (standalone cluster mode) or None; a failed job
-        raises `LakeJobError` with the job's own one-line error when spark-submit showed it."""
-        from airflow_lake.spark.packaging import job_path
-
+    def run_spark_submit(self, submission: JobSubmission) -> str | None:
+        """`submission.submit()`: the driver id (standalone cluster mode) or None; a failed job
+        raises `LakeJobError` with the job's own one-line error when it wrote one."""
         ok = False
         try:
-            driver = hook.submit(str(job_path(hook.job)))
+            driver = submission.submit()
             ok = True
             return driver
         except Exception as e:
-            startup = hook.startup
-            if startup is not None and startup.writing is not None and hook.result_line is not None:
-                # the job printed its result, then its JVM failed writing the class-data archive
+            startup = submission.startup
+            if startup is not None and startup.writing is not None and submission.result_line is not None:
+                # the job wrote its result, then its JVM failed writing the class-data archive
                 self.log.warning("%s: the job completed, but its driver could not write the class-data archive "
-                                 "%s at exit (%s); later jobs start without one", hook.job, startup.archive, e)
+                                 "%s at exit (%s); later jobs start without one", submission.job, startup.archive, e)
                 startup.finish(False, archive_failed=True)
                 return None
-            if hook.error_line:
-                raise LakeJobError(hook.error_line) from e
-            raise LakeJobError(f"{hook.job} failed: {e}") from e
+            if submission.error_line:
+                raise LakeJobError(submission.error_line) from e
+            raise LakeJobError(f"{submission.job} failed: {e}") from e
         finally:
-            if hook.startup is not None:  # a class-data archive this run wrote moves into place
-                hook.startup.finish(ok)
+            if submission.startup is not None:  # a class-data archive this run wrote moves into place
+                submission.startup.finish(ok)
 
     def find_result(self, table_path: str, token: str, *, actions: Collection[str] | None = None,
                     pending_done: bool = False) -> dict[str, Any] | None:

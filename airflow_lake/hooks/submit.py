@@ -1,19 +1,25 @@
-"""Submitting a packaged job (`spark_jobs/`) through the Spark provider's `SparkSubmitHook`.
+"""Submitting a packaged job (`spark_jobs/`) through the Spark provider, by its public API
+only: `SparkSubmitHook` / `SparkSubmitOperator` constructor arguments and their methods.
 
-`SparkSubmitHook` runs `spark-submit` with stderr merged into stdout, logs every line and
-keeps no more than a short tail; it has no public way to read the driver's output.
-`JobSubmitHook` is that hook with the output iterator tapped: it remembers the last line that
-is a job's JSON result (client mode, where the driver's stdout is spark-submit's) and the
-job's one-line `ERROR` message, so a failure says what the job said instead of an exit code.
-In cluster mode the driver's output stays on the cluster: the caller reads the result from
-the table's timeline instead (`LakeHook.submit_job`).
+A `JobSubmission` holds those arguments. In client mode (the driver runs here) it calls
+`SparkSubmitHook.submit(application, env=...)`, handing spark-submit's environment (this
+Python for the driver and executors, the secret options) to the process, never to the
+command line; the job writes its JSON result, or its one-line error, to `--result-file`, so
+a failure says what the job said instead of an exit code. In a cluster mode the provider
+tracks (standalone, YARN through its ResourceManager, Kubernetes through its API), a
+`SparkSubmitOperator` built from the same arguments submits and tracks the driver, and the
+result is read from the table's timeline by run token (`LakeHook.job_result`).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
-from collections.abc import Iterator, Mapping
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
@@ -21,6 +27,7 @@ from airflow.sdk.exceptions import AirflowException
 
 from airflow_lake.core.objectstore import is_secret_option, split_secrets
 from airflow_lake.core.vocabulary import is_table_option
+from airflow_lake.hooks.spark_target import SparkTarget
 from airflow_lake.spark.options import encode
 from airflow_lake.spark.startup import DriverStartup
 
@@ -31,45 +38,85 @@ class LakeJobError(AirflowException):
     """A packaged job failed; the message is the job's own one-line error when it printed one."""
 
 
-class JobSubmitHook(SparkSubmitHook):
-    """`SparkSubmitHook` that also keeps the job's JSON result line and its `ERROR` line."""
+@dataclass
+class JobSubmission:
+    """One packaged job's spark-submit: the provider's keyword arguments (`arguments`, the
+    same for `SparkSubmitHook` and `SparkSubmitOperator`), where it goes (`target`), and in
+    client mode spark-submit's added environment (`env`) and the job's `result_file`."""
 
-    def __init__(self, *args, job: str, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self.job = job
-        self.result_line: dict[str, Any] | None = None
-        self.error_line: str | None = None
-        self.startup: DriverStartup | None = None  # the driver's start-up options (client mode)
-        self.secret_env: dict[str, str] = {}  # secret options, in spark-submit's environment only
-
-    def _build_spark_submit_command(self, application: str) -> list[str]:
-        command = super()._build_spark_submit_command(application)
-        if self.secret_env:  # set after the provider's own env handling, which may turn env into --conf
-            self._env = {**(self._env or {}), **self.secret_env}
-        return command
+    job: str
+    application: str
+    arguments: dict[str, Any]
+    target: SparkTarget
+    env: dict[str, str] = field(default_factory=dict)
+    result_file: Path | None = None
+    startup: DriverStartup | None = None  # the driver's start-up options (client mode)
+    result: dict[str, Any] | None = None  # what the job wrote to `result_file`
+    hook: SparkSubmitHook | None = None  # the provider's hook, once submitted here
+    operator: Any = None  # the provider's `SparkSubmitOperator`, once tracking a cluster-mode driver
 
     def tracks_driver(self) -> bool:
-        """Cluster deploy modes where spark-submit returns before the driver ends and the Spark
-        provider tracks the driver: standalone cluster, Kubernetes (API tracking), YARN (RM API)."""
-        return bool(self._should_track_driver_status or self._should_track_driver_via_k8s_api()
-                    or self._should_track_yarn_application_via_rm_api())
+        """Whether spark-submit returns before the driver ends and the provider tracks it."""
+        return self.target.tracks_driver(self.arguments)
 
-    def _process_spark_submit_log(self, itr: Iterator[Any]) -> None:
-        super()._process_spark_submit_log(self._tap(itr))
+    @property
+    def result_line(self) -> dict[str, Any] | None:
+        """The job's JSON result (client mode), None when it wrote none."""
+        return self.result if self.result and "error" not in self.result else None
 
-    def _tap(self, itr: Iterator[Any]) -> Iterator[Any]:
-        for raw in itr:
-            line = raw.strip()
-            if line.startswith("{") and line.endswith("}"):
-                try:
-                    value = json.loads(line)
-                except ValueError:
-                    value = None
-                if isinstance(value, dict) and value.get("job") == self.job:
-                    self.result_line = value
-            elif line.startswith(f"ERROR {self.job} failed:"):
-                self.error_line = line.removeprefix("ERROR ")
-            yield raw
+    @property
+    def error_line(self) -> str | None:
+        """The job's one-line error (client mode), None when it wrote none."""
+        return (self.result or {}).get("error")
+
+    def spark_hook(self) -> SparkSubmitHook:
+        """A `SparkSubmitHook` of the arguments."""
+        return SparkSubmitHook(**self.arguments)
+
+    def submit(self) -> str | None:
+        """Run spark-submit to its end (`SparkSubmitHook.submit`), then read the job's result
+        file; the driver id in standalone cluster mode, else None."""
+        self.hook = self.spark_hook()
+        try:
+            return self.hook.submit(self.application, **({"env": {**os.environ, **self.env}} if self.env else {}))
+        finally:
+            self.result = self._read_result()
+
+    def spark_operator(self, task_id: str, durable: bool):
+        """The provider's `SparkSubmitOperator` of the same arguments, which submits a
+        cluster-mode driver and tracks it (`ResumableJobMixin` methods), also after a retry."""
+        from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+
+        if self.operator is None:
+            self.operator = SparkSubmitOperator(task_id=task_id, application=self.application, durable=durable,
+                                                **self.arguments)
+        return self.operator
+
+    def on_kill(self) -> None:
+        target = self.operator if self.operator is not None else self.hook
+        if target is not None:
+            target.on_kill()
+
+    def _read_result(self) -> dict[str, Any] | None:
+        if self.result_file is None:
+            return None
+        try:
+            text = self.result_file.read_text()
+            self.result_file.unlink()
+        except FileNotFoundError:
+            return None
+        try:
+            value = json.loads(text) if text.strip() else None
+        except ValueError:
+            return None
+        return value if isinstance(value, dict) else None
+
+
+def result_file(job: str) -> Path:
+    """A new, empty local file for a client-mode job's result (`--result-file`)."""
+    handle, name = tempfile.mkstemp(prefix=f"airflow-lake-{job}-", suffix=".json")
+    os.close(handle)
+    return Path(name)
 
 
 def job_options(table_options: Mapping[str, Any], storage_options: Mapping[str, Any]) -> list[str]:

@@ -32,7 +32,7 @@ from airflow_lake.location import is_absolute
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-    from airflow_lake.hooks.submit import JobSubmitHook
+    from airflow_lake.hooks.submit import JobSubmission
 
 COMMON_TEMPLATE_FIELDS = ("table_path", "lake_conn_id", "storage_options", "table_options", "spark_conn_id",
                           "spark_conf", "env_vars")
@@ -112,6 +112,7 @@ class LakeJobOperator(ResumableJobMixin, BaseOperator):
         self.fast_start = fast_start
         self._token: str | None = None
         self._result: dict[str, Any] | None = None
+        self._submission: JobSubmission | None = None
 
     def _default_asset(self, table_path: str, asset: Asset | bool | None, task_id: str | None) -> Asset | None:
         if asset is False or (asset is None and not self.writes_files):
@@ -202,11 +203,15 @@ class LakeJobOperator(ResumableJobMixin, BaseOperator):
         counted = [key for key in cls.change_counts if key in result]
         return not counted or any(result[key] for key in counted)
 
-    def spark_submit_hook(self) -> JobSubmitHook:
-        return self.hook.spark_submit_hook(
-            self.job, self.table_path, self._args, token=self._token, spark_conn_id=self.spark_conn_id,
-            spark_conf=self.spark_conf, spark_args=self.spark_args, env_vars=self.env_vars,
-            table_options=self.table_options, fast_start=self.fast_start)
+    def submission(self) -> JobSubmission:
+        """This task's spark-submit (`LakeHook.submission`), built once per try."""
+        if self._submission is None:
+            self._submission = self.hook.submission(
+                self.job, self.table_path, self._args, token=self._token, spark_conn_id=self.spark_conn_id,
+                spark_conf=self.spark_conf, spark_args=self.spark_args, env_vars=self.env_vars,
+                table_options=self.table_options, fast_start=self.fast_start,
+                where=f"{type(self).__name__} {self.task_id}: table {self.table_path}")
+        return self._submission
 
     def _lookup(self) -> dict[str, Any]:
         return {"actions": self.result_actions, "pending_done": self.pending_done}
@@ -224,17 +229,17 @@ class LakeJobOperator(ResumableJobMixin, BaseOperator):
                           self._token, done.get("action"), done["instant"])
             self._result = done
             return None
-        spark = self._spark_hook = self.spark_submit_hook()
-        if spark.tracks_driver():
-            return {"spark": self._spark_operator(spark).submit_job(context)}
-        hook.run_spark_submit(spark)
-        self._result = hook.job_result(self.job, self.table_path, self._token, spark.result_line, **self._lookup())
+        submission = self.submission()
+        if submission.tracks_driver():
+            return {"spark": self._spark_operator().submit_job(context)}
+        hook.run_spark_submit(submission)
+        self._result = hook.job_result(self.job, self.table_path, self._token, submission.result_line,
+                                       **self._lookup())
         return {"token": self._token, "result": self._result}
 
     def get_job_status(self, external_id: Any, context: Context) -> str:
         if "spark" in external_id:
-            return "spark:" + self._spark_operator(self.spark_submit_hook()).get_job_status(
-                external_id["spark"], context)
+            return "spark:" + self._spark_operator().get_job_status(external_id["spark"], context)
         stored = external_id.get("result") or {}
         if not stored.get("instant"):
             return "lake:SUCCEEDED"  # nothing was written: the stored result stands
@@ -249,20 +254,20 @@ class LakeJobOperator(ResumableJobMixin, BaseOperator):
     def is_job_active(self, status: str) -> bool:
         kind, _, value = status.partition(":")
         if kind == "spark":
-            return self._spark_operator(self.spark_submit_hook()).is_job_active(value)
+            return self._spark_operator().is_job_active(value)
         return value == "RUNNING"
 
     def is_job_succeeded(self, status: str) -> bool:
         kind, _, value = status.partition(":")
         if kind == "spark":
-            return self._spark_operator(self.spark_submit_hook()).is_job_succeeded(value)
+            return self._spark_operator().is_job_succeeded(value)
         return value == "SUCCEEDED"
 
     def poll_until_complete(self, external_id: Any, context: Context) -> None:
         if external_id is None or self._result is not None:
             return
         if "spark" in external_id:
-            self._spark_operator(self.spark_submit_hook()).poll_until_complete(external_id["spark"], context)
+            self._spark_operator().poll_until_complete(external_id["spark"], context)
             return
         done = self.hook.await_attempt(self.table_path, self._token, timeout=self.wait_timeout,
                                        table_options=self.table_options, **self._lookup())
@@ -279,27 +284,14 @@ class LakeJobOperator(ResumableJobMixin, BaseOperator):
         # a cluster-mode driver: its output stayed on the cluster, the timeline has the result
         return self.hook.job_result(self.job, self.table_path, self._token, None, **self._lookup())
 
-    def _spark_operator(self, spark: JobSubmitHook):
-        """The Spark provider's own `SparkSubmitOperator` tracking logic, on our hook."""
-        from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-
-        from airflow_lake.spark.packaging import job_path
-
-        cached = getattr(self, "_spark_op", None)
-        if cached is None:
-            cached = SparkSubmitOperator(task_id=f"{self.task_id}__spark_submit", application=str(job_path(self.job)),
-                                         conn_id=self.spark_conn_id, durable=self.durable)
-            self._spark_op = cached
-            cached._hook = spark
-        return cached
+    def _spark_operator(self):
+        """The Spark provider's own `SparkSubmitOperator` (its tracking of a cluster-mode driver)
+        of this task's submission."""
+        return self.submission().spark_operator(f"{self.task_id}__spark_submit", self.durable)
 
     def on_kill(self) -> None:
-        op = getattr(self, "_spark_op", None)
-        spark = getattr(self, "_spark_hook", None)
-        if op is not None:
-            op.on_kill()
-        elif spark is not None:
-            spark.on_kill()
+        if self._submission is not None:
+            self._submission.on_kill()
 
 
 def mapping(op: LakeJobOperator, name: str, value: Any, *, secret: bool = False) -> dict[str, Any]:

@@ -72,6 +72,9 @@ def parser(name: str, description: str | None) -> argparse.ArgumentParser:
     p.add_argument("--run-token", metavar="TOKEN",
                    help="the caller's run id, stored as extraMetadata airflow_lake.token; a re-submitted job with "
                         "the same token returns the result it already committed instead of writing again")
+    p.add_argument("--result-file", metavar="PATH",
+                   help="also write the JSON result, or {\"error\": the one-line error}, to this local file "
+                        "(what the Airflow hook reads in client mode)")
     p.job_name = name  # type: ignore[attr-defined]
     return p
 
@@ -175,17 +178,27 @@ def run(p: argparse.ArgumentParser, body: Callable[[JobRun], dict[str, Any]],
 
     prefer_installed_pyspark()  # before pyspark is imported: its compiled copy, not Spark's zip
     setup_logging()
+    result_file = p.parse_known_args(argv)[0].result_file
     try:
         result = execute(p, body, argv)
     except JobError as e:
         _stop_session()
+        _write_result(result_file, {"error": str(e)})
         sys.stdout.flush()
         print(f"ERROR {e}", file=sys.stderr, flush=True)
         sys.exit(1)
     _stop_session()  # before the JSON line: nothing the shutdown prints may follow it
+    _write_result(result_file, result)
     sys.stderr.flush()
     print(json.dumps(result, default=str), flush=True)
     sys.exit(0)
+
+
+def _write_result(path: str | None, value: dict[str, Any]) -> None:
+    """`value` as JSON to the `--result-file`, when one was given."""
+    if path:
+        with open(path, "w") as f:
+            json.dump(value, f, default=str)
 
 
 def _stop_session() -> None:

@@ -55,12 +55,12 @@ def test_the_hook_keeps_hudi_credentials_off_the_command_line(tmp_path, monkeypa
     secret, ordinary = values(HUDI_SECRETS), values(ORDINARY)
     monkeypatch.setenv("AIRFLOW_CONN_LAKE_HUDI", json.dumps({"conn_type": "lake"}))
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_HUDI", json.dumps({"conn_type": "spark", "host": "local[1]"}))
-    hook = LakeHook("lake_hudi").spark_submit_hook("clean", str(tmp_path / "t"), spark_conn_id="spark_hudi",
-                                                   table_options={**secret, **ordinary})
-    text = " ".join(hook._build_spark_submit_command(str(job_path("clean"))))
+    submission = LakeHook("lake_hudi").submission("clean", str(tmp_path / "t"), spark_conn_id="spark_hudi",
+                                                  table_options={**secret, **ordinary})
+    text = " ".join(submission.spark_hook()._build_spark_submit_command(str(job_path("clean"))))
     assert [k for k, v in secret.items() if v in text] == []
     assert all(f"--option {k}={v}" in text for k, v in ordinary.items())
-    assert json.loads(hook._env[SECRET_OPTIONS_ENV]) == secret
+    assert json.loads(submission.env[SECRET_OPTIONS_ENV]) == secret
 
 
 def test_the_cli_keeps_hudi_credentials_off_the_command_line(tmp_path, monkeypatch):

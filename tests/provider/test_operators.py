@@ -390,11 +390,11 @@ def test_the_submitted_command_and_its_options(tmp_path, monkeypatch):
                                                              "extra": {"deploy-mode": "client"}}))
     monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
     monkeypatch.delenv("PYSPARK_DRIVER_PYTHON", raising=False)
-    hook = LakeHook("lake_cmd").spark_submit_hook(
+    submission = LakeHook("lake_cmd").submission(
         "clean", "sales", ["--retained", "2"], token="d/r/t/-1", spark_conn_id="spark_cmd",
         spark_conf={"spark.executor.memory": "1g"}, spark_args={"num_executors": 2, "py_files": "extra.zip"},
         table_options={"hoodie.cleaner.commits.retained": 4})
-    command = hook._build_spark_submit_command(str(job_path("clean")))
+    command = submission.spark_hook()._build_spark_submit_command(str(job_path("clean")))
     text = " ".join(command)
     assert command[:3] == ["spark-submit", "--master", "local[3]"]
     assert "--conf spark.executor.memory=1g" in text and "--num-executors 2" in text and "--deploy-mode client" in text
@@ -402,17 +402,21 @@ def test_the_submitted_command_and_its_options(tmp_path, monkeypatch):
     assert command[command.index(str(job_path("clean"))) + 1:] == [
         "--table", str(tmp_path / "sales"), "--option", "hoodie.cleaner.commits.retained=4",
         "--option", "hoodie.metadata.enable=false", "--option", 'region="eu-west-1"',
-        "--run-token", "d/r/t/-1", "--retained", "2"]  # the access key travels in the environment
-    assert hook._env_vars == {"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
-    assert hook._env["AIRFLOW_LAKE_SECRET_OPTIONS"] == json.dumps({"access_key": '"0123"'})
-    assert not hook.tracks_driver()
+        "--run-token", "d/r/t/-1", "--retained", "2",
+        "--result-file", str(submission.result_file)]  # the access key travels in the environment
+    # spark-submit's environment (client mode): this Python and the secret options, not on the command line
+    assert submission.env == {"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
+                              "AIRFLOW_LAKE_SECRET_OPTIONS": json.dumps({"access_key": '"0123"'})}
+    assert "env_vars" not in submission.arguments and "0123" not in text
+    assert not submission.tracks_driver()
     with pytest.raises(ValueError, match="no spark job 'vacuum'"):
-        LakeHook("lake_cmd").spark_submit_hook("vacuum", "sales", spark_conn_id="spark_cmd")
+        LakeHook("lake_cmd").submission("vacuum", "sales", spark_conn_id="spark_cmd")
     # a standalone cluster-mode driver outlives spark-submit: only the operators track it
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_CLUSTER", json.dumps({"conn_type": "spark", "host": "spark://127.0.0.1",
                                                                  "port": 7077, "extra": {"deploy-mode": "cluster"}}))
-    cluster = LakeHook("lake_cmd").spark_submit_hook("clean", "sales", spark_conn_id="spark_cluster")
-    assert cluster.tracks_driver() and cluster._env_vars == {}  # no worker Python forced on the cluster
+    cluster = LakeHook("lake_cmd").submission("clean", "sales", spark_conn_id="spark_cluster")
+    assert cluster.tracks_driver() and cluster.env == {} and cluster.result_file is None  # no worker Python forced
+    assert cluster.arguments["env_vars"] is None
     with pytest.raises(LakeJobError, match="tracked cluster-mode driver"):
         LakeHook("lake_cmd").submit_job("clean", "sales", spark_conn_id="spark_cluster")
 

@@ -107,17 +107,17 @@ def test_the_hook_and_the_cli_put_secrets_in_the_environment_only(tmp_path, monk
     monkeypatch.setenv("AIRFLOW_CONN_LAKE_ENV", json.dumps({"conn_type": "lake", "login": "AKIA-id",
                                                             "password": SECRET, "extra": extra}))
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_ENV", json.dumps({"conn_type": "spark", "host": "local[1]"}))
-    hook = LakeHook("lake_env").spark_submit_hook("clean", str(tmp_path / "t"), spark_conn_id="spark_env",
-                                                  table_options={"hoodie.x.password": "pw-" + SECRET})
-    command = hook._build_spark_submit_command(str(job_path("clean")))
+    submission = LakeHook("lake_env").submission("clean", str(tmp_path / "t"), spark_conn_id="spark_env",
+                                                 table_options={"hoodie.x.password": "pw-" + SECRET})
+    command = submission.spark_hook()._build_spark_submit_command(str(job_path("clean")))
     text = " ".join(command)
     assert SECRET not in text and TOKEN not in text and "AKIA-id" not in text
     assert "--option aws_region=\"eu-west-1\"" in text
-    env = json.loads(hook._env[SECRET_OPTIONS_ENV])
+    env = json.loads(submission.env[SECRET_OPTIONS_ENV])
     assert env == {"aws_session_token": json.dumps(TOKEN), "access_key": '"AKIA-id"',
                    "secret_key": json.dumps(SECRET), "hoodie.x.password": "pw-" + SECRET}
     # the job takes them from its environment (and drops the variable), typed as --option values are
-    monkeypatch.setenv(SECRET_OPTIONS_ENV, hook._env[SECRET_OPTIONS_ENV])
+    monkeypatch.setenv(SECRET_OPTIONS_ENV, submission.env[SECRET_OPTIONS_ENV])
     got = execute(parser("probe", None), lambda run: {"storage": run.storage_options, "table": run.table_options},
                   ["--table", "/x", "--option", 'region="eu-west-1"'])
     assert got["storage"] == {"region": "eu-west-1", "aws_session_token": TOKEN, "access_key": "AKIA-id",

@@ -102,17 +102,17 @@ def test_the_hook_adds_them_to_client_mode_only(tmp_path, monkeypatch, cache):
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_CLUSTER", json.dumps(
         {"conn_type": "spark", "host": "yarn", "extra": {"deploy-mode": "cluster"}}))
     table = str(tmp_path / "t")
-    hook = LakeHook(None).spark_submit_hook("clean", table, spark_conn_id="spark_local")
-    text = " ".join(hook._build_spark_submit_command(str(job_path("clean"))))
+    hook = LakeHook(None).submission("clean", table, spark_conn_id="spark_local")
+    text = " ".join(hook.spark_hook()._build_spark_submit_command(str(job_path("clean"))))
     assert f"spark.driver.extraJavaOptions={hook.startup.java_options}" in text and "TieredStopAtLevel=1" in text
-    mine = LakeHook(None).spark_submit_hook("clean", table, spark_conn_id="spark_local",
-                                            spark_conf={"spark.driver.extraJavaOptions": "-Dmine=1"})
-    assert mine._conf["spark.driver.extraJavaOptions"] == "-Dmine=1"
-    assert "TieredStopAtLevel=1" in mine._conf["spark.driver.defaultJavaOptions"]
-    off = LakeHook(None).spark_submit_hook("clean", table, spark_conn_id="spark_local", fast_start=False)
-    assert off.startup is None and not any(k in off._conf for k in DRIVER_OPTION_KEYS)
-    cluster = LakeHook(None).spark_submit_hook("clean", table, spark_conn_id="spark_cluster")
-    assert cluster.startup is None and not any(k in cluster._conf for k in DRIVER_OPTION_KEYS)
+    mine = LakeHook(None).submission("clean", table, spark_conn_id="spark_local",
+                                     spark_conf={"spark.driver.extraJavaOptions": "-Dmine=1"})
+    assert mine.arguments["conf"]["spark.driver.extraJavaOptions"] == "-Dmine=1"
+    assert "TieredStopAtLevel=1" in mine.arguments["conf"]["spark.driver.defaultJavaOptions"]
+    off = LakeHook(None).submission("clean", table, spark_conn_id="spark_local", fast_start=False)
+    assert off.startup is None and not any(k in off.arguments["conf"] for k in DRIVER_OPTION_KEYS)
+    cluster = LakeHook(None).submission("clean", table, spark_conn_id="spark_cluster")
+    assert cluster.startup is None and not any(k in cluster.arguments["conf"] for k in DRIVER_OPTION_KEYS)
 
 
 def test_real_jobs_write_then_use_the_archive(tmp_path, cache):
