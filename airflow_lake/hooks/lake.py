@@ -10,6 +10,7 @@ from functools import cached_property
 from typing import Any
 
 from airflow.sdk import Asset, BaseHook
+from airflow.sdk.exceptions import AirflowNotFoundException
 
 from airflow_lake.core.config import WriteOptions
 from airflow_lake.core.errors import TableNotFoundError
@@ -39,7 +40,9 @@ class LakeHook(BaseHook):
     read back from the timeline by run token (`submit_job`).
 
     :param lake_conn_id: a `lake` connection (base path, storage options, table options);
-        None for tables given by absolute local path or by URI with ambient credentials.
+        default `lake_default`, which may be left undefined for tables given by absolute local
+        path or by URI with ambient credentials (a connection named otherwise must exist);
+        None: no connection.
     :param storage_options: file-system options overriding the connection's.
     """
 
@@ -48,7 +51,7 @@ class LakeHook(BaseHook):
     conn_type = "lake"
     hook_name = "Lake (Hudi tables)"
 
-    def __init__(self, lake_conn_id: str | None = None, storage_options: dict[str, Any] | None = None,
+    def __init__(self, lake_conn_id: str | None = default_conn_name, storage_options: dict[str, Any] | None = None,
                  **kwargs) -> None:
         super().__init__(**kwargs)
         self.lake_conn_id = lake_conn_id
@@ -56,8 +59,13 @@ class LakeHook(BaseHook):
 
     @cached_property
     def settings(self) -> LakeSettings:
-        """The connection's settings (empty without a connection)."""
-        conn = self.get_connection(self.lake_conn_id) if self.lake_conn_id else None
+        """The connection's settings (empty without a connection, or when `lake_default` is not defined)."""
+        try:
+            conn = self.get_connection(self.lake_conn_id) if self.lake_conn_id else None
+        except AirflowNotFoundException:
+            if self.lake_conn_id != self.default_conn_name:
+                raise
+            conn = None
         return LakeSettings.from_connection(conn, self.lake_conn_id, self.extra_storage_options)
 
     # -- locations -------------------------------------------------------------------------

@@ -48,7 +48,8 @@ class LakeJobOperator(ResumableJobMixin, BaseOperator):
     :param table_path: absolute path or URI of the table, or a path relative to the lake
         connection's base path (templated).
     :param lake_conn_id: a `lake` connection (base path, storage options, default table
-        options); not needed for absolute local paths (templated).
+        options); default `lake_default`, which may be left undefined for absolute local paths
+        and URIs with ambient credentials (templated).
     :param storage_options: file-system options over the connection's (templated).
     :param table_options: `hoodie.*` options over the connection's, given to the job as
         `--option` (templated).
@@ -89,7 +90,7 @@ class LakeJobOperator(ResumableJobMixin, BaseOperator):
     template_fields_renderers = {"table_options": "json", "storage_options": "json", "spark_conf": "json"}
     ui_color = "#d8e8f0"
 
-    def __init__(self, *, table_path: str, lake_conn_id: str | None = None,
+    def __init__(self, *, table_path: str, lake_conn_id: str | None = "lake_default",
                  storage_options: dict[str, Any] | None = None, table_options: dict[str, Any] | None = None,
                  spark_conn_id: str = "spark_default", spark_conf: dict[str, Any] | None = None,
                  spark_args: dict[str, Any] | None = None, env_vars: dict[str, Any] | None = None,
@@ -125,7 +126,10 @@ class LakeJobOperator(ResumableJobMixin, BaseOperator):
         if not isinstance(table_path, str) or "{{" in table_path or not is_absolute(table_path):
             raise InvalidOptionError(
                 f"{type(self).__name__} {task_id}: table_path {table_path!r} is relative or templated, so the "
-                "table's Asset cannot be named at parse time: pass asset=table_asset(...) or asset=False")
+                "table's Asset (hudi:/abs/path, hudi+s3://bucket/path) cannot be named when the DAG is parsed "
+                "(a relative path is joined to the lake connection's base_path only when the task runs): pass "
+                "asset=table_asset('<the table's absolute path or URI>') from airflow_lake.hooks, or asset=False "
+                "for no Asset (docs/operators.md, 'Relative or templated table paths')")
         return table_asset(table_path)
 
     # -- what subclasses give ------------------------------------------------------------------

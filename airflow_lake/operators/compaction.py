@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk.exceptions import AirflowSkipException
 
+from airflow_lake.core.errors import TableNotFoundError
 from airflow_lake.core.timeline.instant import check_instant_time
 from airflow_lake.core.vocabulary import COMPACTION_ORDERS, COMPACTION_TRIGGERS
 from airflow_lake.operators.base import COMMON_TEMPLATE_FIELDS, LakeJobOperator, choice, count, none_if_empty
@@ -31,7 +32,8 @@ class CompactionScheduleOperator(LakeJobOperator):
 
     XCom: the planned instant as a bare string (so `{{ ti.xcom_pull(task_ids=...) }}` renders
     it), or None. A retry returns the plan its first try made instead of planning again.
-    Failure: a COPY_ON_WRITE table, bad arguments, a failed job fail the task. No Asset event
+    Failure: a COPY_ON_WRITE table (before submitting anything, naming it), bad arguments, a
+    failed job fail the task. No Asset event
     by default (a plan changes no data; pass `asset=` to get one).
     """
 
@@ -53,6 +55,7 @@ class CompactionScheduleOperator(LakeJobOperator):
         self.skip_if_no_plan = skip_if_no_plan
 
     def job_args(self) -> list[str]:
+        self.check_merge_on_read()
         args = ["--strategy", self.strategy] if self.strategy else []
         for flag, name, minimum in (("--max-delta-commits", "max_delta_commits", 1),
                                     ("--max-delta-seconds", "max_delta_seconds", 0),
@@ -61,6 +64,18 @@ class CompactionScheduleOperator(LakeJobOperator):
             if value is not None:
                 args += [flag, str(value)]
         return args
+
+    def check_merge_on_read(self) -> None:
+        """A COPY_ON_WRITE table has no log files to compact: a misconfigured DAG, failed here
+        before anything is submitted (a path holding no table yet is left to the job)."""
+        try:
+            config = self.hook.get_table(self.table_path, self.table_options).config
+        except TableNotFoundError:
+            return
+        if not config.is_mor:
+            raise self.invalid(f"is a {config.table_type} table: compaction applies to MERGE_ON_READ tables only "
+                               "(a COPY_ON_WRITE table merges at write time and has no log files to compact); "
+                               "remove this task or point it at a MERGE_ON_READ table")
 
     def to_xcom(self, result: dict[str, Any], context: Context) -> str | None:
         instant = result.get("instant")

@@ -9,7 +9,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import Asset, BaseSensorOperator, PokeReturnValue, conf
-from airflow.sdk.exceptions import AirflowException
+from airflow.sdk.exceptions import AirflowException, AirflowSensorTimeout, AirflowSkipException
 
 from airflow_lake.core.errors import InstantNotFoundError, TableNotFoundError
 from airflow_lake.hooks.lake import LakeHook, table_asset, with_asset
@@ -37,7 +37,8 @@ class InstantSensor(BaseSensorOperator):
     :param actions: watched actions (`commit`, `deltacommit`, `replacecommit`, `compaction`,
         `logcompaction`, `clean`, ...); None means data writes: commits that are not compactions.
     :param min_new_instants: how many new instants to wait for.
-    :param lake_conn_id: a `lake` connection; not needed for absolute local paths.
+    :param lake_conn_id: a `lake` connection; default `lake_default`, which may be left undefined
+        for absolute local paths and URIs with ambient credentials.
     :param storage_options: file-system options overriding the connection's.
     :param track_watermark: with `baseline=None`, read the baseline from the table Asset's
         state store and store the new one when the sensor fires.
@@ -60,7 +61,7 @@ class InstantSensor(BaseSensorOperator):
 
     def __init__(self, *, table_path: str, baseline: dict | str | None = None,
                  actions: Sequence[str] | str | None = None, min_new_instants: int = 1,
-                 lake_conn_id: str | None = None, storage_options: dict[str, Any] | None = None,
+                 lake_conn_id: str | None = "lake_default", storage_options: dict[str, Any] | None = None,
                  track_watermark: bool = True, asset: Asset | None = None, state_key: str | None = None,
                  deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
                  wait_for_table: bool = False, retry_timeout: float = RETRY_TIMEOUT, **kwargs) -> None:
@@ -186,12 +187,16 @@ class InstantSensor(BaseSensorOperator):
                 storage_options=self.storage_options,
                 wait_for_table=self.wait_for_table,
                 retry_timeout=self.retry_timeout,
+                deadline=time.time() + self.timeout,
             ),
             method_name="execute_complete",
             timeout=timedelta(seconds=self.timeout),
         )
 
     def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> dict[str, Any]:
+        if event and event.get("status") == "timeout":  # the trigger's own deadline: the sensor's timeout
+            message = f"InstantSensor {self.task_id}: table {event.get('table', self.table_path)}: {event['message']}"
+            raise AirflowSkipException(message) if self.soft_fail else AirflowSensorTimeout(message)
         if not event or event.get("status") != "success":
             table = (event or {}).get("table", self.table_path)
             message = (event or {}).get("message", "the trigger sent no event")
@@ -205,6 +210,8 @@ def _default_asset(table_path: str, task_id: str | None) -> Asset:
     if not isinstance(table_path, str) or "{{" in table_path or not is_absolute(table_path):
         raise ValueError(
             f"InstantSensor {task_id}: table_path {table_path!r} is relative or templated, so the table's "
-            "Asset (which keeps the watermark) cannot be named at parse time; pass asset=table_asset(...) "
-            "or an explicit baseline=, or track_watermark=False (every run then starts from the beginning)")
+            "Asset (which keeps the watermark) cannot be named when the DAG is parsed (a relative path is joined "
+            "to the lake connection's base_path only when the task runs); pass asset=table_asset('<the table's "
+            "absolute path or URI>') from airflow_lake.hooks, or an explicit baseline=, or track_watermark=False "
+            "(every run then starts from the beginning); see docs/operators.md, 'Relative or templated table paths'")
     return table_asset(table_path)

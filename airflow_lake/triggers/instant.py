@@ -5,14 +5,17 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
+from datetime import datetime, timezone
 from typing import Any
 
 from airflow.sdk import BaseHook
+from airflow.sdk.exceptions import AirflowNotFoundException
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_lake.core.errors import InstantNotFoundError, TableNotFoundError
 from airflow_lake.core.objectstore import is_secret_option, scrub
 from airflow_lake.core.storage import Storage, open_storage
+from airflow_lake.hooks.lake import LakeHook
 from airflow_lake.location import LakeSettings
 from airflow_lake.watch import Baseline, TimelineWatch, is_permanent, normalize_actions
 
@@ -54,12 +57,16 @@ class LakeInstantTrigger(BaseTrigger):
         trigger; secret ones are refused: credentials belong in the connection).
     :param wait_for_table: a path without a table yet is polled until one is created.
     :param retry_timeout: seconds of consecutive storage errors before giving up.
+    :param deadline: when the wait ends unmet (seconds since the epoch; the sensor's timeout from
+        its deferral): the trigger then yields `{"status": "timeout", ...}`. Airflow's triggerer
+        also times a trigger out, but `airflow dags test` and `dag.test()` run triggers without
+        one; carrying the deadline here makes the sensor's timeout hold on every path.
     """
 
     def __init__(self, table_path: str, baseline: dict | str | None = None, actions: list[str] | None = None,
-                 min_new_instants: int = 1, poll_interval: float = 60.0, lake_conn_id: str | None = None,
+                 min_new_instants: int = 1, poll_interval: float = 60.0, lake_conn_id: str | None = "lake_default",
                  storage_options: dict[str, Any] | None = None, wait_for_table: bool = False,
-                 retry_timeout: float = RETRY_TIMEOUT) -> None:
+                 retry_timeout: float = RETRY_TIMEOUT, deadline: float | None = None) -> None:
         super().__init__()
         refuse_secrets(f"LakeInstantTrigger: table {table_path}", storage_options)
         self.table_path = table_path
@@ -72,6 +79,7 @@ class LakeInstantTrigger(BaseTrigger):
         self.storage_options = dict(storage_options or {})
         self.wait_for_table = bool(wait_for_table)
         self.retry_timeout = float(retry_timeout)
+        self.deadline = None if deadline is None else float(deadline)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -86,11 +94,17 @@ class LakeInstantTrigger(BaseTrigger):
                 "storage_options": self.storage_options,
                 "wait_for_table": self.wait_for_table,
                 "retry_timeout": self.retry_timeout,
+                "deadline": self.deadline,
             },
         )
 
     async def _settings(self) -> LakeSettings:
-        conn = await BaseHook.aget_connection(self.lake_conn_id) if self.lake_conn_id else None
+        try:
+            conn = await BaseHook.aget_connection(self.lake_conn_id) if self.lake_conn_id else None
+        except AirflowNotFoundException:
+            if self.lake_conn_id != LakeHook.default_conn_name:  # `lake_default` may be left undefined
+                raise
+            conn = None
         return LakeSettings.from_connection(conn, self.lake_conn_id, self.storage_options)
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
@@ -141,7 +155,22 @@ class LakeInstantTrigger(BaseTrigger):
                 if seen is not None:
                     self.log.debug("table %s: %d of %d new instant(s); waiting %.0fs", table, len(seen.new),
                                    self.min_new_instants, self.poll_interval)
-            await asyncio.sleep(delay)
+            left = self._time_left()
+            if left is not None and left <= 0:
+                yield TriggerEvent({"status": "timeout", "table": table,
+                                    "message": self._timeout_message(seen if failures == 0 else None)})
+                return
+            await asyncio.sleep(delay if left is None else min(delay, left))
+
+    def _time_left(self) -> float | None:
+        """Seconds until the deadline (None: no deadline)."""
+        return None if self.deadline is None else self.deadline - time.time()
+
+    def _timeout_message(self, seen) -> str:
+        found = ("no timeline read yet (no table, or storage errors)" if seen is None
+                 else f"{len(seen.new)} of {self.min_new_instants} new instant(s)")
+        until = datetime.fromtimestamp(self.deadline, timezone.utc).isoformat(timespec="seconds")
+        return f"the sensor's timeout passed at {until} with {found}"
 
     def _observe(self, table: str, watch: TimelineWatch, baseline: Baseline):
         """One scan (in a thread): the observation, or None for "look again" (no table yet
