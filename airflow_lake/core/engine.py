@@ -1,10 +1,16 @@
-"""Engines run per-file-group tasks: `LocalEngine` uses threads (pyarrow releases the GIL)."""
+"""Engines run per-file-group tasks: `LocalEngine` uses threads (pyarrow releases the GIL).
+
+Functions handed to an engine are module-level (or partials of them) over picklable values
+(a `TableContext`, task values), never closures over driver state: another engine runs them
+in other processes.
+"""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import Any, Protocol, TypeVar
 
 import numpy as np
@@ -22,6 +28,13 @@ class Engine(Protocol):
         """Apply `fn` to the rows of each value of the integer column `key` (one call per
         group, all its rows); results in no particular order. `rows` is the engine's frame:
         an Arrow table locally, a DataFrame on Spark."""
+
+    def owns(self, data: Any) -> bool:
+        """Whether `data` is this engine's own frame (a Spark DataFrame on Spark), which
+        `Table.write` hands to `write_frame` instead of reading it as Arrow."""
+
+    def write_frame(self, table: Any, data: Any, operation: str, extra_metadata: dict[str, str] | None) -> Any:
+        """Write a frame this engine `owns` to `table` as one commit; a `WriteResult`."""
 
 
 class LocalEngine:
@@ -42,6 +55,13 @@ class LocalEngine:
         gather when it is already ordered), each group a zero-copy slice; results in key order."""
         return self.map(fn, group_slices(rows, key, self))
 
+    def owns(self, data: Any) -> bool:
+        """No frame of its own: every input is read as Arrow."""
+        return False
+
+    def write_frame(self, table: Any, data: Any, operation: str, extra_metadata: dict[str, str] | None) -> Any:
+        raise TypeError("LocalEngine owns no frame type; Table.write reads its input as Arrow")
+
 
 def group_slices(rows: pa.Table, key: str, engine: Engine | None = None) -> list[pa.Table]:
     """`rows` cut into one slice per value of the integer column `key`, in key order (columns
@@ -52,8 +72,13 @@ def group_slices(rows: pa.Table, key: str, engine: Engine | None = None) -> list
     if (codes[1:] < codes[:-1]).any():
         order = pa.array(np.argsort(codes, kind="stable"))
         codes = codes[order.to_numpy()]
-        columns = engine.map(lambda c: c.take(order), rows.columns) if engine is not None else \
+        columns = engine.map(partial(take_column, order), rows.columns) if engine is not None else \
             [c.take(order) for c in rows.columns]
         rows = pa.Table.from_arrays(columns, schema=rows.schema)
     starts = np.concatenate([[0], np.flatnonzero(codes[1:] != codes[:-1]) + 1, [len(codes)]])
     return [rows.slice(s, e - s) for s, e in zip(starts[:-1], starts[1:], strict=True)]
+
+
+def take_column(indices: pa.Array, column: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
+    """`column` gathered at `indices` (a column task of a parallel gather)."""
+    return column.take(indices)

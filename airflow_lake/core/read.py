@@ -14,7 +14,7 @@ import logging
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, partial
 from typing import Any
 
 import numpy as np
@@ -221,11 +221,16 @@ class ReadPlan:
     def run(self, ctx, engine: Engine, *, timeline=None) -> pa.Table:
         """Read every task with `engine` and concatenate (the local read)."""
         try:
-            parts = engine.map(lambda task: read_slice(ctx, task, self.schema, timeline=timeline), self.tasks)
+            parts = engine.map(partial(_read_task, ctx, self.schema, timeline), self.tasks)
         except FileNotFoundError as e:
             raise removed_while_reading(self.uri, self.as_of, e) from e
         parts = [p for p in parts if p.num_rows]
         return pa.concat_tables(parts) if parts else self.output.empty_table()
+
+
+def _read_task(ctx, schema: pa.Schema, timeline, task: SliceRead) -> pa.Table:
+    """One task of a `ReadPlan` (the engine's task function: a `TableContext` and values)."""
+    return read_slice(ctx, task, schema, timeline=timeline)
 
 
 class Reader:
@@ -255,13 +260,13 @@ class Reader:
     def snapshot(self, *, as_of: str | None, columns: list[str] | None, filters,
                  query_type: str = "snapshot") -> pa.Table:
         plan, timeline = self._snapshot_plan(as_of, columns, filters, query_type)
-        return plan.run(self.table, self.engine, timeline=timeline)
+        return plan.run(self.table.context(), self.engine, timeline=timeline)
 
     def incremental(self, start: str, end: str | None, *, columns=None, filters=None,
                     holes: str = "FAIL") -> pa.Table:
         """Rows whose latest write is a commit in (start, end]."""
         plan, timeline = self._incremental_plan(start, end, columns, filters, holes)
-        return plan.run(self.table, self.engine, timeline=timeline)
+        return plan.run(self.table.context(), self.engine, timeline=timeline)
 
     def plan_snapshot(self, *, as_of: str | None = None, columns: list[str] | None = None, filters=None,
                       query_type: str = "snapshot") -> ReadPlan:

@@ -297,7 +297,12 @@ class Table:
     @_counted
     def write(self, data, *, operation: str = "upsert", extra_metadata: dict[str, str] | None = None) -> WriteResult:
         """Write one batch as one commit. Operations: insert, upsert, bulk_insert, delete,
-        insert_overwrite, insert_overwrite_table."""
+        insert_overwrite, insert_overwrite_table. A frame the engine owns (a Spark DataFrame on
+        a SparkEngine) is written by the engine, its rows never on this process; any other
+        input is read as Arrow."""
+        owns = getattr(self.engine, "owns", None)  # (engines written before `owns` own no frame)
+        if owns is not None and owns(data):
+            return self.engine.write_frame(self, data, operation, extra_metadata)
         return WriteClient(self, self.engine).write(data, operation, extra_metadata)
 
     # -- reads -----------------------------------------------------------------------------

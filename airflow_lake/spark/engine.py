@@ -69,6 +69,17 @@ class SparkEngine:
         out = rows.groupBy(key).applyInArrow(_pickled(fn), "result binary")
         return [pickle.loads(r[0]) for r in out.collect()]
 
+    def owns(self, data: object) -> bool:
+        """A Spark DataFrame is written by `write_frame`, its rows staying in executors."""
+        return isinstance(data, DataFrame)
+
+    def write_frame(self, table, data: DataFrame, operation: str, extra_metadata: dict[str, str] | None):
+        """Write the DataFrame to `table` as one commit (`airflow_lake.spark.write`'s distributed
+        path); a `WriteResult`."""
+        from .write import write_frame
+
+        return write_frame(table, data, operation, extra_metadata)
+
     def _report(self, group: str, what: str, total: int, done: threading.Event, start: float) -> None:
         tracker = self.spark.sparkContext.statusTracker()
         while not done.wait(self.progress_seconds):

@@ -198,7 +198,7 @@ def read_source(spark, source: str, fmt: str, storage_options: dict | None = Non
 
 def upsert(run: JobRun) -> dict[str, Any]:
     """Write `--source` to the table with `--operation` (creating it with `--create-if-missing`)."""
-    from airflow_lake.spark import session, write
+    from airflow_lake.spark import session
 
     a = run.args
     spark = session("airflow-lake upsert")
@@ -221,7 +221,7 @@ def upsert(run: JobRun) -> dict[str, Any]:
     fmt = source_format(a.source, a.source_format)
     log.info("upsert: %s of %s source %s", a.operation, fmt, a.source)
     df = read_source(spark, a.source, fmt, run.storage_options)
-    result = write(table, df, a.operation, run.extra_metadata)
+    result = table.write(df, operation=a.operation, extra_metadata=run.extra_metadata)  # on the table's SparkEngine
     log.info("upsert: %s %s: %d inserts, %d updates, %d deletes in %d files", a.operation, result.instant,
              result.num_inserts, result.num_updates, result.num_deletes, len(result.files))
     return run.result(action=table.timeline.get(result.instant).action, operation=a.operation,

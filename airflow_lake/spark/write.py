@@ -111,7 +111,13 @@ class RouteSpec:
 # -- entry point ---------------------------------------------------------------------------------
 def write(table, df: DataFrame, operation: str = "upsert", extra_metadata: dict[str, str] | None = None,
           ) -> WriteResult:
-    """Write `df` to `table` (a core `Table`) as one commit of `operation`, on `df`'s Spark."""
+    """`table.write(df)` on `df`'s Spark (the same as a table opened with a `SparkEngine`)."""
+    return SparkEngine(df.sparkSession).write_frame(table, df, operation, extra_metadata)
+
+
+def write_frame(table, df: DataFrame, operation: str, extra_metadata: dict[str, str] | None) -> WriteResult:
+    """Write `df` to `table` (a core `Table`) as one commit of `operation`, on `df`'s Spark
+    (what `SparkEngine.write_frame` runs)."""
     where = f"table {table.storage.uri}"
     cfg = table.config
     if cfg.version != 6 or cfg.get(TableOptions.TIMELINE_LAYOUT) != 1:

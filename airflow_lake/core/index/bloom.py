@@ -17,6 +17,8 @@ Every key tested in full is hashed once per commit, not once per file.
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 import pyarrow as pa
@@ -42,12 +44,19 @@ def _java_order_safe(keys: pa.Array) -> bool:
 
 class _KeyHashes:
     """Bit positions of a group of incoming keys (a partition's, or all), computed once per
-    filter size and shared by every file the group is tested against."""
+    filter size and shared by every file the group is tested against (in this process:
+    pickled, only the keys travel)."""
 
     def __init__(self, keys: pa.Array):
         self.keys = keys
         self._done: dict[tuple[int, int], np.ndarray] = {}
         self._lock = threading.Lock()
+
+    def __getstate__(self) -> dict:
+        return {"keys": self.keys}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["keys"])
 
     def positions(self, num_hashes: int, bit_size: int) -> np.ndarray:
         with self._lock:
@@ -57,13 +66,38 @@ class _KeyHashes:
             return self._done[key]
 
 
+@dataclass(frozen=True)
+class _Probe:
+    """What every file's candidate test needs: the files and the incoming keys by group
+    (a partition's rows, or all rows under a global index)."""
+
+    storage: Storage
+    files: list[BaseFile]
+    is_global: bool
+    trust_filters: bool
+    range_ok: bool  # Arrow's string order is Java's for these keys
+    groups: dict[str, np.ndarray]  # rows of the incoming keys each file is tested with
+    group_keys: dict[str, pa.Array]
+    hashes: dict[str, _KeyHashes]  # when a full test needs them
+
+
+@dataclass(frozen=True)
+class _Confirm:
+    """What every file's confirmation needs: its candidates, how many files claim each row."""
+
+    files: list[BaseFile]
+    keys: pa.Array
+    found: list[tuple[np.ndarray, bool]]
+    claims: np.ndarray
+    key_reader: KeyReader
+
+
 def tag(storage: Storage, files: list[BaseFile], keys: pa.Array, partitions: pa.Array, *,
         is_global: bool, key_reader: KeyReader, engine: Engine, trust_filters: bool = False) -> Tags:
     file_index = np.full(len(keys), -1, dtype=np.int64)
     if not files or len(keys) == 0:
         return Tags(file_index, files)
-    range_ok = _java_order_safe(keys)
-    groups: dict[str, np.ndarray] = {}  # rows of the incoming keys each file is tested with
+    groups: dict[str, np.ndarray] = {}
     if is_global:
         groups[""] = np.arange(len(keys))
     else:
@@ -72,49 +106,53 @@ def tag(storage: Storage, files: list[BaseFile], keys: pa.Array, partitions: pa.
         for c, name in enumerate(codes.dictionary.to_pylist()):
             groups[name] = np.nonzero(idx == c)[0]
     group_keys = {name: keys.take(pa.array(rows)) for name, rows in groups.items()}
-    hashes = {name: _KeyHashes(k) for name, k in group_keys.items()}  # when a full test needs them
-
-    def candidates(i: int) -> tuple[np.ndarray, bool]:
-        """Rows that may be in file i, and whether a positive test can stand for the file."""
-        f = files[i]
-        group = "" if is_global else f.partition
-        rows = groups.get(group, np.zeros(0, np.int64))
-        if not len(rows):
-            return rows, False
-        local = np.arange(len(rows))
-        footer = read_footer(storage, f.path)
-        lo, hi = footer.get(MIN_KEY), footer.get(MAX_KEY)
-        if lo is not None and hi is not None and range_ok and max(lo + hi, default="") < "\ue000":
-            sub = group_keys[group]
-            local = np.nonzero(pc.and_(pc.greater_equal(sub, lo), pc.less_equal(sub, hi))
-                               .to_numpy(zero_copy_only=False))[0]
-        bloom = file_bloom(storage, f.path)
-        if bloom is None or not len(local):
-            return rows[local], False
-        trusted = (trust_filters and not is_global
-                   and bloom.false_positive_rate(file_num_rows(storage, f.path)) <= TRUSTED_FPP)
-        if not trusted and len(local) > _SAMPLE:
-            sample = group_keys[group].take(pa.array(local[:_SAMPLE]))
-            if bloom.might_contain(sample).mean() >= _DIRECT_SHARE:
-                return rows[local], False  # many hits: every candidate is checked exactly
-        positions = hashes[group].positions(bloom.num_hashes, bloom.bit_size)[:, local]
-        return rows[local[bloom.contains_positions(positions)]], trusted
-
-    found = engine.map(candidates, range(len(files)))
+    probe = _Probe(storage, files, is_global, trust_filters, _java_order_safe(keys), groups, group_keys,
+                   {name: _KeyHashes(k) for name, k in group_keys.items()})
+    found = engine.map(partial(_candidates, probe), range(len(files)))
     claims = np.bincount(np.concatenate([rows for rows, _ in found]), minlength=len(keys))
-
-    def confirm(i: int) -> np.ndarray:
-        rows, trusted = found[i]
-        sure = claims[rows] == 1 if trusted else np.zeros(len(rows), dtype=bool)
-        check = rows[~sure]
-        if not len(check):
-            return rows
-        stored = key_reader(files[i])
-        # hash the few candidates and probe the file's many keys, not the other way round
-        wanted = keys.take(pa.array(check))
-        present = stored.filter(pc.is_in(stored, value_set=wanted))
-        return np.concatenate([rows[sure], check[pc.is_in(wanted, value_set=present).to_numpy(zero_copy_only=False)]])
-
+    confirm = partial(_confirmed, _Confirm(files, keys, found, claims, key_reader))
     for i, hit in enumerate(engine.map(confirm, range(len(files)))):
         file_index[hit[file_index[hit] < 0]] = i
     return Tags(file_index, files)
+
+
+def _candidates(probe: _Probe, i: int) -> tuple[np.ndarray, bool]:
+    """Rows that may be in file i, and whether a positive test can stand for the file."""
+    f = probe.files[i]
+    group = "" if probe.is_global else f.partition
+    rows = probe.groups.get(group, np.zeros(0, np.int64))
+    if not len(rows):
+        return rows, False
+    storage = probe.storage
+    local = np.arange(len(rows))
+    footer = read_footer(storage, f.path)
+    lo, hi = footer.get(MIN_KEY), footer.get(MAX_KEY)
+    if lo is not None and hi is not None and probe.range_ok and max(lo + hi, default="") < "\ue000":
+        sub = probe.group_keys[group]
+        local = np.nonzero(pc.and_(pc.greater_equal(sub, lo), pc.less_equal(sub, hi))
+                           .to_numpy(zero_copy_only=False))[0]
+    bloom = file_bloom(storage, f.path)
+    if bloom is None or not len(local):
+        return rows[local], False
+    trusted = (probe.trust_filters and not probe.is_global
+               and bloom.false_positive_rate(file_num_rows(storage, f.path)) <= TRUSTED_FPP)
+    if not trusted and len(local) > _SAMPLE:
+        sample = probe.group_keys[group].take(pa.array(local[:_SAMPLE]))
+        if bloom.might_contain(sample).mean() >= _DIRECT_SHARE:
+            return rows[local], False  # many hits: every candidate is checked exactly
+    positions = probe.hashes[group].positions(bloom.num_hashes, bloom.bit_size)[:, local]
+    return rows[local[bloom.contains_positions(positions)]], trusted
+
+
+def _confirmed(spec: _Confirm, i: int) -> np.ndarray:
+    """The candidate rows of file i that it really holds (a trusted filter's sole claims as they are)."""
+    rows, trusted = spec.found[i]
+    sure = spec.claims[rows] == 1 if trusted else np.zeros(len(rows), dtype=bool)
+    check = rows[~sure]
+    if not len(check):
+        return rows
+    stored = spec.key_reader(spec.files[i])
+    # hash the few candidates and probe the file's many keys, not the other way round
+    wanted = spec.keys.take(pa.array(check))
+    present = stored.filter(pc.is_in(stored, value_set=wanted))
+    return np.concatenate([rows[sure], check[pc.is_in(wanted, value_set=present).to_numpy(zero_copy_only=False)]])

@@ -22,10 +22,11 @@ import pyarrow.compute as pc
 
 from .. import undo
 from ..config import DEFAULT_PAYLOAD, TableOptions, WriteOptions
-from ..engine import Engine
+from ..engine import Engine, LocalEngine
 from ..errors import UnsupportedTableVersionError, WriteConflictError
 from ..formats.parquet import BloomSettings
 from ..index import Tags, check_index_type, tagger
+from ..index.live import LiveKeys
 from ..index.simple import read_keys
 from ..merge import KEY
 from ..model import BaseFile, WriteStat
@@ -251,7 +252,8 @@ class WriteClient:
                 located[t.rows] = True
             if t.insert_rows is not None:
                 target[t.insert_rows] = gid
-        return groups, routed_rows(batch, target, located, self.engine)
+        # a gather of rows in this process: columns in threads here, whatever engine writes the groups
+        return groups, routed_rows(batch, target, located, LocalEngine(self.opt(WriteOptions.PARALLELISM)))
 
     def write_context(self, instant: str, avro_schema: dict) -> WriteContext:
         """What every file-group task of this commit shares."""
@@ -460,21 +462,9 @@ class WriteClient:
         # a COW upsert or delete rewrites every file a key is tagged to and sees there which keys
         # it really holds (a wrongly tagged new key is inserted into it and reported as new)
         trust = not self.table.config.is_mor and operation in LOOKUP_OPERATIONS
+        key_reader = LiveKeys.of(self.table.context(), view, files, self.reader(view).full_schema)
         return tagger(index_type)(self.storage, files, batch.keys, batch.partitions, is_global=is_global,
-                                  key_reader=self._key_reader(view), engine=self.engine, trust_filters=trust)
-
-    def _key_reader(self, view: FileSystemView):
-        """Live keys of a file group: its base file's keys, or, when its slice has log files
-        (which may delete keys), the keys of the merged slice."""
-        cfg = self.table.config
-
-        def live_keys(base):
-            group = view.groups[base.partition][base.file_id]
-            if view.read_slice(group)[1]:
-                return self.reader(view).read_group(view, group, [KEY]).column(KEY).combine_chunks()
-            return read_keys(self.storage, base, self.table.keygen, cfg.populate_meta_fields)
-
-        return live_keys
+                                  key_reader=key_reader, engine=self.engine, trust_filters=trust)
 
     def _route_partition_moves(self, view: FileSystemView, batch: Batch, tags: Tags, is_global: bool,
                                index_type: str) -> tuple[Batch, Tags]:

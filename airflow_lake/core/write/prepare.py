@@ -7,12 +7,13 @@ fails here, so the table stays unchanged.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import partial
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..engine import Engine
+from ..engine import Engine, take_column
 from ..errors import InvalidOptionError, MissingFieldError, SchemaError
 from ..keys import KeyGenerator
 from ..schema import IS_DELETED, META_FIELDS, conform, evolve, from_avro, known_names, resolve_names
@@ -79,7 +80,7 @@ class Batch:
             return self  # every row, in order
         idx = pa.array(rows, pa.int64())
         if engine is not None:
-            columns = engine.map(lambda c: c.take(idx), self.data.columns)
+            columns = engine.map(partial(take_column, idx), self.data.columns)
             data = pa.Table.from_arrays(columns, schema=self.data.schema)
         else:
             data = self.data.take(idx)
