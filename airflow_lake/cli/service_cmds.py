@@ -11,6 +11,7 @@ import click
 from rich.console import Console
 
 from ..core.errors import InstantNotFoundError
+from ..core.services.compaction import no_pending_plan
 from ..core.table import Table
 from ..core.timeline.active import ActiveTimeline, Timeline
 from ..core.timeline.instant import COMMIT, COMPACTION, SAVEPOINT, Instant, State, check_instant_time
@@ -25,11 +26,22 @@ from .spark import spark_options, submit
 
 
 def _spark_or_local(use_spark: bool, job: str, path: str, args: list[str], options: dict[str, str],
-                    master: str | None, conf: tuple[str, ...], local: Callable[[], dict]) -> dict:
-    """The job's JSON result with --spark, else `local()`'s."""
-    if use_spark:
-        return {"engine": "spark", **submit(job, path, args, options, master=master, conf=conf)}
-    return {"engine": "local", **local()}
+                    master: str | None, conf: tuple[str, ...], local: Callable[[], dict],
+                    fields: tuple[str, ...], from_job: Callable[[dict], dict] = dict) -> dict:
+    """The command's result, `local()`'s or with --spark the job's (through `from_job`), with
+    the same `fields` on both engines (the job's result line has more, the job frame's: they
+    are left out)."""
+    doc = from_job(submit(job, path, args, options, master=master, conf=conf)) if use_spark else local()
+    return {"engine": "spark" if use_spark else "local", **{key: doc.get(key) for key in fields}}
+
+
+# each command's result fields, the same on both engines
+SCHEDULE_FIELDS = ("table", "instant", "scheduled", "reason", "file_groups")
+RUN_FIELDS = ("table", "instant", "operations", "records_written", "log_records", "files", "already_done")
+CLEAN_FIELDS = ("table", "instant", "policy", "dry_run", "earliest_instant_to_retain", "files_planned",
+                "files_deleted", "files")
+ARCHIVE_FIELDS = ("table", "archived", "archived_instants", "archive_file", "blocked_by", "merged_files")
+ROLLBACK_FIELDS = ("table", "instant", "rolled_back", "rolled_back_action", "files_deleted", "deleted")
 
 
 def _flags(**values) -> list[str]:
@@ -81,7 +93,7 @@ def compaction_schedule(path: str, options: dict[str, str], as_json: bool, use_s
     doc = _spark_or_local(use_spark, "compaction_schedule", path,
                           _flags(strategy=strategy, max_delta_commits=max_delta_commits,
                                  max_delta_seconds=max_delta_seconds, target_io_mb=target_io_mb),
-                          options, master, spark_conf, local)
+                          options, master, spark_conf, local, SCHEDULE_FIELDS)
     render.emit(as_json, doc, _summary(doc, f"scheduled compaction {doc['instant']} of {doc['file_groups']} file "
                                             "groups" if doc["instant"] else f"nothing scheduled: {doc['reason']}"))
 
@@ -100,10 +112,13 @@ def compaction_run(path: str, options: dict[str, str], as_json: bool, use_spark:
         r = open_table(path, options, progress="compacting file groups").run_compaction(instant, order=order.upper())
         return {"table": path, **dataclasses.asdict(r)}
 
+    def from_job(doc: dict) -> dict:
+        if doc.get("instant") is None:  # the job's "nothing to run" is the core's error
+            raise no_pending_plan(path)
+        return {**doc, "operations": doc.get("file_groups")}
+
     doc = _spark_or_local(use_spark, "compaction_execute", path, _flags(instant=instant, order=order.upper()),
-                          options, master, spark_conf, local)
-    if use_spark:
-        doc.setdefault("operations", doc.get("file_groups"))
+                          options, master, spark_conf, local, RUN_FIELDS, from_job)
     render.emit(as_json, doc, _summary(doc, f"compaction {doc['instant']}: {doc.get('operations')} file groups, "
                                             f"{doc.get('records_written')} records written"
                                             + (" (already done)" if doc.get("already_done") else "")))
@@ -194,7 +209,8 @@ def clean(path: str, options: dict[str, str], as_json: bool, use_spark: bool, ma
                 "files_deleted": 0 if dry_run else r.total_files, "files": r.files}
 
     doc = _spark_or_local(use_spark, "clean", path, _flags(policy=policy and policy.upper(), retained=retained,
-                                                           dry_run=dry_run), options, master, spark_conf, local)
+                                                           dry_run=dry_run), options, master, spark_conf, local,
+                          CLEAN_FIELDS)
     verb = "would delete" if dry_run else "deleted"
 
     def human(out) -> None:
@@ -222,7 +238,8 @@ def archive(path: str, options: dict[str, str], as_json: bool, use_spark: bool, 
                 "archive_file": r.archive_file, "blocked_by": r.blocked_by, "merged_files": len(r.merged_files)}
 
     doc = _spark_or_local(use_spark, "archive", path, _flags(min_commits=min_commits, max_commits=max_commits,
-                                                             batch=batch), options, master, spark_conf, local)
+                                                             batch=batch), options, master, spark_conf, local,
+                          ARCHIVE_FIELDS)
     render.emit(as_json, doc, _summary(doc, f"archived {doc['archived']} instants"
                                             + (f"; stopped by {doc['blocked_by']}" if doc.get("blocked_by") else "")))
 
@@ -242,7 +259,8 @@ def rollback(path: str, options: dict[str, str], as_json: bool, use_spark: bool,
                 "rolled_back_action": r.action or None, "files_deleted": len(r.files_deleted),
                 "deleted": r.files_deleted}
 
-    doc = _spark_or_local(use_spark, "rollback", path, _flags(instant=instant), options, master, spark_conf, local)
+    doc = _spark_or_local(use_spark, "rollback", path, _flags(instant=instant), options, master, spark_conf, local,
+                          ROLLBACK_FIELDS)
     render.emit(as_json, doc, _summary(doc, f"rolled back {doc.get('rolled_back_action') or ''} {instant} at "
                                             f"{doc['instant']}: {doc['files_deleted']} files deleted"))
 
@@ -268,7 +286,7 @@ def savepoint_create(path: str, options: dict[str, str], as_json: bool, use_spar
         return {"table": path, "instant": open_table(path, options).savepoint(instant, user=user, comments=comments)}
 
     doc = _spark_or_local(use_spark, "savepoint", path, _flags(instant=instant, user=user, comments=comments or None),
-                          options, master, spark_conf, local)
+                          options, master, spark_conf, local, ("table", "instant"))
     render.emit(as_json, doc, lambda out: out.print(f"savepoint {doc['instant']} created"))
 
 
@@ -305,7 +323,8 @@ def restore(path: str, options: dict[str, str], as_json: bool, use_spark: bool, 
         r = open_table(path, options).restore(instant)
         return {"table": path, "instant": r.instant, "savepoint": r.savepoint, "rolled_back": r.rolled_back}
 
-    doc = _spark_or_local(use_spark, "restore", path, _flags(instant=instant), options, master, spark_conf, local)
+    doc = _spark_or_local(use_spark, "restore", path, _flags(instant=instant), options, master, spark_conf, local,
+                          ("table", "instant", "savepoint", "rolled_back"))
     render.emit(as_json, doc, _summary(doc, f"restored to savepoint {instant} at {doc['instant']}: "
                                             f"{len(doc['rolled_back'])} instants undone"))
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections import deque
@@ -13,11 +14,15 @@ from pathlib import Path
 
 import click
 
+from ..core import errors
 from ..core.objectstore import split_secrets
 from ..spark.options import encode
 from . import render
 from .app import CommandError
 from .install import install_hint
+
+# a job's one-line error (airflow_lake.spark.job.JobError)
+_JOB_ERROR = re.compile(r"\w+ failed: table .*?, instant \S+: (?P<kind>\w+): (?P<reason>.*)")
 
 
 def spark_options(fn):
@@ -71,13 +76,23 @@ def submit(job: str, table: str, args: list[str], options: dict[str, str], *, ma
     lines = list(tail)
     if code != 0:
         error = next((ln for ln in reversed(lines) if ln.startswith("ERROR ")), None)
-        raise CommandError(error[len("ERROR "):] if error else
+        raise CommandError(job_error(error[len("ERROR "):]) if error else
                            f"table {table}: spark-submit {job} exited {code}: " + " | ".join(lines[-5:]))
     last = lines[-1] if lines else ""
     try:
         return json.loads(last)
     except ValueError as e:
         raise CommandError(f"table {table}: spark-submit {job} printed no JSON result (last line {last!r})") from e
+
+
+def job_error(line: str) -> str:
+    """A job's one-line error as the local engine words it: a `LakeError`'s own message (it
+    names the table and the instant), else the job's whole line."""
+    match = _JOB_ERROR.fullmatch(line)
+    kind = getattr(errors, match["kind"], None) if match else None
+    if isinstance(kind, type) and issubclass(kind, errors.LakeError):
+        return match["reason"]
+    return line
 
 
 class _nothing:

@@ -56,7 +56,7 @@ def clean(run: JobRun) -> dict[str, Any]:
     return run.result(instant=result.instant, action=CLEAN if result.instant else None, operation="clean",
                       policy=result.policy, earliest_instant_to_retain=result.earliest_instant_to_retain,
                       dry_run=a.dry_run, files_planned=files, files_deleted=0 if a.dry_run else files,
-                      partitions=len(result.files), already_done=result.already_done)
+                      partitions=len(result.files), files=result.files, already_done=result.already_done)
 
 
 # -- compaction --------------------------------------------------------------------------------
@@ -132,7 +132,7 @@ def compaction_execute(run: JobRun) -> dict[str, Any]:
         instant=first.instant, action=COMMIT, operation="compact", files_written=sum(len(r.files) for r in results),
         plans=[r.instant for r in results], file_groups=sum(r.operations for r in results),
         records_written=sum(r.records_written for r in results), log_records=sum(r.log_records for r in results),
-        already_done=all(r.already_done for r in results))
+        files=[f for r in results for f in r.files], already_done=all(r.already_done for r in results))
 
 
 # -- rollback, savepoint, restore ----------------------------------------------------------------
@@ -146,7 +146,7 @@ def rollback(run: JobRun) -> dict[str, Any]:
              len(result.files_deleted))
     return run.result(instant=result.instant, action=ROLLBACK, operation="rollback", rolled_back=result.rolled_back,
                       rolled_back_action=result.action or None, files_deleted=len(result.files_deleted),
-                      already_done=result.already_done)
+                      deleted=result.files_deleted, already_done=result.already_done)
 
 
 def savepoint(run: JobRun) -> dict[str, Any]:
