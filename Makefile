@@ -4,7 +4,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml .ci/uv-excludes.txt Makefile | cksum | cut -d' ' -f1)
 PYTEST_ARGS ?=
 
-.PHONY: venv test demo lint clean bench bench-large bench-s3 reliability
+.PHONY: venv test test-fast demo lint clean bench bench-large bench-s3 reliability
 
 venv: $(STAMP)
 
@@ -19,6 +19,13 @@ $(STAMP): pyproject.toml .ci/uv-excludes.txt Makefile
 
 test: venv
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# The inner loop: the core, the command line and S3 without Spark, Airflow or slow tests (the
+# markers of tests/conftest.py; its budget is 3 minutes). SPARK_HOME leads nowhere, so a test that
+# starts Spark without the `spark` marker fails here instead of slowing the lane down.
+test-fast: venv
+	SPARK_HOME=/nonexistent/test-fast-starts-no-spark $(PY) -m pytest -m "not spark and not airflow and not slow" \
+		$(PYTEST_ARGS)
 
 # `make demo BASE=s3://bucket/prefix` puts the lake on an object store (docs/object-stores.md;
 # only a BASE given on make's command line counts, not one exported in the shell);

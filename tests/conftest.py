@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import zipfile
 from pathlib import Path
 
@@ -87,3 +88,37 @@ def rows(table: pa.Table, columns: list[str], key: str | list[str] | None = None
 def copy_tree(src: Path, dst: Path) -> Path:
     shutil.copytree(src, dst)
     return dst
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One local SparkSession for the whole run (start-up costs 5-20 s): every test that needs
+    one takes this fixture, which also gives it the `spark` marker."""
+    import logging
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from airflow_lake.spark import session
+
+    spark = session("airflow-lake-tests", {"spark.master": "local[2]", "spark.ui.enabled": "false",
+                                           "spark.sql.shuffle.partitions": "4"})
+    spark.sparkContext.setLogLevel("ERROR")
+    yield spark
+    # py4j logs its shutdown at INFO, after pytest has closed the captured streams
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+    spark.stop()
+
+
+# Lanes: what a test needs, as markers (registered in pyproject.toml; `make test-fast` leaves out
+# `spark`, `airflow` and `slow`). Given by folder and by fixture, so new tests get them; a test
+# elsewhere that starts spark-submit or Airflow itself says so with @pytest.mark.spark / .airflow.
+LANE_FOLDERS = {"spark": "spark", "provider": "airflow", "dags": "airflow"}
+LANE_FIXTURES = {"spark": "spark", "airflow_db": "airflow"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        folder = item.path.relative_to(REPO / "tests").parts[0] if item.path.is_relative_to(REPO / "tests") else ""
+        needs = {LANE_FOLDERS.get(folder)} | {LANE_FIXTURES.get(name) for name in item.fixturenames}
+        for marker in sorted(needs - {None}):
+            item.add_marker(marker)

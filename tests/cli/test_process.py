@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from airflow_lake.core.timeline.instant import COMPACTION
 
 from ..conftest import REPO, hudi_read, rows
@@ -40,6 +42,7 @@ def test_console_script_is_declared_and_runs(trips):
                                                       "doctor"))
 
 
+@pytest.mark.spark
 def test_spark_submit_runs_the_compaction_and_reports_failures(trips, monkeypatch):
     monkeypatch.setenv("SPARK_LOCAL_IP", "127.0.0.1")
     monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)

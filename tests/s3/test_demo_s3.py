@@ -21,6 +21,8 @@ TASKS = ("land", "upsert_1", "upsert_2", "upsert_3", "wait_for_commits", "schedu
          "execute_compaction", "clean", "archive")
 
 
+@pytest.mark.spark
+@pytest.mark.airflow
 def test_demo_on_s3(s3_endpoint, s3_options, tmp_path):
     bucket = f"demo-{uuid.uuid4().hex[:12]}"  # not created: the demo creates it on a local server
     base = f"s3://{bucket}/lake"

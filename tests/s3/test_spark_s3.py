@@ -15,6 +15,7 @@ from tests.spark.test_jobs import last_json, spark_submit
 from tests.spark.test_upsert_job import COLS, CREATE, batch
 
 
+@pytest.mark.spark
 def test_spark_submit_upsert_from_s3_to_s3(s3_bucket, s3_options):
     landing = f"s3://{s3_bucket}/landing/trips"
     table_uri = f"s3://{s3_bucket}/lake/trips"
