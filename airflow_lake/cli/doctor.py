@@ -27,9 +27,9 @@ from ..core.timeline.active import ActiveTimeline
 from ..core.timeline.archived import ArchivedTimeline
 from ..core.timeline.instant import CLEAN, COMMIT_ACTIONS, COMPACTION, RESTORE, ROLLBACK, SAVEPOINT, State
 from ..core.timeline.payloads import CompactionPlan
+from ..core.txn.heartbeat import is_expired, last_beat_ms
 from ..core.view import list_partition_files, unreferenced_files
 from ..core.vocabulary import KEEP_LATEST_COMMITS
-from ..core.write.heartbeat import is_expired, last_beat_ms
 from . import render
 from .app import common, open_table, split_options
 
@@ -135,7 +135,7 @@ def check_archival(table: Table, timeline: ActiveTimeline, path: str, min_commit
     """What stops archival; a warning when it is due (more than `max_commits` active commits)
     and stopped short."""
     commits = timeline.commits().completed().instants
-    blockers = archive_service.blockers(table, timeline)
+    blockers = archive_service.blockers(table.context(), timeline)
     due = len(commits) > max_commits
     text = "; ".join(why for _, why in blockers)
     if not due:

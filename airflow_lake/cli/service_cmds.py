@@ -17,9 +17,9 @@ from ..core.timeline.active import ActiveTimeline, Timeline
 from ..core.timeline.instant import COMMIT, COMPACTION, SAVEPOINT, Instant, State, check_instant_time
 from ..core.timeline.metadata import read_avro
 from ..core.timeline.payloads import CompactionPlan, SavepointMetadata
-from ..core.undo import is_compaction
+from ..core.txn.heartbeat import last_beat_ms
+from ..core.txn.undo import is_compaction
 from ..core.vocabulary import CLEAN_POLICIES, COMPACTION_ORDERS, COMPACTION_TRIGGERS
-from ..core.write.heartbeat import last_beat_ms
 from . import render
 from .app import LakeGroup, common, open_table
 from .spark import spark_options, submit

@@ -29,10 +29,12 @@ class TableContext:
     @staticmethod
     def of(table) -> TableContext:
         """The context of an open `Table`. In this process it shares the table's `Storage`
-        (one client, one count of storage calls); pickled, it carries only the values."""
+        (one client, one count of storage calls) and `TableConfig`; pickled, it carries only
+        the values."""
         ctx = TableContext(table.storage.uri, dict(table.config.props), dict(table.options),
                            dict(getattr(table, "storage_options", None) or {}))
         ctx.__dict__["storage"] = table.storage
+        ctx.__dict__["config"] = table.config  # (one configuration: a transaction's changes show on the table)
         return ctx
 
     def __getstate__(self) -> dict[str, Any]:

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import re
 from typing import Any
 
 import pyarrow as pa
 
-from . import properties, undo
+from . import properties
 from .config import (
     COMPLEX_KEYGEN,
     CUSTOM_KEYGEN,
@@ -31,17 +30,15 @@ from .context import TableContext
 from .engine import Engine, LocalEngine
 from .errors import (
     InvalidOptionError,
-    InvalidTableError,
     TableExistsError,
     TableNotFoundError,
-    TimelineError,
     UnsupportedFeatureError,
     UnsupportedTableVersionError,
 )
 from .index import check_index_switch
 from .keygen_timestamp import INPUT_TIMEZONE, OUTPUT_TIMEZONE, TIMEZONE, setting
 from .keys import KEYGEN_CLASSES, WRITE_PARTITION_FIELD, KeyGenerator, declared_keygen, split_typed_fields
-from .lock import LockProvider, lock_provider_name, table_lock
+from .lock import LockProvider
 from .paths import Deleter
 from .read import Reader
 from .schema import NAME_RULE, from_avro, is_avro_name
@@ -50,8 +47,9 @@ from .settings import check_table_settings
 from .storage import Storage, open_storage
 from .timeline.active import ActiveTimeline
 from .timeline.archived import ArchivedTimeline
-from .timeline.clock import next_instant
 from .timeline.instant import Instant
+from .txn.transaction import Transaction
+from .txn.undo import RollbackResult
 from .vocabulary import COPY_ON_WRITE, MERGE_ON_READ, TABLE_TYPES
 from .write.client import WriteClient, WriteResult
 
@@ -240,6 +238,11 @@ class Table:
         """This table as a picklable value for tasks that run elsewhere."""
         return TableContext.of(self)
 
+    def transaction(self) -> Transaction:
+        """A transaction on this table (lock, repair, instants, commit, abort) for one
+        operation, with this handle's options and engine."""
+        return Transaction(self.context(), self.engine)
+
     def deleter(self) -> Deleter:
         """Deletes table files as this table's engine tasks (services and rollbacks use it)."""
         return Deleter(self.engine, self.context())
@@ -258,12 +261,7 @@ class Table:
     def schema_avro(self, timeline: ActiveTimeline | None = None) -> dict | None:
         """The table's Avro schema (no meta fields): latest commit's, else the create schema."""
         timeline = self.timeline if timeline is None else timeline
-        for instant in reversed(timeline.commits().completed().instants):
-            schema = timeline.commit_metadata(instant).schema
-            if schema:
-                return json.loads(schema)
-        create = self.config.get(TableOptions.CREATE_SCHEMA)
-        return json.loads(create) if create else None
+        return timeline.schema_avro(self.config.get(TableOptions.CREATE_SCHEMA))
 
     def schema(self) -> pa.Schema:
         """The table's Arrow schema without meta fields (empty before the first commit)."""
@@ -327,9 +325,9 @@ class Table:
                         extra_metadata: dict[str, str] | None = None) -> compaction.CompactionDecision:
         """Schedule a compaction plan if due; the decision says which instant, or why not."""
         self.check_merge_support("compaction")
-        return compaction.schedule(self, instant=instant, strategy=strategy, max_delta_commits=max_delta_commits,
-                                   max_delta_seconds=max_delta_seconds, target_io_mb=target_io_mb,
-                                   extra_metadata=extra_metadata)
+        return compaction.schedule(self.transaction(), instant=instant, strategy=strategy,
+                                   max_delta_commits=max_delta_commits, max_delta_seconds=max_delta_seconds,
+                                   target_io_mb=target_io_mb, extra_metadata=extra_metadata)
 
     def schedule_compaction(self, **kwargs) -> str | None:
         """Write `T.compaction.requested` and return T, or None when nothing qualifies.
@@ -343,20 +341,21 @@ class Table:
                        extra_metadata: dict[str, str] | None = None) -> compaction.CompactionResult:
         """Execute the given pending compaction plan, or the oldest (FIFO) / newest (LIFO)."""
         self.check_merge_support("compaction")
-        return compaction.run(self, instant, order=order, extra_metadata=extra_metadata)
+        return compaction.run(self.transaction(), instant, order=order, extra_metadata=extra_metadata)
 
     @_counted
     def clean(self, *, policy: str | None = None, retained: int | None = None, dry_run: bool = False,
               extra_metadata: dict[str, str] | None = None) -> clean.CleanResult:
         """Delete file slices outside the retained window (plan, delete, `T.clean`); `policy`
         (default: `hoodie.cleaner.policy`, else KEEP_LATEST_COMMITS) in any case."""
-        return clean.clean(self, policy=policy, retained=retained, dry_run=dry_run, extra_metadata=extra_metadata)
+        return clean.clean(self.transaction(), policy=policy, retained=retained, dry_run=dry_run,
+                           extra_metadata=extra_metadata)
 
     @_counted
     def archive(self, *, min_commits: int = 20, max_commits: int = 30, batch: int = 10,
                 extra_metadata: dict[str, str] | None = None) -> archive.ArchiveResult:
         """Move the oldest completed instants to the archived timeline."""
-        return archive.archive(self, min_commits=min_commits, max_commits=max_commits, batch=batch,
+        return archive.archive(self.transaction(), min_commits=min_commits, max_commits=max_commits, batch=batch,
                                extra_metadata=extra_metadata)
 
     @property
@@ -364,79 +363,46 @@ class Table:
         return ArchivedTimeline(self.storage, self.config.archive_folder)
 
     @_counted
-    def rollback(self, instant: str, *, extra_metadata: dict[str, str] | None = None) -> undo.RollbackResult:
+    def rollback(self, instant: str, *, extra_metadata: dict[str, str] | None = None) -> RollbackResult:
         """Roll back a pending write or compaction, or the latest completed write. A run token
         in `extra_metadata` is recorded in the token index (rollback metadata has no field for it)."""
-        return rollback.rollback(self, instant, extra_metadata=extra_metadata)
+        return rollback.rollback(self.transaction(), instant, extra_metadata=extra_metadata)
 
     @_counted
     def savepoint(self, instant: str, *, user: str | None = None, comments: str = "",
                   extra_metadata: dict[str, str] | None = None) -> str:
         """Protect the files of completed commit `instant` from clean and archive."""
-        return savepoint.savepoint(self, instant, user=user, comments=comments, extra_metadata=extra_metadata)
+        return savepoint.savepoint(self.transaction(), instant, user=user, comments=comments,
+                                   extra_metadata=extra_metadata)
 
     @_counted
     def restore(self, instant: str, *, extra_metadata: dict[str, str] | None = None) -> savepoint.RestoreResult:
         """Roll the table back to the savepoint `instant`."""
-        return savepoint.restore(self, instant, extra_metadata=extra_metadata)
+        return savepoint.restore(self.transaction(), instant, extra_metadata=extra_metadata)
 
-    # -- used by the write client and services ---------------------------------------------
+    # -- the transaction's steps, for callers that hold a table ------------------------------
     def lock(self) -> LockProvider:
         """The table lock of one operation (`hoodie.write.lock.provider`, default `.hoodie/lock`)."""
-        return table_lock(self.storage, self.options, mode=self.option(WriteOptions.CONCURRENCY_MODE),
-                          provider=lock_provider_name(self.storage.uri, self.options, self.config.props),
-                          expire_ms=int(self.option(WriteOptions.LOCK_EXPIRE_MINUTES) * 60_000),
-                          wait_ms=self.option(WriteOptions.LOCK_WAIT_MS))
+        return self.transaction().lock()
 
     def new_instant_time(self, timeline: ActiveTimeline | None = None) -> str:
         """A new instant, greater than every instant on the timeline (call under the lock)."""
-        timeline = self.timeline if timeline is None else timeline
-        last = max((i.time for i in timeline), default=None)
-        return next_instant(last, "UTC" if self.config.timezone == "UTC" else "LOCAL")
+        return self.transaction().new_instant_time(timeline)
 
     def repair_timeline(self) -> ActiveTimeline:
         """Under the lock: finish interrupted rollbacks and restores, roll back failed writes
         (expired heartbeats), drop marker folders of instants no longer pending; returns the
-        timeline. One listing of `.hoodie/`: the repairs update it in memory."""
-        timeline = self.timeline
-        undo.finish_pending_rollbacks(self.storage, timeline, self.deleter())
-        savepoint.finish_pending_restores(self, timeline)
-        undo.forget_rolled_back(self.storage, timeline)
-        failed = rollback.failed_writes(self.storage, timeline, self.option(WriteOptions.HEARTBEAT_INTERVAL_MS),
-                                        self.option(WriteOptions.HEARTBEAT_TOLERABLE_MISSES))
-        for target in failed:
-            undo.rollback_instant(self.storage, timeline, target, self.new_instant_time(timeline), self.deleter())
-        pending = {i.time for i in timeline.pending()}
-        for folder in self.storage.list_dirs(".hoodie/.temp"):
-            if folder.rsplit("/", 1)[-1] not in pending:
-                self.storage.delete_dir(folder)
-        self.storage.sweep_temp_files()  # left by a process killed inside `create`
-        return timeline
+        timeline (`Transaction.repair`)."""
+        return self.transaction().repair()
 
     def check_still_owner(self, inflight: Instant, timeline: ActiveTimeline | None = None) -> None:
         """Before completing: our inflight file must still be there (not rolled back), in
         `timeline` (a listing taken under the lock) or on storage."""
-        there = timeline.has_file(inflight.file_name) if timeline is not None \
-            else self.storage.exists(f".hoodie/{inflight.file_name}")
-        if not there:
-            raise TimelineError(f"table {self.storage.uri}: {inflight} was rolled back by another "
-                                "writer while this write ran; nothing was committed")
+        self.transaction().check_still_owner(inflight, timeline)
 
     def prepare_for_write(self) -> None:
         """Spec §1.4: a table with the metadata table on loses it before our first write."""
-        partitions = self.config.get(TableOptions.METADATA_PARTITIONS)
-        if not partitions and not self.storage.exists(".hoodie/metadata"):
-            return
-        if not self.option(WriteOptions.DROP_METADATA_TABLE):
-            raise InvalidTableError(f"table {self.storage.uri} has a metadata table ({partitions!r}); "
-                                    "airflow-lake does not maintain it and airflow_lake.metadata.table.drop=false")
-        log.warning("table %s: disabling the metadata table (%s) before writing; Hudi rebuilds it "
-                    "from a listing when re-enabled", self.storage.uri, partitions)
-        self.config.props["hoodie.table.metadata.partitions"] = ""
-        self.config.props.pop("hoodie.table.metadata.partitions.inflight", None)
-        properties.save(self.storage, self.config)
-        self.storage.delete_dir(".hoodie/metadata")
-
+        self.transaction().drop_metadata_table()
 
 def _check_names(uri: str, name: str, fields: list[str]) -> None:
     """The table name must be non-empty without '/', '\\' or control characters (other

@@ -19,8 +19,8 @@ from airflow_lake.core.storage import Storage, open_storage
 from airflow_lake.core.table import Table
 from airflow_lake.core.timeline.active import ActiveTimeline
 from airflow_lake.core.timeline.instant import Instant
+from airflow_lake.core.txn.heartbeat import is_expired
 from airflow_lake.core.write.client import TOKEN_KEY
-from airflow_lake.core.write.heartbeat import is_expired
 from airflow_lake.hooks.spark_target import spark_target
 from airflow_lake.hooks.submit import (
     JobSubmission,

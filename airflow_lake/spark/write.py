@@ -39,7 +39,6 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import LongType
 
-from airflow_lake.core import undo
 from airflow_lake.core.config import DEFAULT_PAYLOAD, TableOptions, WriteOptions
 from airflow_lake.core.context import TableContext
 from airflow_lake.core.errors import (
@@ -54,13 +53,13 @@ from airflow_lake.core.merge import KEY
 from airflow_lake.core.model import WriteStat
 from airflow_lake.core.schema import IS_DELETED, META_FIELDS, conform, evolve, from_avro, resolve_names
 from airflow_lake.core.timeline.active import ActiveTimeline
-from airflow_lake.core.timeline.instant import COMMIT, COMPACTION, DELTA_COMMIT, REPLACE_COMMIT, State
+from airflow_lake.core.timeline.instant import COMMIT, COMPACTION, DELTA_COMMIT, REPLACE_COMMIT
 from airflow_lake.core.timeline.metadata import workload_metadata
+from airflow_lake.core.txn.heartbeat import beating
 from airflow_lake.core.view import FileSystemView
 from airflow_lake.core.vocabulary import LOOKUP_OPERATIONS, OPERATIONS, OVERWRITE_OPERATIONS
 from airflow_lake.core.write.client import OPERATION_TYPES, TOKEN_KEY, WriteClient, WriteResult
 from airflow_lake.core.write.execute import ExecSpec, execute_group
-from airflow_lake.core.write.heartbeat import beating
 from airflow_lake.core.write.partitions import check_batch_nesting
 from airflow_lake.core.write.plan import Sizing, fill_small_files, new_files, slice_ref
 from airflow_lake.core.write.prepare import combine_order, resolvable_names
@@ -302,7 +301,7 @@ def _execute(spark, table, client: WriteClient, routing: _Routing, view: FileSys
     cfg = table.config
     instant = requested.time
     groups = routing.groups
-    inflight = timeline.transition(requested, State.INFLIGHT, workload_metadata(
+    inflight = client.txn.inflight(timeline, requested, workload_metadata(
         OPERATION_TYPES[operation], routing.inserts, routing.updates).to_bytes())
     client.write_partition_metadata(instant, {g.partition for g in groups.values()})
     routed = routing.routed
@@ -458,11 +457,7 @@ def _route_located(table, rows: DataFrame, operation: str, is_global: bool, inde
 def _abandon(table, instant: str) -> None:
     """Roll back this write's own pending instant after a failure (nothing becomes visible)."""
     try:
-        with table.lock():
-            timeline = table.timeline
-            current = next((i for i in timeline.pending() if i.time == instant), None)
-            if current is not None:
-                undo.rollback_instant(table.storage, timeline, current, table.new_instant_time(timeline))
+        table.transaction().abort(instant)
     except LakeError:
         log.exception("table %s: write %s failed and could not be rolled back now; the next writer will",
                       table.storage.uri, instant)

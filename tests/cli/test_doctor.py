@@ -11,8 +11,8 @@ import pyarrow as pa
 
 from airflow_lake.core import Table
 from airflow_lake.core.timeline.instant import Instant, State
+from airflow_lake.core.txn.heartbeat import Heartbeat
 from airflow_lake.core.view import unreferenced_files
-from airflow_lake.core.write.heartbeat import Heartbeat
 
 from .conftest import invoke, invoke_json
 

@@ -27,8 +27,8 @@ from airflow_lake.core.timeline.payloads import (
     RollbackPlan,
     RollbackRequest,
 )
+from airflow_lake.core.txn.markers import marker_dir
 from airflow_lake.core.view import list_partition_files
-from airflow_lake.core.write.markers import marker_dir
 
 FAST = {"hoodie.client.heartbeat.interval_in_ms": 50, "hoodie.write.lock.filesystem.expire": 0.005}
 VICTIM = "abcd-0_0-1-0_20200101000000000.parquet"  # named like a base file: markers name base files

@@ -14,7 +14,7 @@ import pytest
 from airflow_lake.core import Table
 from airflow_lake.core.timeline import tokens
 from airflow_lake.core.timeline.instant import COMMIT, Instant, State
-from airflow_lake.core.write import attempt
+from airflow_lake.core.txn import transaction as attempt
 from tests.conftest import hudi_read
 from tests.core.test_compaction import mor
 from tests.core.test_concurrency import GateEngine

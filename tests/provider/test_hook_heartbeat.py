@@ -12,7 +12,7 @@ import pytest
 
 from airflow_lake.core.table import Table
 from airflow_lake.core.timeline.instant import Instant, State
-from airflow_lake.core.write.heartbeat import FOLDER, Heartbeat
+from airflow_lake.core.txn.heartbeat import FOLDER, Heartbeat
 from tests.provider.conftest import batch
 
 TOKEN = "d/r/up/-1"

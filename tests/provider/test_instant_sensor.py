@@ -13,7 +13,7 @@ from airflow_lake.core.table import Table
 from airflow_lake.core.timeline.active import ActiveTimeline
 from airflow_lake.core.timeline.instant import COMMIT, DELTA_COMMIT, Instant, State
 from airflow_lake.core.timeline.metadata import CommitMetadata
-from airflow_lake.core.write.heartbeat import Heartbeat
+from airflow_lake.core.txn.heartbeat import Heartbeat
 from airflow_lake.sensors import InstantSensor
 from airflow_lake.triggers import LakeInstantTrigger
 from airflow_lake.watch import Baseline, TimelineWatch

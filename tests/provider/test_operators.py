@@ -282,7 +282,7 @@ def test_services_savepoint_rollback_restore(airflow_db, spark_env, tmp_path):
 
 def test_nothing_to_compact_skips_and_a_busy_plan_fails_the_second_executor(airflow_db, spark_env, tmp_path, capfd):
     from airflow_lake.core.timeline.instant import COMPACTION, Instant, State
-    from airflow_lake.core.write.heartbeat import Heartbeat
+    from airflow_lake.core.txn.heartbeat import Heartbeat
 
     quiet = Table.create(str(tmp_path / "quiet"), name="quiet", record_key="id", precombine_field="ts",
                          table_type="MERGE_ON_READ")
@@ -428,7 +428,7 @@ def test_hook_returns_a_committed_token_and_waits_for_a_live_attempt(tmp_path, m
     import threading
 
     from airflow_lake.core.timeline.instant import Instant, State
-    from airflow_lake.core.write.heartbeat import FOLDER, Heartbeat
+    from airflow_lake.core.txn.heartbeat import FOLDER, Heartbeat
     from airflow_lake.hooks import LakeHook
     from airflow_lake.hooks.submit import LakeJobError
 

@@ -17,7 +17,7 @@ import time
 import pyarrow as pa
 
 from airflow_lake.core import Table
-from airflow_lake.core.write.heartbeat import is_expired
+from airflow_lake.core.txn.heartbeat import is_expired
 from tests.conftest import hudi_read, rows
 from tests.core.test_compaction import mor
 from tests.spark.test_jobs import last_json, spark_submit

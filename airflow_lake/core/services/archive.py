@@ -15,8 +15,8 @@ from __future__ import annotations
 import logging
 from dataclasses import asdict, dataclass, field
 
-from .. import undo
 from ..config import Option
+from ..context import TableContext
 from ..errors import InvalidOptionError
 from ..formats.log import DataBlock, read_log_file
 from ..formats.log.blocks import avro_block_bytes
@@ -37,7 +37,8 @@ from ..timeline.instant import (
     State,
 )
 from ..timeline.metadata import CommitMetadata, read_avro, write_avro
-from ..write.attempt import token_lock
+from ..txn.transaction import Transaction
+from ..txn.undo import is_compaction
 
 log = logging.getLogger(__name__)
 
@@ -60,17 +61,17 @@ class ArchiveResult:
     already_done: bool = False  # a retry: the result of this run token's archive
 
 
-def _commit_bound(table, timeline, beyond_savepoint: bool) -> tuple[str | None, str | None]:
+def _commit_bound(ctx: TableContext, timeline, beyond_savepoint: bool) -> tuple[str | None, str | None]:
     """The earliest instant that must stay active, and why."""
-    bounds = blockers(table, timeline, beyond_savepoint)
+    bounds = blockers(ctx, timeline, beyond_savepoint)
     return min(bounds) if bounds else (None, None)
 
 
-def blockers(table, timeline, beyond_savepoint: bool | None = None) -> list[tuple[str, str]]:
+def blockers(ctx: TableContext, timeline, beyond_savepoint: bool | None = None) -> list[tuple[str, str]]:
     """(instant, why) of everything that keeps commits from being archived: archival stops
     before the earliest of them. Empty when nothing does."""
     if beyond_savepoint is None:
-        beyond_savepoint = table.option(BEYOND_SAVEPOINT)
+        beyond_savepoint = ctx.option(BEYOND_SAVEPOINT)
     bounds: list[tuple[str, str]] = []
     pending = timeline.writes().pending().instants
     if pending:
@@ -78,9 +79,8 @@ def blockers(table, timeline, beyond_savepoint: bool | None = None) -> list[tupl
     savepoints = timeline.actions(SAVEPOINT).completed().instants
     if savepoints and not beyond_savepoint:
         bounds.append((savepoints[0].time, f"savepoint {savepoints[0].time}"))
-    if table.config.is_mor:
-        compactions = [i.time for i in timeline.actions(COMMIT).completed()
-                       if undo.is_compaction(timeline, i.time)]
+    if ctx.config.is_mor:
+        compactions = [i.time for i in timeline.actions(COMMIT).completed() if is_compaction(timeline, i.time)]
         deltas = timeline.actions(DELTA_COMMIT).completed().times
         after = [d for d in deltas if not compactions or d > compactions[-1]]
         if after:
@@ -95,13 +95,13 @@ def blockers(table, timeline, beyond_savepoint: bool | None = None) -> list[tupl
     return sorted(bounds)
 
 
-def _select(table, timeline, min_commits: int, max_commits: int) -> tuple[list[Instant], str | None]:
+def _select(ctx: TableContext, timeline, min_commits: int, max_commits: int) -> tuple[list[Instant], str | None]:
     commits = timeline.commits().completed().instants
     chosen: list[Instant] = []
     blocked = None
     if len(commits) > max_commits:
         candidates = commits[: len(commits) - min_commits]
-        bound, why = _commit_bound(table, timeline, table.option(BEYOND_SAVEPOINT))
+        bound, why = _commit_bound(ctx, timeline, ctx.option(BEYOND_SAVEPOINT))
         if bound is not None:
             kept = [c for c in candidates if c.time < bound]
             if len(kept) < len(candidates):
@@ -153,26 +153,26 @@ def _entry(timeline, name: str, transition_times: dict) -> dict:
     return entry
 
 
-def archive(table, *, min_commits: int = 20, max_commits: int = 30, batch: int = 10,
+def archive(txn: Transaction, *, min_commits: int = 20, max_commits: int = 30, batch: int = 10,
             extra_metadata: dict[str, str] | None = None) -> ArchiveResult:
-    uri = table.storage.uri
+    uri = txn.storage.uri
     if max_commits <= min_commits or min_commits < 1 or batch < 1:
         raise InvalidOptionError(f"table {uri}: need max_commits > min_commits >= 1 and batch >= 1 "
                                  f"(got {min_commits}, {max_commits}, {batch})")
-    folder = table.config.archive_folder
-    storage = table.storage
+    folder = txn.config.archive_folder
+    storage = txn.storage
     result = ArchiveResult()
     token = tokens.token_of(extra_metadata)
-    with token_lock(table, token, (tokens.ARCHIVE,)) as (timeline, done):
+    with txn.start(token, (tokens.ARCHIVE,)) as (timeline, done):
         _recover_merge(storage, folder)
         if done is not None:
             stored = tokens.stored_result(storage, token, done.time, tokens.ARCHIVE)
             return ArchiveResult(**{**stored, "already_done": True})
-        chosen, result.blocked_by = _select(table, timeline, min_commits, max_commits)
+        chosen, result.blocked_by = _select(txn.ctx, timeline, min_commits, max_commits)
         if chosen:
             times = {i.time for i in chosen}
             names = sorted((n for t in times for n in timeline.state_files(t)), key=lambda n: Instant.parse(n))
-            zone = "UTC" if table.config.timezone == "UTC" else "LOCAL"
+            zone = "UTC" if txn.config.timezone == "UTC" else "LOCAL"
             mtimes = {n: _format_ms(timeline.transition_time_ms(Instant.parse(n)), zone) for n in names}
             entries = [_entry(timeline, n, mtimes) for n in names]
             existing = archive_files(storage, folder)
@@ -188,10 +188,10 @@ def archive(table, *, min_commits: int = 20, max_commits: int = 30, batch: int =
                 storage.delete(f".hoodie/.heartbeat/{t}")
             result.archived = [f"{i.time}.{i.action}" for i in chosen]
             result.archive_file = path
-        if table.option(MERGE_ENABLE):
-            result.merged_files = _merge_small_files(storage, folder, table.option(MERGE_BATCH),
-                                                     table.option(MERGE_SMALL_FILE))
-        tokens.record_result(storage, token, table.new_instant_time(timeline), tokens.ARCHIVE,
+        if txn.option(MERGE_ENABLE):
+            result.merged_files = _merge_small_files(storage, folder, txn.option(MERGE_BATCH),
+                                                     txn.option(MERGE_SMALL_FILE))
+        tokens.record_result(storage, token, txn.new_instant_time(timeline), tokens.ARCHIVE,
                              {k: v for k, v in asdict(result).items() if k != "already_done"})
     if chosen:
         log.info("table %s: archived %d instants into %s", uri, len(chosen), result.archive_file)

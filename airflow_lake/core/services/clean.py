@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-from ..config import ServiceOptions, WriteOptions
+from ..config import ServiceOptions
 from ..errors import InvalidOptionError, WriteConflictError
 from ..model import FileGroup
 from ..paths import absolute_path, relative_path
@@ -24,10 +24,10 @@ from ..timeline.clock import format_instant, parse_instant
 from ..timeline.instant import CLEAN, SAVEPOINT, Instant, State
 from ..timeline.metadata import read_avro
 from ..timeline.payloads import ActionInstant, CleanerPlan, CleanMetadata, SavepointMetadata
+from ..txn.heartbeat import beating
+from ..txn.transaction import Transaction
 from ..view import FileSystemView
 from ..vocabulary import CLEAN_POLICIES, KEEP_LATEST_BY_HOURS, KEEP_LATEST_COMMITS, KEEP_LATEST_FILE_VERSIONS
-from ..write.attempt import token_lock
-from ..write.heartbeat import Heartbeat, beating, is_expired
 
 log = logging.getLogger(__name__)
 
@@ -92,10 +92,10 @@ def _slices_to_delete(group: FileGroup, policy: str, retained: int, earliest: st
             and sl.base_instant not in (latest, before, being_compacted)]
 
 
-def plan(table, timeline, policy: str, retained: int) -> tuple[dict[str, list[str]], Instant | None]:
+def plan(txn: Transaction, timeline, policy: str, retained: int) -> tuple[dict[str, list[str]], Instant | None]:
     """partition -> file paths to delete, and the earliest instant to retain."""
     earliest = _earliest_to_retain(timeline, policy, retained)
-    view = FileSystemView(table.storage, timeline, include_replaced=True)
+    view = FileSystemView(txn.storage, timeline, include_replaced=True)
     protected = savepointed_files(timeline)
     compacting: dict[tuple[str, str], str] = {}
     for group in view.file_groups():
@@ -120,60 +120,59 @@ def plan(table, timeline, policy: str, retained: int) -> tuple[dict[str, list[st
     return files, earliest
 
 
-def clean(table, *, policy: str | None = None, retained: int | None = None, dry_run: bool = False,
+def clean(txn: Transaction, *, policy: str | None = None, retained: int | None = None, dry_run: bool = False,
           extra_metadata: dict[str, str] | None = None) -> CleanResult:
-    uri = table.storage.uri
+    uri = txn.storage.uri
     key = None if policy else ServiceOptions.CLEAN_POLICY.key
-    policy = CLEAN_POLICIES.parse(policy or table.option(ServiceOptions.CLEAN_POLICY), f"table {uri}", key)
-    retained = retained if retained is not None else table.option(RETAINED[policy])
+    policy = CLEAN_POLICIES.parse(policy or txn.option(ServiceOptions.CLEAN_POLICY), f"table {uri}", key)
+    retained = retained if retained is not None else txn.option(RETAINED[policy])
     if retained < 1 and policy != KEEP_LATEST_BY_HOURS:
         raise InvalidOptionError(f"table {uri}: {policy} needs retained >= 1, not {retained}")
     if dry_run:
-        files, earliest = plan(table, table.timeline, policy, retained)
+        files, earliest = plan(txn, txn.timeline, policy, retained)
         return CleanResult(None, policy, earliest.time if earliest else None, _names(files), dry_run=True)
     token = tokens.token_of(extra_metadata)
-    with token_lock(table, token, (CLEAN,)) as (timeline, done):
+    with txn.start(token, (CLEAN,)) as (timeline, done):
         if done is not None:  # a retry: this run's clean is already done
             return _stored_result(timeline, done, policy)
         pending = timeline.actions(CLEAN).pending().instants
         if pending:  # finish a half-done clean from its plan
             instant = pending[0]
-            if not is_expired(table.storage, instant.time, table.option(WriteOptions.HEARTBEAT_INTERVAL_MS),
-                              table.option(WriteOptions.HEARTBEAT_TOLERABLE_MISSES)):
+            if not txn.is_expired(instant.time):
                 raise WriteConflictError(f"table {uri}: clean {instant.time} is being executed by another task")
             cleaner_plan = CleanerPlan.from_bytes(timeline.read_details(instant.to(State.REQUESTED)))
         else:
-            files, earliest = plan(table, timeline, policy, retained)
+            files, earliest = plan(txn, timeline, policy, retained)
             if not files:
                 return CleanResult(None, policy, earliest.time if earliest else None)
-            t = table.new_instant_time(timeline)
+            t = txn.new_instant_time(timeline)
             last = timeline.commits().completed().last
             cleaner_plan = CleanerPlan(
                 policy, ActionInstant(earliest.time, earliest.action) if earliest else None, last.time if last else "",
-                {p: tuple(absolute_path(table.storage, f) for f in fs) for p, fs in files.items()},
+                {p: tuple(absolute_path(txn.storage, f) for f in fs) for p, fs in files.items()},
                 dict(extra_metadata) if extra_metadata else None)
-            instant = timeline.create(Instant(t, CLEAN, State.REQUESTED), cleaner_plan.to_bytes(), token=token)
-        heartbeat = Heartbeat(table.storage, instant.time, table.option(WriteOptions.HEARTBEAT_INTERVAL_MS)).start()
+            instant = txn.request(timeline, Instant(t, CLEAN, State.REQUESTED), cleaner_plan.to_bytes(), token=token)
+        heartbeat = txn.beat(instant.time)
     with beating(heartbeat):
-        return _execute(table, timeline, instant, cleaner_plan)
+        return _execute(txn, timeline, instant, cleaner_plan)
 
 
-def _execute(table, timeline, instant: Instant, cleaner_plan: CleanerPlan) -> CleanResult:
+def _execute(txn: Transaction, timeline, instant: Instant, cleaner_plan: CleanerPlan) -> CleanResult:
     start = time.time()
-    per_partition = {partition: [relative_path(table.storage, path, instant=instant.time, what="clean plan file")
+    per_partition = {partition: [relative_path(txn.storage, path, instant=instant.time, what="clean plan file")
                                  for path in paths]
                      for partition, paths in cleaner_plan.files.items()}  # refused before anything changes
     if instant.state == State.REQUESTED:
-        instant = timeline.transition(instant, State.INFLIGHT, cleaner_plan.to_bytes())
-    table.deleter()(list(per_partition.values()))  # one engine task per partition
+        instant = txn.inflight(timeline, instant, cleaner_plan.to_bytes())
+    txn.deleter()(list(per_partition.values()))  # one engine task per partition
     earliest = cleaner_plan.earliest_instant_to_retain
     metadata = CleanMetadata(
         instant.time, cleaner_plan.policy, earliest.time if earliest else "", cleaner_plan.last_completed_commit,
         {partition: tuple(rel.rsplit("/", 1)[-1] for rel in paths) for partition, paths in per_partition.items()},
         int((time.time() - start) * 1000), cleaner_plan.extra_metadata)
-    with table.lock():
-        timeline.transition(instant, State.COMPLETED, metadata.to_bytes())
-    log.info("table %s: clean %s deleted %d files", table.storage.uri, instant.time, metadata.total_files)
+    with txn.lock():
+        txn.complete(timeline, instant, metadata.to_bytes())
+    log.info("table %s: clean %s deleted %d files", txn.storage.uri, instant.time, metadata.total_files)
     return _result(metadata)
 
 

@@ -20,8 +20,7 @@ from functools import partial
 
 import pyarrow as pa
 
-from .. import undo
-from ..config import DEFAULT_PAYLOAD, Option, ServiceOptions, WriteOptions
+from ..config import DEFAULT_PAYLOAD, Option, ServiceOptions, TableOptions, WriteOptions
 from ..context import TableContext
 from ..errors import CorruptLogError, InstantNotFoundError, WriteConflictError
 from ..formats.log import DataBlock
@@ -36,11 +35,12 @@ from ..timeline.clock import parse_instant
 from ..timeline.instant import COMMIT, COMPACTION, DELTA_COMMIT, Instant, State, check_instant_time
 from ..timeline.metadata import CommitMetadata
 from ..timeline.payloads import CompactionOperation, CompactionPlan
+from ..txn.heartbeat import beating
+from ..txn.markers import CREATE, create_marker
+from ..txn.transaction import Transaction
+from ..txn.undo import is_compaction
 from ..view import FileSystemView
 from ..vocabulary import COMPACTION_ORDERS, COMPACTION_TRIGGERS
-from ..write.attempt import token_lock
-from ..write.heartbeat import Heartbeat, beating, is_expired
-from ..write.markers import CREATE, create_marker, delete_markers
 
 log = logging.getLogger(__name__)
 
@@ -75,13 +75,13 @@ class CompactionResult:
     already_done: bool = False
 
 
-def _completed_compactions(table, timeline) -> list[str]:
-    return [i.time for i in timeline.actions(COMMIT).completed() if undo.is_compaction(timeline, i.time)]
+def _completed_compactions(timeline) -> list[str]:
+    return [i.time for i in timeline.actions(COMMIT).completed() if is_compaction(timeline, i.time)]
 
 
-def _trigger_met(table, timeline, strategy: str, max_commits: int, max_seconds: int, now: str) -> tuple[bool, str]:
+def _trigger_met(timeline, strategy: str, max_commits: int, max_seconds: int, now: str) -> tuple[bool, str]:
     deltas = timeline.actions(DELTA_COMMIT).completed().times
-    done = _completed_compactions(table, timeline)
+    done = _completed_compactions(timeline)
     requested = sorted(done + [i.time for i in timeline.actions(COMPACTION).pending()])
     since = done[-1] if done else None
     if strategy == "NUM_COMMITS_AFTER_LAST_REQUEST":
@@ -97,9 +97,9 @@ def _trigger_met(table, timeline, strategy: str, max_commits: int, max_seconds: 
     return met, why
 
 
-def _operations(table, view: FileSystemView, target_io_mb: int, threshold: int) -> list[CompactionOperation]:
+def _operations(txn: Transaction, view: FileSystemView, target_io_mb: int, threshold: int) -> list[CompactionOperation]:
     """LogFileSizeBasedCompactionStrategy bounded by target IO: largest log sizes first."""
-    max_file = table.option(WriteOptions.MAX_FILE_SIZE)
+    max_file = txn.option(WriteOptions.MAX_FILE_SIZE)
     ops = []
     for group in view.file_groups():
         if view.pending_compaction_of(group.partition, group.file_id):
@@ -133,39 +133,39 @@ def no_pending_plan(uri: str) -> InstantNotFoundError:
     return InstantNotFoundError(f"table {uri}: no pending compaction plan to run")
 
 
-def schedule(table, *, instant: str | None = None, strategy: str | None = None, max_delta_commits: int | None = None,
-             max_delta_seconds: int | None = None, target_io_mb: int | None = None,
-             extra_metadata: dict[str, str] | None = None) -> CompactionDecision:
+def schedule(txn: Transaction, *, instant: str | None = None, strategy: str | None = None,
+             max_delta_commits: int | None = None, max_delta_seconds: int | None = None,
+             target_io_mb: int | None = None, extra_metadata: dict[str, str] | None = None) -> CompactionDecision:
     """Write a compaction plan if the trigger holds and some slice has log files."""
-    uri = table.storage.uri
-    if not table.config.is_mor:
+    uri = txn.storage.uri
+    if not txn.config.is_mor:
         return CompactionDecision(None, f"table {uri} is COPY_ON_WRITE: nothing to compact")
-    strategy = COMPACTION_TRIGGERS.parse(strategy or table.option(TRIGGER), f"table {uri}",
+    strategy = COMPACTION_TRIGGERS.parse(strategy or txn.option(TRIGGER), f"table {uri}",
                                          None if strategy else TRIGGER.key)
-    max_commits = max_delta_commits if max_delta_commits is not None else table.option(MAX_DELTA_COMMITS)
-    max_seconds = max_delta_seconds if max_delta_seconds is not None else table.option(MAX_DELTA_SECONDS)
-    io = target_io_mb if target_io_mb is not None else table.option(TARGET_IO_MB)
+    max_commits = max_delta_commits if max_delta_commits is not None else txn.option(MAX_DELTA_COMMITS)
+    max_seconds = max_delta_seconds if max_delta_seconds is not None else txn.option(MAX_DELTA_SECONDS)
+    io = target_io_mb if target_io_mb is not None else txn.option(TARGET_IO_MB)
     if instant is not None:
-        check_instant_time(instant, table.storage.uri)
+        check_instant_time(instant, txn.storage.uri)
     token = tokens.token_of(extra_metadata)
-    with token_lock(table, token, (COMMIT,), pending_done=True) as (timeline, done):
+    with txn.start(token, (COMMIT,), pending_done=True) as (timeline, done):
         if done is not None:
             return CompactionDecision(done.time, "already scheduled by this run")
         pending = [i for i in timeline.commits().pending()]
         if pending:
             return CompactionDecision(None, f"write {pending[0].time} ({pending[0].action}) is still in flight")
-        t = instant or table.new_instant_time(timeline)
+        t = instant or txn.new_instant_time(timeline)
         later = [i.time for i in timeline if i.time >= t]
         if later:
             return CompactionDecision(None, f"instant {t} is not after {later[-1]} on the timeline")
-        met, why = _trigger_met(table, timeline, strategy, max_commits, max_seconds, t)
+        met, why = _trigger_met(timeline, strategy, max_commits, max_seconds, t)
         if not met:
             return CompactionDecision(None, f"trigger {strategy} not met: {why}")
-        view = FileSystemView(table.storage, timeline)
-        ops = _operations(table, view, io, table.option(LOG_SIZE_THRESHOLD))
+        view = FileSystemView(txn.storage, timeline)
+        ops = _operations(txn, view, io, txn.option(LOG_SIZE_THRESHOLD))
         if not ops:
             return CompactionDecision(None, "no file slice has log files to compact")
-        timeline.create(Instant(t, COMPACTION, State.REQUESTED),
+        txn.request(timeline, Instant(t, COMPACTION, State.REQUESTED),
                         CompactionPlan(tuple(ops), extra_metadata or None).to_bytes(), token=token)
     log.info("table %s: scheduled compaction %s of %d file groups", uri, t, len(ops))
     return CompactionDecision(t, f"scheduled ({why})", len(ops))
@@ -184,20 +184,18 @@ def check_plan_paths(storage, plan: CompactionPlan, instant: str) -> None:
             relative_path(storage, path, instant=instant, what="compaction plan file")
 
 
-def run(table, instant: str | None = None, *, order: str = "FIFO",
+def run(txn: Transaction, instant: str | None = None, *, order: str = "FIFO",
         extra_metadata: dict[str, str] | None = None) -> CompactionResult:
     """Execute a compaction plan (the given one, else the oldest or newest pending one)."""
-    uri = table.storage.uri
-    interval = table.option(WriteOptions.HEARTBEAT_INTERVAL_MS)
-    misses = table.option(WriteOptions.HEARTBEAT_TOLERABLE_MISSES)
+    uri = txn.storage.uri
     token = tokens.token_of(extra_metadata)
-    with token_lock(table, token, (COMMIT,)) as (timeline, done):
+    with txn.start(token, (COMMIT,)) as (timeline, done):
         pending = timeline.actions(COMPACTION).pending().instants
         if done is not None and instant in (None, done.time):  # a retry: this run's compaction is done
             return _stored_result(timeline.stored_commit_metadata(done), done.time)
         if instant is not None:
             check_instant_time(instant, uri)
-            if instant in _completed_compactions(table, timeline):
+            if instant in _completed_compactions(timeline):
                 return _stored_result(timeline.commit_metadata(timeline.get(instant)), instant)
             chosen = next((i for i in pending if i.time == instant), None)
             if chosen is None:
@@ -207,18 +205,17 @@ def run(table, instant: str | None = None, *, order: str = "FIFO",
             if not pending:
                 raise no_pending_plan(uri)
             chosen = pending[0] if order == "FIFO" else pending[-1]
-        check_plan_paths(table.storage, _plan_of(timeline, chosen.time), chosen.time)
+        check_plan_paths(txn.storage, _plan_of(timeline, chosen.time), chosen.time)
         if chosen.state == State.INFLIGHT:
-            if not is_expired(table.storage, chosen.time, interval, misses):
+            if not txn.is_expired(chosen.time):
                 raise WriteConflictError(f"table {uri}: compaction {chosen.time} is being executed by another task")
-            undo.rollback_instant(table.storage, timeline, chosen, table.new_instant_time(timeline),
-                                   table.deleter())
+            txn.rollback(timeline, chosen)
         requested = Instant(chosen.time, COMPACTION, State.REQUESTED)
-        tokens.record(table.storage, token, chosen.time, COMPACTION)
-        inflight = timeline.transition(requested, State.INFLIGHT)
-        heartbeat = Heartbeat(table.storage, chosen.time, interval).start()
+        tokens.record(txn.storage, token, chosen.time, COMPACTION)
+        inflight = txn.inflight(timeline, requested)
+        heartbeat = txn.beat(chosen.time)
     with beating(heartbeat):
-        return _execute(table, timeline, inflight, extra_metadata)
+        return _execute(txn, timeline, inflight, extra_metadata)
 
 
 def _stored_result(meta, instant: str) -> CompactionResult:
@@ -296,25 +293,25 @@ def compact_operation(job: CompactionJob, indexed: tuple[int, CompactionOperatio
     return stat, damaged
 
 
-def _execute(table, timeline, inflight: Instant, extra_metadata) -> CompactionResult:
+def _execute(txn: Transaction, timeline, inflight: Instant, extra_metadata) -> CompactionResult:
     t = inflight.time
     plan = _plan_of(timeline, t)
     ops = plan.operations
-    cfg = table.config
-    avro = table.schema_avro(timeline)
+    cfg = txn.config
+    avro = timeline.schema_avro(cfg.get(TableOptions.CREATE_SCHEMA))
     first = timeline.writes().first
     job = CompactionJob(
-        ctx=table.context(), instant=t,
+        ctx=txn.ctx, instant=t,
         schema=pa.schema([pa.field(n, pa.string()) for n in META_FIELDS] + (list(from_avro(avro)) if avro else [])),
         avro=avro, spec=MergeSpec(cfg.precombine_field, cfg.payload_class == DEFAULT_PAYLOAD),
-        bloom=BloomSettings(table.option(WriteOptions.BLOOM_NUM_ENTRIES), table.option(WriteOptions.BLOOM_FPP),
-                            table.option(WriteOptions.BLOOM_FILTER_TYPE).upper(),
-                            table.option(WriteOptions.BLOOM_DYNAMIC_MAX_ENTRIES)) if cfg.populate_meta_fields else None,
+        bloom=BloomSettings(txn.option(WriteOptions.BLOOM_NUM_ENTRIES), txn.option(WriteOptions.BLOOM_FPP),
+                            txn.option(WriteOptions.BLOOM_FILTER_TYPE).upper(),
+                            txn.option(WriteOptions.BLOOM_DYNAMIC_MAX_ENTRIES)) if cfg.populate_meta_fields else None,
         visible=Visibility(tuple(sorted(c for c in timeline.commits().completed().times if c < t)), bound=t,
                            first_write=first.time if first else None),
-        skip_corrupt=table.option(SKIP_CORRUPT))
-    log.info("table %s: compaction %s merges %d file slices", table.storage.uri, t, len(ops))
-    done = table.engine.map(partial(compact_operation, job), list(enumerate(ops)))
+        skip_corrupt=txn.option(SKIP_CORRUPT))
+    log.info("table %s: compaction %s merges %d file slices", txn.storage.uri, t, len(ops))
+    done = txn.engine.map(partial(compact_operation, job), list(enumerate(ops)))
     stats = [stat for stat, _ in done]
     skipped = [{"file": d.path, "offset": d.offset, "instant": d.instant, "reason": d.reason}
                for _, damaged in done for d in damaged]
@@ -323,11 +320,8 @@ def _execute(table, timeline, inflight: Instant, extra_metadata) -> CompactionRe
         extra[SKIPPED_KEY] = json.dumps(skipped)
     metadata = CommitMetadata.from_stats("COMPACT", stats, extra)
     metadata.compacted = True
-    with table.lock():
-        table.check_still_owner(inflight)
-        timeline.transition(inflight, State.COMPLETED, metadata.to_bytes())
-    delete_markers(table.storage, t)
-    log.info("table %s: compaction %s wrote %d base files", table.storage.uri, t, len(stats))
+    txn.commit(timeline, inflight, metadata.to_bytes())
+    log.info("table %s: compaction %s wrote %d base files", txn.storage.uri, t, len(stats))
     return CompactionResult(t, len(ops), sum(s.num_writes for s in stats), sum(s.log_records for s in stats),
                             [s.path for s in stats])
 

@@ -1,49 +1,35 @@
 """The rollback service: which instants may be rolled back (failed writes, the latest
 completed write, a pending compaction), refusing what a later plan builds on. The rollback
-itself is `undo.rollback_instant`."""
+itself is the transaction's (`Transaction.rollback`)."""
 
 from __future__ import annotations
 
-from ..config import WriteOptions
 from ..errors import InstantNotFoundError, LakeError, WriteConflictError
-from ..storage import Storage
 from ..timeline import tokens
 from ..timeline.active import ActiveTimeline
-from ..timeline.instant import COMMIT_ACTIONS, COMPACTION, ROLLBACK, Instant, State, check_instant_time
+from ..timeline.instant import COMPACTION, ROLLBACK, Instant, State, check_instant_time
 from ..timeline.payloads import CompactionPlan
-from ..undo import RollbackResult, rollback_instant, rolled_back_by
-from ..write.attempt import token_lock
-from ..write.heartbeat import is_expired
+from ..txn.transaction import Transaction
+from ..txn.undo import RollbackResult, rolled_back_by
 
 
-def rollback(table, instant: str, *, extra_metadata: dict[str, str] | None = None) -> RollbackResult:
+def rollback(txn: Transaction, instant: str, *, extra_metadata: dict[str, str] | None = None) -> RollbackResult:
     """Roll back a pending write or compaction, or the latest completed write. A run token
     in `extra_metadata` is recorded in the token index (rollback metadata has no field for it)."""
-    check_instant_time(instant, table.storage.uri)
+    uri = txn.storage.uri
+    check_instant_time(instant, uri)
     token = tokens.token_of(extra_metadata)
-    with token_lock(table, token, (ROLLBACK,)) as (timeline, done):
+    with txn.start(token, (ROLLBACK,)) as (timeline, done):
         if done is not None:
             return RollbackResult.stored(timeline, done, instant)
         if not timeline.contains(instant):
             done = rolled_back_by(timeline, instant)
             if done is not None:  # an earlier call already did it (a retried task)
                 return RollbackResult.stored(timeline, done, instant)
-        target = rollback_target(timeline, instant, table.storage.uri)
-        if target.is_pending and not is_expired(table.storage, target.time,
-                                                table.option(WriteOptions.HEARTBEAT_INTERVAL_MS),
-                                                table.option(WriteOptions.HEARTBEAT_TOLERABLE_MISSES)):
-            raise WriteConflictError(f"table {table.storage.uri}: {target} is still running (live heartbeat)")
-        time_ = table.new_instant_time(timeline)
-        tokens.record(table.storage, token, time_, ROLLBACK)
-        return rollback_instant(table.storage, timeline, target, time_, table.deleter())
-
-
-def failed_writes(storage: Storage, timeline: ActiveTimeline, interval_ms: int, misses: int) -> list[Instant]:
-    """Pending commit/deltacommit/replacecommit instants whose heartbeat has expired."""
-    return [
-        i for i in timeline.pending()
-        if i.action in COMMIT_ACTIONS and is_expired(storage, i.time, interval_ms, misses)
-    ]
+        target = rollback_target(timeline, instant, uri)
+        if target.is_pending and not txn.is_expired(target.time):
+            raise WriteConflictError(f"table {uri}: {target} is still running (live heartbeat)")
+        return txn.rollback(timeline, target, token=token)
 
 
 def rollback_target(timeline: ActiveTimeline, time_: str, uri: str) -> Instant:

@@ -9,6 +9,7 @@ never rewritten, so their contents are cached and carried over to the reloaded t
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Collection, Iterable, Iterator
 
 from ..errors import InstantNotFoundError, TimelineError
@@ -149,6 +150,15 @@ class Timeline:
         commits = self.commits().completed()
         held = commits.before(bound).last or commits.after(bound).first
         return held.time if held is not None else None
+
+    def schema_avro(self, create_schema: str | None = None) -> dict | None:
+        """The table's Avro schema (no meta fields): the latest completed commit's, else
+        `create_schema` (`hoodie.table.create.schema`)."""
+        for instant in reversed(self.commits().completed().instants):
+            schema = self.commit_metadata(instant).schema
+            if schema:
+                return json.loads(schema)
+        return json.loads(create_schema) if create_schema else None
 
     def find_by_metadata(self, key: str, value: str) -> Instant | None:
         """The newest completed instant whose extraMetadata[key] == value, if any.

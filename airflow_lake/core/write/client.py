@@ -20,7 +20,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .. import undo
 from ..config import DEFAULT_PAYLOAD, TableOptions, WriteOptions
 from ..engine import Engine, LocalEngine
 from ..errors import UnsupportedTableVersionError, WriteConflictError
@@ -36,14 +35,12 @@ from ..timeline import tokens
 from ..timeline.active import ActiveTimeline
 from ..timeline.instant import COMMIT, COMMIT_ACTIONS, COMPACTION, DELTA_COMMIT, REPLACE_COMMIT, Instant, State
 from ..timeline.metadata import CommitMetadata, requested_replace_bytes, workload_metadata
-from ..timeline.payloads import CompactionPlan
+from ..txn.conflicts import ConflictCheck, KeyClash
+from ..txn.heartbeat import Heartbeat, beating
 from ..view import PARTITION_METAFILE, FileSystemView, list_partition_files
 from ..vocabulary import LOOKUP_OPERATIONS, OPERATIONS, OVERWRITE_OPERATIONS
-from .attempt import token_lock
 from .execute import TARGET, ExecSpec, GroupPlan, execute_group, routed_rows
 from .files import WriteContext
-from .heartbeat import Heartbeat, beating
-from .markers import delete_markers
 from .partitions import check_batch_nesting, check_partition_nesting
 from .plan import Sizing, Task, fill_small_files, group_by, new_files, plan_bucket, rows_by_partition, slice_ref
 from .prepare import Batch, conform_batch, prepare, to_arrow
@@ -55,9 +52,6 @@ OPERATION_TYPES = {
     "insert_overwrite": "INSERT_OVERWRITE", "insert_overwrite_table": "INSERT_OVERWRITE_TABLE",
 }
 TOKEN_KEY = tokens.TOKEN_KEY
-KeyClash = Callable[[dict[str, list[str]]], "str | None"]
-"""Given the base files a concurrent commit wrote ({partition: [paths]}), a key this write
-inserts that one of them holds, or None."""
 
 
 @dataclass
@@ -90,6 +84,7 @@ class WriteClient:
         self.table = table
         self.storage = table.storage
         self.engine = engine
+        self.txn = table.transaction()  # lock, instants, heartbeat, commit and abort of this write
         self._reader = None
         self.listed_partitions: dict[str, list] = {}  # (begin's listing: `partition_files`)
 
@@ -144,12 +139,7 @@ class WriteClient:
                 return self._run(instant, batch, operation, extra, is_global, timeline)
             except FileNotFoundError as e:
                 # a file this write read was cleaned, compacted away or rolled back meanwhile
-                with self.table.lock():
-                    timeline = self.table.timeline
-                    current = next((i for i in timeline.pending() if i.time == instant.time), None)
-                    if current is not None:
-                        undo.rollback_instant(self.storage, timeline, current,
-                                              self.table.new_instant_time(timeline), self.table.deleter())
+                self.txn.abort(instant.time)
                 raise WriteConflictError(f"table {self.storage.uri}: write {instant.time} read a file that another "
                                          f"writer or service removed meanwhile ({e.filename or e}); it was rolled "
                                          "back, retry it") from e
@@ -165,20 +155,19 @@ class WriteClient:
         timeline this write goes on with (the one listing of this step); when the token is
         already committed (or another attempt with it commits meanwhile: `attempt.token_lock`
         waits for it), that commit and no heartbeat."""
-        interval = self.opt(WriteOptions.HEARTBEAT_INTERVAL_MS)
-        with token_lock(self.table, token, COMMIT_ACTIONS) as (timeline, done):
+        with self.txn.start(token, COMMIT_ACTIONS) as (timeline, done):
             if done is not None:
                 return done, None, timeline
             if check is not None:
                 check(timeline)
             # pending writes' partitions included; the view of this write takes its listing
             self.listed_partitions = check_partition_nesting(self.storage, partitions)
-            self.table.prepare_for_write()
-            time_ = self.table.new_instant_time(timeline)
+            self.txn.drop_metadata_table()
+            time_ = self.txn.new_instant_time(timeline)
             self.write_partition_metadata(time_, set(partitions))
-            requested = Instant(time_, action, State.REQUESTED)
-            timeline.create(requested, requested_replace_bytes() if action == REPLACE_COMMIT else b"", token=token)
-            heartbeat = Heartbeat(self.storage, time_, interval).start()
+            requested = self.txn.request(timeline, Instant(time_, action, State.REQUESTED),
+                                         requested_replace_bytes() if action == REPLACE_COMMIT else b"", token=token)
+            heartbeat = self.txn.beat(time_)
         return requested, heartbeat, timeline
 
     def partition_files(self, parts: Collection[str]) -> dict[str, list]:
@@ -214,7 +203,7 @@ class WriteClient:
             if t.insert_rows is not None:
                 inserts[t.partition] = inserts.get(t.partition, 0) + len(t.insert_rows)
         workload = workload_metadata(OPERATION_TYPES[operation], inserts, updates)
-        inflight = timeline.transition(requested, State.INFLIGHT, workload.to_bytes())
+        inflight = self.txn.inflight(timeline, requested, workload.to_bytes())
         self.write_partition_metadata(instant, {t.partition for t in tasks})
         block_format = self.opt(WriteOptions.LOG_BLOCK_FORMAT).lower()
 
@@ -268,64 +257,20 @@ class WriteClient:
     def commit(self, timeline: ActiveTimeline, inflight: Instant, seen: set[str], operation: str,
                stats: list[WriteStat], extra: dict[str, str], avro_schema: dict, touched: set[tuple[str, str]],
                key_clash: KeyClash, replaced: dict[str, list[str]] | None) -> WriteResult:
-        """Under the lock: conflict checks against what appeared since `seen`, then the completed
-        instant. `key_clash` finds a key this write inserts in the base files of a concurrent
-        commit (asked only when one wrote base files)."""
+        """The transaction's commit: under the lock, conflict checks against what appeared
+        since `seen` (a clash rolls this write back), then the completed instant. `key_clash`
+        finds a key this write inserts in the base files of a concurrent commit (asked only
+        when one wrote base files)."""
         metadata = CommitMetadata.from_stats(OPERATION_TYPES[operation], stats,
                                              {**extra, "schema": json.dumps(avro_schema)})
         if replaced is not None:
             metadata.partition_to_replace_file_ids = replaced
-        with self.table.lock():
-            current = timeline.reload()  # other writers' instants, for the conflict checks
-            self.table.check_still_owner(inflight, current)
-            self._check_conflicts(current, inflight, seen, touched, key_clash)
-            current.transition(inflight, State.COMPLETED, metadata.to_bytes())
-        delete_markers(self.storage, inflight.time)
+        conflicts = ConflictCheck(frozenset(seen), frozenset(touched), key_clash, self.index_type() == "BUCKET")
+        self.txn.commit(timeline, inflight, metadata.to_bytes(), conflicts=conflicts)
         result = WriteResult(inflight.time, operation)
         _add_stats(result, stats)
         result.replaced_file_groups = sum(len(v) for v in (replaced or {}).values())
         return result
-
-    def _check_conflicts(self, timeline: ActiveTimeline, inflight: Instant, seen: set[str],
-                         touched: set[tuple[str, str]], key_clash: KeyClash) -> None:
-        """Optimistic concurrency: a commit or compaction plan that appeared since this write
-        started and touches one of its file groups, or inserted one of the keys this upsert
-        inserts, makes it fail (rolled back, nothing visible). `timeline` is listed under the lock."""
-        bucket = self.index_type() == "BUCKET"
-
-        def key(partition: str, file_id: str) -> tuple[str, str]:
-            return (partition, file_id[:8]) if bucket else (partition, file_id)
-
-        mine = {key(p, f) for p, f in touched}
-        for other in timeline.writes():
-            if other.time in seen or other.time == inflight.time:
-                continue
-            if other.action == COMPACTION:
-                plan = CompactionPlan.from_bytes(timeline.read_details(other.to(State.REQUESTED)))
-                theirs = {key(p, f) for p, f in plan.file_groups()}
-            elif other.is_completed:
-                meta = timeline.commit_metadata(other)
-                theirs = {key(p, f) for p, f in meta.file_ids() | meta.replaced_file_ids()}
-                written = _base_files(meta)
-                dup = key_clash(written) if written else None
-                if dup:
-                    undo.rollback_instant(self.storage, timeline, inflight, self.table.new_instant_time(timeline),
-                                          self.table.deleter())
-                    raise WriteConflictError(
-                        f"table {self.storage.uri}: write {inflight.time} inserts key {dup!r}, which "
-                        f"{other.action} {other.time} inserted after this write started; it was rolled back, "
-                        "retry it (it will update the key)")
-            else:
-                continue
-            clash = mine & theirs
-            if clash:
-                undo.rollback_instant(self.storage, timeline, inflight, self.table.new_instant_time(timeline),
-                                      self.table.deleter())
-                p, f = sorted(clash)[0]
-                raise WriteConflictError(
-                    f"table {self.storage.uri}: write {inflight.time} conflicts with {other.action} {other.time}, "
-                    f"which changed file group {f} in partition {p!r} after this write started; "
-                    "it was rolled back, retry it")
 
     def key_clash(self, new_keys: dict[str, pa.Array], is_global: bool) -> KeyClash:
         """The key clash check of keys this write inserts (per partition), held on this process."""
@@ -521,15 +466,6 @@ class WriteClient:
         result = WriteResult(instant.time, operation, already_done=True)
         _add_stats(result, timeline.stored_commit_metadata(instant).stats())
         return result
-
-
-def _base_files(meta: CommitMetadata) -> dict[str, list[str]]:
-    """The base files a commit wrote, per partition (paths relative to the table)."""
-    out: dict[str, list[str]] = {}
-    for stat in meta.stats():
-        if (stat.path or "").endswith(".parquet"):
-            out.setdefault(stat.partition, []).append(stat.path)
-    return out
 
 
 def _add_stats(result: WriteResult, stats: list[WriteStat]) -> None:

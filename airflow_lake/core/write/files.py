@@ -15,7 +15,7 @@ from ..keys import KeyGenerator
 from ..model import BaseFile, WriteStat
 from ..schema import META_FIELDS, META_SCHEMA, conform, promote, with_meta_fields
 from ..storage import Storage
-from .markers import CREATE, MERGE, create_marker
+from ..txn.markers import CREATE, MERGE, create_marker
 from .prepare import Batch
 
 

@@ -14,8 +14,8 @@ import numpy as np
 from ..formats.log import data_block_bytes, delete_block_bytes
 from ..formats.log.blocks import wrap_ordering
 from ..model import BaseFile, LogFile, WriteStat
+from ..txn.markers import APPEND, create_marker
 from .files import WriteContext, meta_columns, with_meta
-from .markers import APPEND, create_marker
 from .prepare import Batch
 
 

@@ -4,8 +4,9 @@ table repair share.
 Steps: `R.rollback.requested` (Avro plan), `R.rollback.inflight`, the target's completed file
 removed (it is no longer visible), data files deleted, `R.rollback` (Avro metadata), then
 the target's inflight and requested files removed. A rollback that died half-way is finished
-from its plan. Deciding what may be rolled back (and the run token) is the rollback
-service's business (`services/rollback.py`).
+from its plan. The rollback instant's own files are created by the transaction
+(`txn.transaction`); this module finds what an instant wrote and removes it. Deciding what
+may be rolled back (and the run token) is the rollback service's business.
 """
 
 from __future__ import annotations
@@ -15,16 +16,16 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .model import BaseFile, LogFile
-from .paths import Deleter, absolute_path, relative_path
-from .storage import Storage
-from .timeline.active import ActiveTimeline
-from .timeline.instant import COMMIT_ACTIONS, COMPACTION, ROLLBACK, Instant, State
-from .timeline.metadata import read_avro
-from .timeline.payloads import ActionInstant, RollbackMetadata, RollbackPlan, RollbackRequest
-from .view import list_partition_files
-from .write.heartbeat import FOLDER as HEARTBEAT_FOLDER
-from .write.markers import APPEND, delete_markers, read_markers
+from ..model import BaseFile, LogFile
+from ..paths import Deleter, absolute_path, relative_path
+from ..storage import Storage
+from ..timeline.active import ActiveTimeline
+from ..timeline.instant import COMMIT_ACTIONS, COMPACTION, ROLLBACK, Instant, State
+from ..timeline.metadata import read_avro
+from ..timeline.payloads import ActionInstant, RestorePlan, RollbackMetadata, RollbackPlan, RollbackRequest
+from ..view import list_partition_files
+from .heartbeat import FOLDER as HEARTBEAT_FOLDER
+from .markers import APPEND, delete_markers, read_markers
 
 log = logging.getLogger(__name__)
 
@@ -93,16 +94,11 @@ def files_of(storage: Storage, timeline: ActiveTimeline, target: Instant) -> lis
     return sorted(f for f in found if storage.exists(f))
 
 
-def rollback_instant(storage: Storage, timeline: ActiveTimeline, target: Instant, rollback_time: str,
-                     deleter: Deleter | None = None) -> RollbackResult:
-    """Roll back `target` (pending, or completed) at a new instant `rollback_time`. Files are
-    deleted by `deleter` (engine tasks, one per partition), else here, one by one."""
-    start = time.time()
+def rollback_plan(storage: Storage, timeline: ActiveTimeline, target: Instant) -> RollbackPlan:
+    """The plan that rolls back `target` (pending, or completed): its action (a pending
+    compaction's is `compaction`) and the files it wrote."""
     action = COMPACTION if is_compaction(timeline, target.time) and target.is_pending else target.action
-    plan = RollbackPlan(target.time, action, rollback_requests(storage, timeline, target))
-    rb = Instant(rollback_time, ROLLBACK, State.REQUESTED)
-    timeline.create(rb, plan.to_bytes())
-    return _execute(storage, timeline, rb, plan, start, deleter)
+    return RollbackPlan(target.time, action, rollback_requests(storage, timeline, target))
 
 
 def rolled_back_by(timeline: ActiveTimeline, time_: str) -> Instant | None:
@@ -126,31 +122,6 @@ def forget_rolled_back(storage: Storage, timeline: ActiveTimeline) -> None:
             if keep_plan and parsed.action == COMPACTION and parsed.state == State.REQUESTED:
                 continue
             timeline.delete_file(name)
-
-
-def finish_pending_rollbacks(storage: Storage, timeline: ActiveTimeline,
-                             deleter: Deleter | None = None) -> list[RollbackResult]:
-    """Complete rollbacks that a crash left requested or inflight (idempotent)."""
-    done = []
-    for rb in timeline.actions(ROLLBACK).pending():
-        plan = RollbackPlan.from_bytes(timeline.read_details(rb.to(State.REQUESTED)))
-        if plan is not None:
-            done.append(_execute(storage, timeline, rb, plan, time.time(), deleter))
-    return done
-
-
-def _execute(storage: Storage, timeline: ActiveTimeline, rb: Instant, plan: RollbackPlan, start: float,
-             deleter: Deleter | None) -> RollbackResult:
-    groups = plan_files(storage, plan, rb.time)  # refuses a plan naming files outside the table
-    if rb.state == State.REQUESTED:
-        rb = timeline.transition(rb, State.INFLIGHT)
-    metadata = undo(storage, timeline, plan, rb.time, start, keep_plan=is_compaction(timeline, plan.instant),
-                    deleter=deleter, groups=groups,
-                    finish=lambda m: timeline.transition(rb, State.COMPLETED, m.to_bytes()))
-    result = RollbackResult(rb.time, plan.instant, plan.action, metadata.files)
-    log.info("table %s: rolled back %s %s at %s (%d files)", storage.uri, plan.action, plan.instant, rb.time,
-             len(result.files_deleted))
-    return result
 
 
 def undo(storage: Storage, timeline: ActiveTimeline, plan: RollbackPlan, by: str, start: float, *, keep_plan: bool,
@@ -202,3 +173,15 @@ def rollback_requests(storage: Storage, timeline: ActiveTimeline, target: Instan
         partition = path.rsplit("/", 1)[0] if "/" in path else ""
         requests.setdefault(partition, []).append(absolute_path(storage, path))
     return tuple(RollbackRequest(p, tuple(fs)) for p, fs in sorted(requests.items()))
+
+
+def restore_plans(storage: Storage, timeline: ActiveTimeline, plan: RestorePlan) -> dict[str, RollbackPlan]:
+    """The rollback plan of each instant a restore still has to undo (PathEscapeError, before
+    any change, when one names a file outside the table)."""
+    plans = {}
+    for target in plan.instants:
+        names = timeline.state_files(target.time)
+        if names:
+            current = max((Instant.parse(n) for n in names), key=lambda i: i.state)
+            plans[target.time] = RollbackPlan(target.time, target.action, rollback_requests(storage, timeline, current))
+    return plans
