@@ -153,7 +153,7 @@ class WriteClient:
         metadata files, which that check of a concurrent writer finds), then create the
         requested instant (recording the run token). Returns the instant, its heartbeat and the
         timeline this write goes on with (the one listing of this step); when the token is
-        already committed (or another attempt with it commits meanwhile: `attempt.token_lock`
+        already committed (or another attempt with it commits meanwhile: `Transaction.start`
         waits for it), that commit and no heartbeat."""
         with self.txn.start(token, COMMIT_ACTIONS) as (timeline, done):
             if done is not None:
