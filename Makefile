@@ -4,15 +4,16 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml .ci/uv-excludes.txt Makefile | cksum | cut -d' ' -f1)
 PYTEST_ARGS ?=
 
-.PHONY: venv test test-fast demo lint clean bench bench-large bench-s3 reliability
+.PHONY: venv test test-fast demo lint clean bench bench-large bench-s3 reliability dist
 
 venv: $(STAMP)
 
 $(STAMP): pyproject.toml .ci/uv-excludes.txt Makefile
 	@test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check uv
-	# pyspark-client (a dependency of the Spark provider) would overwrite pyspark 4.3's
-	# Python files with 4.2's: exclude it (see shared/design/ENVIRONMENT.md).
+	# pyspark-client (a dependency of the Spark provider) installs pyspark 4.2's Python files
+	# over pyspark 4.3's, leaving 4.2 Python on 4.3 jars (mapInArrow then fails with a Py4JError):
+	# exclude it (docs/quickstart.md, "Install in your Airflow").
 	$(VENV)/bin/uv pip install --python $(PY) --compile-bytecode --excludes .ci/uv-excludes.txt -e '.[dev]'
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
@@ -32,6 +33,13 @@ test-fast: venv
 # DEMO_ARGS: more options of `python -m airflow_lake.demo` (e.g. --storage-option KEY=VALUE)
 demo: venv
 	$(PY) -m airflow_lake.demo $(if $(filter command line,$(origin BASE)),--base '$(BASE)') $(DEMO_ARGS)
+
+# The wheel and the sdist of airflow-lake into $(DIST) (it is on no package index: install the
+# wheel on Airflow workers and Spark nodes, docs/quickstart.md)
+DIST ?= dist
+dist: venv
+	rm -f $(DIST)/airflow_lake-*
+	$(VENV)/bin/uv build --quiet --out-dir $(DIST) .
 
 lint: venv
 	$(VENV)/bin/ruff check airflow_lake tests bench spark_jobs dags

@@ -1,10 +1,18 @@
-"""The DAGs shown in README.md and docs/quickstart.md parse as written into the DAG they describe
-(the example DAGs of `dags/`, which run in test_example_dags.py, cover what they do)."""
+"""Every code block of README.md, dags/README.md and docs/*.md is run or checked against the
+product (tests/dags/snippets.py): python blocks run, shell blocks parse and their commands'
+arguments are parsed by the real command line, Makefile, modules and Spark jobs; a block that
+cannot run here carries a `<!-- not run: reason -->` mark, and such marks are few. The DAGs of
+README.md and docs/quickstart.md are the DAGs they describe, and the README's runs."""
 
 from __future__ import annotations
 
+import json
 import re
+import subprocess
+import sys
+import zipfile
 from datetime import datetime, timezone
+from pathlib import Path
 
 import pytest
 
@@ -12,7 +20,14 @@ from airflow_lake.core import Table
 from airflow_lake.demo import land_trips
 from tests.conftest import REPO
 from tests.core.test_readme import readme_blocks
+from tests.dags import snippets
 from tests.dags.conftest import DAGS_FOLDER, load_example, states, xcom
+
+# README.md's python blocks run in their own tests: the DAG below, the core example in
+# tests/core/test_readme.py, the Spark one in tests/spark/test_readme_spark.py
+RUN_ELSEWHERE = {"README.md"}
+MAX_NOT_RUN = 0.2  # at most this share of all blocks may be marked `not run`
+CHECKED = {"python", "json", "text", *snippets.SHELL}  # run (python) or checked; text is output
 
 
 def quickstart_dag() -> str:
@@ -54,3 +69,69 @@ def test_demo_dag_cleans_whatever_compaction_did(lake):
     dag = load_example("lake_demo")
     assert dag.get_task("execute_compaction").downstream_task_ids == {"clean"}
     assert dag.get_task("clean").trigger_rule == "none_failed"
+
+
+def test_every_block_names_its_language_and_not_run_marks_are_few_and_reasoned():
+    blocks = snippets.all_blocks()
+    assert not [b.where for b in blocks if not b.lang], "name the language of every block (`text` for output)"
+    marked = [b for b in blocks if b.not_run]
+    assert sum(snippets.marks(d) for d in snippets.DOCS) == len(marked), "a not-run mark not right before a block"
+    assert len(marked) <= MAX_NOT_RUN * len(blocks), [b.where for b in marked]
+    assert not [b.where for b in marked if len(b.not_run.split()) < 3], "say why a block cannot run"
+    unchecked = [b.where for b in blocks if b.lang not in CHECKED and not b.not_run]
+    assert not unchecked, "a block this test neither runs nor checks is marked `not run` with the reason"
+
+
+@pytest.mark.parametrize("block", [b for b in snippets.all_blocks() if b.lang in snippets.SHELL],
+                         ids=lambda b: b.where)
+def test_shell_block_parses_and_its_commands_match_the_product(block):
+    script = "\n".join(block.commands()) if block.lang == "console" else block.code
+    syntax = subprocess.run(["bash", "-n"], input=script, capture_output=True, text=True)
+    assert syntax.returncode == 0, syntax.stderr
+    problems = [p for line in block.commands() for words in snippets.simple_commands(line)
+                if (p := snippets.check_command(words))]
+    assert not problems
+
+
+@pytest.mark.parametrize("block", [b for b in snippets.all_blocks() if b.lang == "json"], ids=lambda b: b.where)
+def test_json_block_parses(block):
+    json.loads(block.code)
+
+
+@pytest.mark.parametrize("doc", [d for d in snippets.DOCS if d.name not in RUN_ELSEWHERE
+                                 and any(b.lang == "python" and not b.not_run for b in snippets.blocks(d))],
+                         ids=lambda d: str(d.relative_to(REPO)))
+def test_python_blocks_run(doc, tmp_path, monkeypatch):
+    """A page's python blocks run in order in one namespace, in an empty folder; a block that
+    reads `sys.argv[1]` (a script) gets a table path there."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", ["snippet.py", str(tmp_path / "table")])
+    scope: dict = {"__name__": "__snippet__"}
+    for block in snippets.blocks(doc):
+        if block.lang == "python" and not block.not_run:
+            exec(compile(block.code, block.where, "exec"), scope)
+
+
+def test_make_dist_builds_the_wheel_the_docs_install(tmp_path):
+    """`make dist` builds the wheel the docs name; installed alone (no airflow-lake source on
+    the path) it has the console script, the provider entry point and the Spark jobs."""
+    dist = tmp_path / "dist"
+    made = subprocess.run(["make", "dist", f"DIST={dist}"], cwd=REPO, capture_output=True, text=True, timeout=900)
+    assert made.returncode == 0, made.stdout[-3000:] + made.stderr[-3000:]
+    [wheel] = dist.glob("*.whl")
+    named = {n for d in snippets.DOCS for n in re.findall(r"airflow_lake-[\w.]+-py3-none-any\.whl", d.read_text())}
+    assert named == {wheel.name}
+    with zipfile.ZipFile(wheel) as z:
+        names = set(z.namelist())
+        entry_points = next(z.read(n).decode() for n in names if n.endswith(".dist-info/entry_points.txt"))
+    assert "airflow-lake = airflow_lake.cli:main" in entry_points and "apache_airflow_provider" in entry_points
+    assert {f"airflow_lake/spark/jobs/{p.name}" for p in (REPO / "spark_jobs").glob("*.py")} <= names
+    site = tmp_path / "site"
+    installed = subprocess.run([str(Path(sys.executable).with_name("uv")), "pip", "install", "--no-deps", "--quiet",
+                                "--target", str(site), str(wheel)], capture_output=True, text=True, timeout=300)
+    assert installed.returncode == 0, installed.stderr
+    probe = "from airflow_lake.spark import job_path; print(job_path('clean'))"
+    found = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                           env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(site)})
+    assert found.returncode == 0, found.stderr
+    assert Path(found.stdout.strip()) == site / "airflow_lake" / "spark" / "jobs" / "clean.py"
