@@ -33,6 +33,12 @@ PARSER.add_argument("--precombine-field", metavar="F", help="for a new table: th
 PARSER.add_argument("--partition-fields", metavar="A,B", help="for a new table: partition fields")
 PARSER.add_argument("--hive-style-partitioning", action="store_true", help="for a new table: field=value folders")
 PARSER.add_argument("--table-name", help="for a new table (default: the last folder of --table)")
+PARSER.add_argument("--source-option", action="append", default=[], metavar="KEY=VALUE", type=job.key_value,
+                    help="repeatable: an option of Spark's reader for the source's format (csv: header, sep, "
+                         "dateFormat, inferSchema...; csv reads header=true unless given)")
+PARSER.add_argument("--source-schema", metavar="DDL",
+                    help="the source's schema as a Spark DDL string ('id STRING, ts LONG, dt STRING'); without it, "
+                         "csv and json read into an existing table take the table's column types")
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:

@@ -8,7 +8,14 @@ from typing import TYPE_CHECKING, Any
 from airflow_lake.core.errors import TableNotFoundError
 from airflow_lake.core.settings import check_table_settings
 from airflow_lake.core.vocabulary import OPERATIONS, TABLE_TYPES
-from airflow_lake.operators.base import COMMON_TEMPLATE_FIELDS, LakeJobOperator, choice, fields, none_if_empty
+from airflow_lake.operators.base import (
+    COMMON_TEMPLATE_FIELDS,
+    LakeJobOperator,
+    choice,
+    fields,
+    mapping,
+    none_if_empty,
+)
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -24,6 +31,12 @@ class UpsertOperator(LakeJobOperator):
     :param source: a file or folder (path or URI) of parquet, json, csv, orc or avro; a Spark
         SQL query with `source_format="sql"`; a table name with `source_format="table"` (templated).
     :param source_format: default: from the file extension, else parquet (templated).
+    :param source_options: options of Spark's reader for the source's format, e.g. csv's
+        `{"sep": ";", "dateFormat": "dd.MM.yyyy"}` (csv reads `header=true` unless given; templated).
+    :param source_schema: the source's schema as a Spark DDL string (`"id STRING, ts LONG"`;
+        templated). Without it, csv and json sources written to an existing table take the
+        table's column types (csv is read as text, not inferred); a value that does not cast to
+        its column's type fails the task naming the column and the value, before anything is written.
     :param operation: `upsert` (default), `insert`, `bulk_insert`, `delete`,
         `insert_overwrite`, `insert_overwrite_table` (any case).
     :param record_key: field or list of fields; with `precombine_field`, `partition_fields`
@@ -51,18 +64,23 @@ class UpsertOperator(LakeJobOperator):
     """
 
     job = "upsert"
-    template_fields: Sequence[str] = (*COMMON_TEMPLATE_FIELDS, "source", "source_format", "record_key",
-                                      "precombine_field", "partition_fields", "table_name")
-    text_fields = (*LakeJobOperator.text_fields, "source", "source_format", "precombine_field", "table_name")
+    template_fields: Sequence[str] = (*COMMON_TEMPLATE_FIELDS, "source", "source_format", "source_options",
+                                      "source_schema", "record_key", "precombine_field", "partition_fields",
+                                      "table_name")
+    text_fields = (*LakeJobOperator.text_fields, "source", "source_format", "source_schema", "precombine_field",
+                   "table_name")
 
     def __init__(self, *, table_path: str, source: str, source_format: str | None = None, operation: str = "upsert",
                  record_key: str | Sequence[str] | None = None, precombine_field: str | None = None,
                  partition_fields: Sequence[str] | str | None = None, table_type: str | None = None,
                  table_options: dict[str, Any] | None = None, create_if_missing: bool = False,
-                 hive_style_partitioning: bool = False, table_name: str | None = None, **kwargs) -> None:
+                 hive_style_partitioning: bool = False, table_name: str | None = None,
+                 source_options: dict[str, Any] | None = None, source_schema: str | None = None, **kwargs) -> None:
         super().__init__(table_path=table_path, table_options=table_options, **kwargs)
         self.source = source
         self.source_format = source_format
+        self.source_options = source_options
+        self.source_schema = source_schema
         self.operation = choice(self, "operation", operation, OPERATIONS.names, OPERATIONS.find)
         self.record_key = record_key
         self.precombine_field = precombine_field
@@ -84,6 +102,10 @@ class UpsertOperator(LakeJobOperator):
         args = ["--source", str(source), "--operation", self.operation]
         if fmt:
             args += ["--source-format", fmt]
+        for key, value in mapping(self, "source_options", self.source_options).items():
+            args += ["--source-option", f"{key}={str(value).lower() if isinstance(value, bool) else value}"]
+        if none_if_empty(self.source_schema):
+            args += ["--source-schema", str(self.source_schema)]
         settings = self.table_settings()
         try:
             existing = self.hook.get_table(self.table_path)

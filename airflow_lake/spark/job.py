@@ -66,7 +66,7 @@ def parser(name: str, description: str | None) -> argparse.ArgumentParser:
                "stderr naming the table and the instant. See docs/spark.md.")
     p.add_argument("--table", required=True, metavar="PATH",
                    help="the table's path or URI (file:///..., s3://bucket/..., hdfs://...)")
-    p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE", type=_key_value,
+    p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE", type=key_value,
                    help="repeatable; hoodie.* and airflow_lake.* keys are table/write options, any other key a "
                         "storage option (pyarrow file-system keyword; JSON literals are typed: true, 5, \"0123\")")
     p.add_argument("--run-token", metavar="TOKEN",
@@ -79,7 +79,8 @@ def parser(name: str, description: str | None) -> argparse.ArgumentParser:
     return p
 
 
-def _key_value(text: str) -> tuple[str, str]:
+def key_value(text: str) -> tuple[str, str]:
+    """An argparse type: `KEY=VALUE` as (key, value)."""
     key, sep, value = text.partition("=")
     if not sep or not key.strip():
         raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")

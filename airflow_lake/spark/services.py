@@ -180,25 +180,10 @@ def source_format(source: str, given: str | None) -> str:
     return {"jsonl": "json", "ndjson": "json"}.get(ext, ext if ext in SOURCE_FORMATS else "parquet")
 
 
-def read_source(spark, source: str, fmt: str, storage_options: dict | None = None):
-    """The source as a DataFrame, without bringing rows to the driver."""
-    if fmt == "sql":
-        return spark.sql(source)
-    if fmt == "table":
-        return spark.table(source)
-    from airflow_lake.spark.sources import read_by_core, read_files
-
-    if read_by_core(source, fmt):  # avro, or files on an object store: the core's storage layer in executors
-        return read_files(spark, source, fmt, storage_options)
-    reader = spark.read.format(fmt)
-    if fmt == "csv":
-        reader = reader.option("header", "true").option("inferSchema", "true")
-    return reader.load(source)
-
-
 def upsert(run: JobRun) -> dict[str, Any]:
     """Write `--source` to the table with `--operation` (creating it with `--create-if-missing`)."""
     from airflow_lake.spark import session
+    from airflow_lake.spark.sources import read_source
 
     a = run.args
     spark = session("airflow-lake upsert")
@@ -220,7 +205,8 @@ def upsert(run: JobRun) -> dict[str, Any]:
     check_table_settings(table.storage.uri, table.config, **settings)
     fmt = source_format(a.source, a.source_format)
     log.info("upsert: %s of %s source %s", a.operation, fmt, a.source)
-    df = read_source(spark, a.source, fmt, run.storage_options)
+    df = read_source(spark, a.source, fmt, storage_options=run.storage_options, reader_options=dict(a.source_option),
+                     schema=a.source_schema, table_schema=table.schema(), where=f"table {table.storage.uri}")
     result = table.write(df, operation=a.operation, extra_metadata=run.extra_metadata)  # on the table's SparkEngine
     log.info("upsert: %s %s: %d inserts, %d updates, %d deletes in %d files", a.operation, result.instant,
              result.num_inserts, result.num_updates, result.num_deletes, len(result.files))

@@ -1,8 +1,11 @@
-"""Sources Spark cannot read without extra jars, read by the core's libraries in executors:
-Avro (no spark-avro jar), and files of any format on an object store (`s3://`, `gs://`...)
-where Spark has no file system for it (no hadoop-aws jars): the driver lists the files
-through the core's storage layer, each Spark task opens one file with the same storage
-options and reads it with pyarrow (parquet, json lines, csv, orc) or fastavro."""
+"""A write's source as a DataFrame (`read_source`): files Spark reads itself with the caller's
+reader options and schema, a query, a table; and sources Spark cannot read without extra jars,
+read by the core's libraries in executors: Avro (no spark-avro jar), and files of any format on
+an object store (`s3://`, `gs://`...) where Spark has no file system for it (no hadoop-aws
+jars): the driver lists the files through the core's storage layer, each Spark task opens one
+file with the same storage options and reads it with pyarrow (parquet, json lines, csv, orc)
+or fastavro. Text sources (csv, json) read into an existing table take its column types
+(`conform_to_table`): a value that does not cast is refused, naming the column and the value."""
 
 from __future__ import annotations
 
@@ -13,17 +16,84 @@ from urllib.parse import urlsplit
 import fastavro
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.pandas.types import from_arrow_schema
+from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
+from pyspark.sql.types import StructType
 
 from airflow_lake.core.errors import InvalidOptionError, SchemaError
 from airflow_lake.core.schema import from_avro
 from airflow_lake.core.storage import Storage, open_storage
 
-from .schema import exact_arrow_schema
+from .schema import exact_arrow_schema, spark_schema
 
 # schemes Spark reads itself (its Hadoop file systems without extra jars)
 SPARK_SCHEMES = ("", "file", "hdfs", "viewfs")
 FORMATS = ("parquet", "json", "csv", "orc", "avro")
+TEXT_FORMATS = ("csv", "json")  # their column types are read from text: the table's types are taken
+
+
+def read_source(spark: SparkSession, source: str, fmt: str, *, storage_options: dict | None = None,
+                reader_options: dict[str, str] | None = None, schema: str | None = None,
+                table_schema: pa.Schema | None = None, where: str = "") -> DataFrame:
+    """The source as a DataFrame, without bringing rows to the driver: a Spark SQL query
+    (`sql`), a table name (`table`), or files in `fmt` read with Spark's reader `reader_options`
+    (csv: `header=true` unless given) and `schema` (a Spark DDL string, `id STRING, ts LONG`).
+    With the table's schema (`table_schema`, an existing table's) csv is read as text unless
+    `inferSchema` or `schema` is given, and csv and json columns the table has are cast to its
+    types (`conform_to_table`)."""
+    if fmt == "sql":
+        return spark.sql(source)
+    if fmt == "table":
+        return spark.table(source)
+    options = {str(k): str(v) for k, v in (reader_options or {}).items()}
+    if fmt == "csv":
+        options.setdefault("header", "true")
+        options.setdefault("inferSchema", "false" if table_schema is not None and len(table_schema) else "true")
+    given = _ddl(spark, schema, where) if schema else None
+    if read_by_core(source, fmt):  # avro, or files on an object store: the core's storage layer in executors
+        if options and fmt != "csv" or set(options) - {"header", "inferSchema"}:
+            raise InvalidOptionError(f"{where}: source {source}: reader options {sorted(options)} apply to Spark's "
+                                     f"readers; {fmt} files here are read by the core (give a schema instead)")
+        text = fmt == "csv" and options["inferSchema"].lower() == "false"
+        df = read_files(spark, source, fmt, storage_options,
+                        schema=to_arrow_schema(given) if given is not None else None, text=text)
+    else:
+        reader = spark.read.format(fmt).options(**options)
+        df = (reader.schema(given) if given is not None else reader).load(source)
+    if fmt in TEXT_FORMATS and table_schema is not None:
+        df = conform_to_table(df, table_schema, f"{where}: source {source}")
+    return df
+
+
+def _ddl(spark: SparkSession, schema: str, where: str) -> StructType:
+    """A Spark DDL schema string as a `StructType`, or an `InvalidOptionError` naming it."""
+    try:
+        return spark.createDataFrame([], schema).schema
+    except Exception as e:  # noqa: BLE001 - pyspark raises its own parse error classes
+        raise InvalidOptionError(f"{where}: source schema {schema!r} is not a Spark DDL schema "
+                                 f"(e.g. 'id STRING, ts LONG'): {' '.join(str(e).split())[:300]}") from None
+
+
+def conform_to_table(df: DataFrame, table_schema: pa.Schema, where: str) -> DataFrame:
+    """`df` with each column the table has (names matched as Spark matches them, ignoring case)
+    cast to the table's type where it differs; a value that does not cast (text that is no
+    number, a number out of range) is a `SchemaError` naming the column, the value and both
+    types, found in one pass over the source before anything is written. Other columns stay
+    as read."""
+    target = {f.name.lower(): f.dataType for f in spark_schema(table_schema).fields}
+    casts = {f.name: target[f.name.lower()] for f in df.schema.fields
+             if f.name.lower() in target and f.dataType != target[f.name.lower()]}
+    if not casts:
+        return df
+    cast = {name: F.col(f"`{name}`").try_cast(kind) for name, kind in casts.items()}
+    lost = [F.first(F.when(F.col(f"`{name}`").isNotNull() & cast[name].isNull(), F.col(f"`{name}`").cast("string")),
+                    ignorenulls=True).alias(name) for name in casts]
+    found = df.select(*lost).first()
+    for name, kind in casts.items():
+        if found is not None and found[name] is not None:
+            raise SchemaError(f"{where}: column {name!r} value {found[name]!r} cannot be cast from "
+                              f"{df.schema[name].dataType.simpleString()} to the table's {kind.simpleString()}")
+    return df.withColumns(cast)
 
 
 def read_by_core(path: str, fmt: str) -> bool:
@@ -31,15 +101,21 @@ def read_by_core(path: str, fmt: str) -> bool:
     return fmt == "avro" or (fmt in FORMATS and urlsplit(path).scheme.lower() not in SPARK_SCHEMES)
 
 
-def read_files(spark: SparkSession, path: str, fmt: str, storage_options: dict | None = None) -> DataFrame:
+def read_files(spark: SparkSession, path: str, fmt: str, storage_options: dict | None = None, *,
+               schema: pa.Schema | None = None, text: bool = False) -> DataFrame:
     """A file, or a folder of files (names starting with `_` or `.` skipped), in `fmt`, as a
-    DataFrame, one file per Spark task. The schema is the first file's; every file is cast
-    to it (a file that cannot be is a `SchemaError` naming it)."""
+    DataFrame, one file per Spark task. The schema is `schema`, else the first file's (with
+    `text`, csv columns as strings); every file is cast to it (a file that cannot be is a
+    `SchemaError` naming it)."""
     if fmt not in FORMATS:
         raise InvalidOptionError(f"source {path}: the core reads {FORMATS}, not {fmt!r}")
     root, names, storage = _files(path, storage_options, fmt)
-    with storage.open_input(names[0]) as f:
-        schema = exact_arrow_schema(_schema(fmt, f))
+    if schema is None:
+        with storage.open_input(names[0]) as f:
+            schema = _schema(fmt, f)
+        if text:
+            schema = pa.schema([pa.field(n, pa.string()) for n in schema.names])
+    schema = exact_arrow_schema(schema)
     # one file per partition, in path order: the DataFrame's row order is the files' (the
     # source order the combine rule uses), which a round-robin repartition would rotate
     tasks = spark.createDataFrame(spark.sparkContext.parallelize([(n,) for n in names], len(names)), "name string")

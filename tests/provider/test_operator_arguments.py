@@ -7,6 +7,9 @@ from __future__ import annotations
 import json
 import uuid
 
+import pytest
+
+from airflow_lake.core.errors import InvalidOptionError
 from airflow_lake.core.table import Table
 from tests.provider.conftest import batch
 from tests.provider.test_operators import load_dag, states
@@ -86,3 +89,19 @@ def test_operators_take_every_spelling_hudi_accepts(tmp_path):
     assert CompactionScheduleOperator(task_id="s", table_path=path, strategy="num_or_time").job_args()[:2] == \
         ["--strategy", "NUM_OR_TIME"]
     assert CompactionExecuteOperator(task_id="e", table_path=path, order="lifo").order == "LIFO"
+
+
+def test_upsert_passes_reader_options_and_a_schema_to_the_job(tmp_path):
+    from airflow_lake.operators import UpsertOperator
+
+    op = UpsertOperator(task_id="u", table_path=str(tmp_path / "new"), source="s.csv", create_if_missing=True,
+                        record_key="id", source_options={"sep": ";", "header": False},
+                        source_schema="id STRING, dt STRING")
+    args = op.job_args()
+    assert args[args.index("--source-option"):args.index("--source-schema") + 2] == [
+        "--source-option", "sep=;", "--source-option", "header=false", "--source-schema", "id STRING, dt STRING"]
+    assert {"source_options", "source_schema"} <= set(UpsertOperator.template_fields)
+    bad = UpsertOperator(task_id="u", table_path=str(tmp_path / "new"), source="s.csv", create_if_missing=True,
+                         record_key="id", source_options="sep=;")
+    with pytest.raises(InvalidOptionError, match="source_options must be a dict, got str"):
+        bad.job_args()
