@@ -21,7 +21,7 @@ $(STAMP): pyproject.toml .ci/uv-excludes.txt Makefile
 test: venv
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-# The inner loop: the core, the command line and S3 without Spark, Airflow or slow tests (the
+# The inner loop: the core and the command line without Spark, Airflow or slow tests (the
 # markers of tests/conftest.py; its budget is 3 minutes). SPARK_HOME leads nowhere, so a test that
 # starts Spark without the `spark` marker fails here instead of slowing the lane down.
 test-fast: venv

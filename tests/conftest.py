@@ -112,7 +112,7 @@ def spark():
 # Lanes: what a test needs, as markers (registered in pyproject.toml; `make test-fast` leaves out
 # `spark`, `airflow` and `slow`). Given by folder and by fixture, so new tests get them; a test
 # elsewhere that starts spark-submit or Airflow itself says so with @pytest.mark.spark / .airflow.
-LANE_FOLDERS = {"spark": "spark", "provider": "airflow", "dags": "airflow"}
+LANE_FOLDERS = {"spark": "spark", "provider": "airflow", "dags": "airflow", "s3": "slow"}  # s3: a server over HTTP
 LANE_FIXTURES = {"spark": "spark", "airflow_db": "airflow"}
 
 

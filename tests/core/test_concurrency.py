@@ -185,6 +185,7 @@ def stress(table_path: str, seconds: float = 8) -> dict:
     return counts
 
 
+@pytest.mark.slow  # threads of writers and services for several seconds
 def test_stress_writers_and_services(table_path):
     counts = stress(table_path)
     assert counts["commits"] > 10 and counts["compactions"] >= 1, counts

@@ -182,6 +182,7 @@ KILLED_WRITER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow  # a writer of 200k-row batches killed three times, the tables read by hudi-rs
 @pytest.mark.parametrize("delay", [0.4, 1.1, 1.9])
 def test_sigkill_mid_write(table_path, delay):
     base_table(table_path)
@@ -204,6 +205,7 @@ def test_sigkill_mid_write(table_path, delay):
     assert hudi_read(table_path).num_rows == ours
 
 
+@pytest.mark.slow  # some 40 processes killed and recovered
 def test_kill_harness_small():
     """Every operation SIGKILLed at sampled storage mutations, then retried (see
     tests/reliability/harness.py; `make reliability` runs every point on bigger tables)."""

@@ -16,6 +16,7 @@ from tests.model import Model
 COLS = ["id", "k2", "ts", "part", "sub", "val", "name", "_hoodie_commit_time"]
 
 
+@pytest.mark.slow  # a long random sequence of writes and every service
 @pytest.mark.parametrize("table_type", ["MERGE_ON_READ", "COPY_ON_WRITE"])
 def test_mixed_writes_and_services(table_path, table_type):
     services_scenario(table_path, table_type)
