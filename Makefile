@@ -4,7 +4,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml .ci/uv-excludes.txt Makefile | cksum | cut -d' ' -f1)
 PYTEST_ARGS ?=
 
-.PHONY: venv test test-fast demo lint clean bench bench-large bench-s3 reliability dist
+.PHONY: venv test test-fast test-compat demo lint clean bench bench-large bench-s3 reliability dist
 
 venv: $(STAMP)
 
@@ -28,6 +28,24 @@ test-fast: venv
 	SPARK_HOME=/nonexistent/test-fast-starts-no-spark $(PY) -m pytest -m "not spark and not airflow and not slow" \
 		$(PYTEST_ARGS)
 
+# The provider's tests on the lowest Airflow and Spark provider versions pyproject.toml admits
+# (`.ci/lowest.py` reads them from its ranges), in a second virtualenv; `make test` runs the newest.
+LOWEST_VENV := .venv-lowest
+LOWEST_PY   := $(LOWEST_VENV)/bin/python
+LOWEST_STAMP := $(LOWEST_VENV)/.installed-$(shell cat pyproject.toml .ci/uv-excludes.txt .ci/lowest.py Makefile | cksum | cut -d' ' -f1)
+
+$(LOWEST_STAMP): pyproject.toml .ci/uv-excludes.txt .ci/lowest.py Makefile
+	@test -x $(LOWEST_PY) || python3 -m venv $(LOWEST_VENV)
+	$(LOWEST_PY) -m pip install -q --disable-pip-version-check uv
+	python3 .ci/lowest.py > $(LOWEST_VENV)/constraints.txt
+	$(LOWEST_VENV)/bin/uv pip install --python $(LOWEST_PY) --compile-bytecode --excludes .ci/uv-excludes.txt \
+		--constraints $(LOWEST_VENV)/constraints.txt -e '.[dev]'
+	rm -f $(LOWEST_VENV)/.installed-*
+	touch $(LOWEST_STAMP)
+
+test-compat: $(LOWEST_STAMP)
+	$(LOWEST_PY) -m pytest tests/provider $(PYTEST_ARGS)
+
 # `make demo BASE=s3://bucket/prefix` puts the lake on an object store (docs/object-stores.md;
 # only a BASE given on make's command line counts, not one exported in the shell);
 # DEMO_ARGS: more options of `python -m airflow_lake.demo` (e.g. --storage-option KEY=VALUE)
@@ -45,7 +63,7 @@ lint: venv
 	$(VENV)/bin/ruff check airflow_lake tests bench spark_jobs dags
 
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) $(LOWEST_VENV) .pytest_cache
 
 reliability: venv
 	$(PY) -m tests.reliability.harness --large

@@ -61,3 +61,17 @@ def test_a_missing_spark_connection_is_said_before_submitting(tmp_path, monkeypa
         {"conn_type": "spark", "host": "spark://m1", "port": 7077, "extra": {"deploy-mode": "client"}}))
     target = LakeHook().submission("clean", table, spark_args={"deploy_mode": "cluster"}).target
     assert (target.master, target.deploy_mode, target.cluster) == ("spark://m1:7077", "cluster", True)
+
+
+def test_the_supported_ranges_and_the_lowest_versions_make_test_compat_installs():
+    import importlib.util
+    from importlib.metadata import version
+
+    spec = importlib.util.spec_from_file_location("lowest", REPO / ".ci" / "lowest.py")
+    lowest = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(lowest)
+    pins = dict(pin.split("==") for pin in lowest.lowest_pins())
+    assert pins == {"apache-airflow": "3.3.0", "apache-airflow-providers-apache-spark": "6.2.0"}
+    for name, low in pins.items():  # this environment runs a version of the range: the lowest, or a newer one
+        installed = tuple(int(p) for p in version(name).split(".")[:3])
+        assert installed >= tuple(int(p) for p in low.split(".")), (name, version(name))
