@@ -14,9 +14,10 @@ Driver | executors:
   group's live keys; either way a join tags the key frame with locations and ordering values;
 - | BUCKET (`bucket.py`): each row's bucket computed in executors, its group the bucket's;
 - route: partition moves (delete at the old location, insert at the new), stale deletes and
-  unknown deletes dropped; insert bins per partition from counts (small files first, then new
-  file groups), each insert row placed by a hash of its key, as Java's UpsertPartitioner does
-  (an Arrow UDF on the key and location columns);
+  unknown deletes dropped; inserts per partition planned from counts by the core's rule (small
+  files first, then new file groups), each insert taking a slot of that plan (its key hash's
+  spread bucket, then input order), so every group gets the rows the local engine gives it
+  (an Arrow UDF on the location and slot columns);
 - | execute: rows shuffled by target file group; each group written by the core's
   `merge_file` / `append_log` / `insert_file`, returning its write stat;
 - commit: the stats, the core's conflict checks (keys inserted concurrently found by a join in
@@ -48,7 +49,6 @@ from airflow_lake.core.errors import (
     UnsupportedTableVersionError,
 )
 from airflow_lake.core.index import check_index_type
-from airflow_lake.core.index.bucket import java_string_hashes
 from airflow_lake.core.merge import KEY
 from airflow_lake.core.model import WriteStat
 from airflow_lake.core.schema import IS_DELETED, META_FIELDS, conform, evolve, from_avro, resolve_names
@@ -89,6 +89,8 @@ log = logging.getLogger(__name__)
 
 # -- values the executors get ----------------------------------------------------------------
 SOURCE_FILE = "_al_source_file"  # the key frame's column naming the file a row was read from
+SPREAD = "_al_insert_spread"  # an insert's bucket of its partition's inserts (by key hash)
+RANK = "_al_insert_rank"  # an insert's place in its spread bucket (input order), from 1
 
 
 @dataclass(frozen=True)
@@ -104,7 +106,8 @@ class KeySpec:
 @dataclass(frozen=True)
 class RouteSpec:
     located: dict[str, int]  # "partition\0file_id" -> group id
-    bins: dict[str, tuple[np.ndarray, np.ndarray]]  # partition -> (cumulative fractions, group ids)
+    bins: dict[str, tuple[np.ndarray, np.ndarray]]  # partition -> (cumulative rows, group ids)
+    starts: dict[str, int]  # "partition\0spread bucket" -> the first insert slot of the bucket's rows
 
 
 # -- entry point ---------------------------------------------------------------------------------
@@ -220,10 +223,17 @@ def _route_keys(spark, table, client: WriteClient, keyed: DataFrame, view: FileS
         rows = rows.withColumn(STORED, F.lit(None).cast("string")).filter(~F.col(DEL))
     # metadata only, in one job: rows per located group (LOC_P, LOC_F), inserts per partition (PART);
     # it reads the key columns of the cached key frame, never the payload
+    # inserts take the slots of the core's plan in order: by partition, spread bucket, input order
+    spread = F.pmod(F.xxhash64(KEY), F.lit(max(1, spark.sparkContext.defaultParallelism)))
+    rows = rows.withColumn(SPREAD, F.when(F.col(LOC_F).isNull(), spread))
     new_part = F.when(F.col(LOC_F).isNull(), F.col(PART)).alias("_al_new_partition")
-    counts = stage(lambda: rows.groupBy(LOC_P, LOC_F, new_part).count().collect(), where, "counting")
-    located_counts = {(p, f): n for p, f, _, n in counts if f is not None}
-    insert_counts = {p: n for _, f, p, n in counts if f is None}
+    counts = stage(lambda: rows.groupBy(LOC_P, LOC_F, new_part, SPREAD).count().collect(), where, "counting")
+    located_counts = {(p, f): n for p, f, _, _, n in counts if f is not None}
+    insert_counts: dict[str, int] = {}
+    starts: dict[str, int] = {}
+    for _, _, p, b, n in sorted((c for c in counts if c[1] is None), key=lambda c: (c[2], c[3])):
+        starts[f"{p}\0{b}"] = insert_counts.get(p, 0)
+        insert_counts[p] = insert_counts.get(p, 0) + n
 
     groups: dict[int, GroupPlan] = {}
     located: dict[str, int] = {}
@@ -258,16 +268,19 @@ def _route_keys(spark, table, client: WriteClient, keyed: DataFrame, view: FileS
             groups[gid] = GroupPlan("insert", p, t.file_id)
             sizes.append(len(t.rows))
             ids.append(gid)
-        bins[p] = (np.cumsum(sizes) / max(1, sum(sizes)), np.asarray(ids, dtype=np.int64))
+        bins[p] = (np.cumsum(sizes), np.asarray(ids, dtype=np.int64))
         inserts[p] = n
     updates = {(g.partition, g.file_id): ((g.base.instant if g.base else g.slice.base_instant),
                                           located_counts[(g.partition, g.file_id)])
                for g in groups.values() if (g.partition, g.file_id) in located_counts}
     log.info("%s: write routes rows to %d file groups (%d updated, %d inserted into)", where, len(groups),
              len(located), len(groups) - len(located))
-    # the target group from four columns: the payload never goes through Python for it
-    route = scalar_arrow_udf(partial(route_targets, RouteSpec(located, bins)), LongType())
-    routed = rows.withColumn(TARGET, route(PART, KEY, LOC_P, LOC_F))
+    # the target group from a few columns: the payload never goes through Python for it
+    rank = F.row_number().over(Window.partitionBy(PART, SPREAD).orderBy(SEQ))
+    rows = rows.filter(F.col(LOC_F).isNull()).withColumn(RANK, rank) \
+        .unionByName(rows.filter(F.col(LOC_F).isNotNull()).withColumn(RANK, F.lit(None).cast("int")))
+    route = scalar_arrow_udf(partial(route_targets, RouteSpec(located, bins, starts)), LongType())
+    routed = rows.withColumn(TARGET, route(PART, SPREAD, RANK, LOC_P, LOC_F))
     return _Routing(groups, routed, inserts, updates, rows.filter(F.col(LOC_F).isNull()).select(PART, KEY))
 
 
@@ -509,32 +522,26 @@ def key_batches(spec: KeySpec, batches: Iterator[pa.RecordBatch]) -> Iterator[pa
         yield from out.cast(spec.out_schema).to_batches()
 
 
-def route_targets(spec: RouteSpec, part: pa.Array, key: pa.Array, loc_p: pa.Array, loc_f: pa.Array) -> pa.Array:
-    """The target file group of every row: its location's group, or for an insert the bin its
-    key's hash falls in (bins weighted by the rows each group takes)."""
+def route_targets(spec: RouteSpec, part: pa.Array, spread: pa.Array, rank: pa.Array, loc_p: pa.Array,
+                  loc_f: pa.Array) -> pa.Array:
+    """The target file group of every row: its location's group, or for an insert the group
+    whose planned slots hold its slot (its spread bucket's first slot + its rank there), so
+    every group takes exactly the rows the core's plan gives it."""
     target = group_ids(pc.binary_join_element_wise(loc_p, loc_f, "\0"), spec.located)  # -1: not located
     located = pc.is_valid(loc_f).to_numpy(zero_copy_only=False)
     inserts = np.nonzero(~located)[0]
     if len(inserts):
-        keys = key.take(pa.array(inserts))
-        parts = part.take(pa.array(inserts)).to_numpy(zero_copy_only=False)
-        u = _unit_hash(java_string_hashes(keys))
+        take = pa.array(inserts)
+        parts = part.take(take).to_numpy(zero_copy_only=False)
+        buckets = spread.take(take).to_numpy(zero_copy_only=False)
+        ranks = rank.take(take).to_numpy(zero_copy_only=False).astype(np.int64)
+        starts = np.array([spec.starts[f"{p}\0{b}"] for p, b in zip(parts, buckets, strict=True)], dtype=np.int64)
+        slots = starts + ranks - 1
         for p in np.unique(parts):
             cum, ids = spec.bins[p]
             sel = parts == p
-            target[inserts[sel]] = ids[np.minimum(np.searchsorted(cum, u[sel], side="right"), len(ids) - 1)]
+            target[inserts[sel]] = ids[np.minimum(np.searchsorted(cum, slots[sel], side="right"), len(ids) - 1)]
     return pa.array(target)
-
-
-def _unit_hash(hashes: np.ndarray) -> np.ndarray:
-    """Java string hashes spread over [0, 1) (a splitmix64 finaliser: similar keys have
-    consecutive Java hashes)."""
-    with np.errstate(over="ignore"):
-        x = hashes.astype(np.uint64)
-        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        x = x ^ (x >> np.uint64(31))
-    return (x >> np.uint64(11)).astype(np.float64) / float(1 << 53)
 
 
 # -- helpers -------------------------------------------------------------------------------------
