@@ -126,12 +126,20 @@ def test_make_dist_builds_the_wheel_the_docs_install(tmp_path):
         entry_points = next(z.read(n).decode() for n in names if n.endswith(".dist-info/entry_points.txt"))
     assert "airflow-lake = airflow_lake.cli:main" in entry_points and "apache_airflow_provider" in entry_points
     assert {f"airflow_lake/spark/jobs/{p.name}" for p in (REPO / "spark_jobs").glob("*.py")} <= names
+    sources = {p.relative_to(REPO).as_posix() for p in (REPO / "airflow_lake").rglob("*.py")}
+    assert sources <= names, f"modules missing from the wheel: {sorted(sources - names)}"
     site = tmp_path / "site"
     installed = subprocess.run([str(Path(sys.executable).with_name("uv")), "pip", "install", "--no-deps", "--quiet",
                                 "--target", str(site), str(wheel)], capture_output=True, text=True, timeout=300)
     assert installed.returncode == 0, installed.stderr
-    probe = "from airflow_lake.spark import job_path; print(job_path('clean'))"
+    # every module imports from the installed wheel alone (the CLI, the provider, the core)
+    probe = ("import importlib, pkgutil, airflow_lake\n"
+             "for m in pkgutil.walk_packages(airflow_lake.__path__, 'airflow_lake.'):\n"
+             "    if not m.name.startswith('airflow_lake.spark.jobs') and not m.name.endswith('__main__'):\n"
+             "        importlib.import_module(m.name)\n"
+             "from airflow_lake.spark import job_path; print(job_path('clean'))")
     found = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=300,
-                           env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(site)})
+                           env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(site),
+                                "AIRFLOW_HOME": str(tmp_path / "airflow")})
     assert found.returncode == 0, found.stderr
     assert Path(found.stdout.strip()) == site / "airflow_lake" / "spark" / "jobs" / "clean.py"

@@ -16,9 +16,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from setuptools import find_packages
 
-import airflow_lake
 from airflow_lake.spark import job_path, package_zip
 from airflow_lake.spark.job import JobError, split_options
 from airflow_lake.spark.packaging import job_names
@@ -26,11 +24,6 @@ from airflow_lake.spark.startup import driver_startup
 from tests.conftest import REPO, hudi_read, rows
 from tests.core.test_compaction import mor
 from tests.core.test_lifecycle import cow
-
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python 3.10
-    from pip._vendor import tomli as tomllib
 
 JOBS = {"upsert", "compaction_schedule", "compaction_execute", "clean", "archive", "rollback", "savepoint", "restore"}
 COLS = ["id", "ts", "part", "v", "_hoodie_commit_time"]
@@ -55,14 +48,6 @@ def test_job_path_finds_every_job_in_the_source_checkout():
         job_path("nope")
     with pytest.raises(ValueError):
         job_path("__init__")
-
-
-def test_distribution_lists_every_package_and_maps_the_jobs():
-    config = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
-    found = set(find_packages(str(REPO), include=["airflow_lake*"]))
-    assert set(config["packages"]) == found | {"airflow_lake.spark.jobs"}, "add new packages to pyproject.toml"
-    assert config["package-dir"] == {"airflow_lake.spark.jobs": "spark_jobs"}
-    assert Path(airflow_lake.__file__).resolve().parent == REPO / "airflow_lake"  # testing this checkout
 
 
 # -- the shared frame ----------------------------------------------------------------------
