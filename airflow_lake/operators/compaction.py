@@ -48,7 +48,7 @@ class CompactionScheduleOperator(LakeJobOperator):
                  max_delta_seconds: int | None = None, target_io_mb: int | None = None,
                  skip_if_no_plan: bool = True, **kwargs) -> None:
         super().__init__(table_path=table_path, **kwargs)
-        self.strategy = choice(self, "strategy", strategy, COMPACTION_TRIGGERS.names, COMPACTION_TRIGGERS.find)
+        self.strategy = choice(self, "strategy", strategy, COMPACTION_TRIGGERS.spellings, COMPACTION_TRIGGERS.find)
         self.max_delta_commits = max_delta_commits
         self.max_delta_seconds = max_delta_seconds
         self.target_io_mb = target_io_mb
@@ -114,7 +114,7 @@ class CompactionExecuteOperator(LakeJobOperator):
                  **kwargs) -> None:
         super().__init__(table_path=table_path, **kwargs)
         self.instant = instant
-        self.order = choice(self, "order", order, COMPACTION_ORDERS.names, COMPACTION_ORDERS.find)
+        self.order = choice(self, "order", order, COMPACTION_ORDERS.spellings, COMPACTION_ORDERS.find)
         self.max_plans = max_plans
         if not isinstance(max_plans, str):
             count(self, "max_plans", max_plans, minimum=1)

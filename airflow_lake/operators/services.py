@@ -55,7 +55,7 @@ class CleanOperator(LakeJobOperator):
         if dry_run and kwargs.get("asset") is None:
             kwargs["asset"] = False  # a dry run changes nothing: no outlet, no event
         super().__init__(table_path=table_path, **kwargs)
-        self.policy = choice(self, "policy", policy, CLEAN_POLICIES.names, CLEAN_POLICIES.find)
+        self.policy = choice(self, "policy", policy, CLEAN_POLICIES.spellings, CLEAN_POLICIES.find)
         self.retained = retained
         self.dry_run = bool(dry_run)
         if not isinstance(retained, str):

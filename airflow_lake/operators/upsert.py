@@ -81,11 +81,11 @@ class UpsertOperator(LakeJobOperator):
         self.source_format = source_format
         self.source_options = source_options
         self.source_schema = source_schema
-        self.operation = choice(self, "operation", operation, OPERATIONS.names, OPERATIONS.find)
+        self.operation = choice(self, "operation", operation, OPERATIONS.spellings, OPERATIONS.find)
         self.record_key = record_key
         self.precombine_field = precombine_field
         self.partition_fields = partition_fields
-        self.table_type = choice(self, "table_type", table_type, TABLE_TYPES.names, TABLE_TYPES.find)
+        self.table_type = choice(self, "table_type", table_type, TABLE_TYPES.spellings, TABLE_TYPES.find)
         self.create_if_missing = bool(create_if_missing)
         self.hive_style_partitioning = bool(hive_style_partitioning)
         self.table_name = table_name

@@ -89,6 +89,10 @@ def test_operators_take_every_spelling_hudi_accepts(tmp_path):
     assert CompactionScheduleOperator(task_id="s", table_path=path, strategy="num_or_time").job_args()[:2] == \
         ["--strategy", "NUM_OR_TIME"]
     assert CompactionExecuteOperator(task_id="e", table_path=path, order="lifo").order == "LIFO"
+    # a refusal lists every spelling the operator takes, as the core's does
+    with pytest.raises(InvalidOptionError) as refused:
+        UpsertOperator(task_id="u", table_path=path, source="s", table_type="merge-on-read")
+    assert all(s in str(refused.value) for s in ("COPY_ON_WRITE", "MERGE_ON_READ", "COW", "MOR"))
 
 
 def test_upsert_passes_reader_options_and_a_schema_to_the_job(tmp_path):
