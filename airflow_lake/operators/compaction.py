@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk.exceptions import AirflowSkipException
 
 from airflow_lake.core.errors import TableNotFoundError
+from airflow_lake.core.services.compaction import not_merge_on_read
 from airflow_lake.core.timeline.instant import check_instant_time
 from airflow_lake.core.vocabulary import COMPACTION_ORDERS, COMPACTION_TRIGGERS
 from airflow_lake.operators.base import COMMON_TEMPLATE_FIELDS, LakeJobOperator, choice, count, none_if_empty
@@ -72,10 +73,9 @@ class CompactionScheduleOperator(LakeJobOperator):
             config = self.hook.get_table(self.table_path, self.table_options).config
         except TableNotFoundError:
             return
-        if not config.is_mor:
-            raise self.invalid(f"is a {config.table_type} table: compaction applies to MERGE_ON_READ tables only "
-                               "(a COPY_ON_WRITE table merges at write time and has no log files to compact); "
-                               "remove this task or point it at a MERGE_ON_READ table")
+        problem = not_merge_on_read(config)
+        if problem:
+            raise self.invalid(problem)
 
     def to_xcom(self, result: dict[str, Any], context: Context) -> str | None:
         instant = result.get("instant")

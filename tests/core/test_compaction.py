@@ -6,13 +6,14 @@ import io
 import json
 import os
 import time
+from pathlib import Path
 
 import fastavro
 import pyarrow as pa
 import pytest
 
 from airflow_lake.core import Table
-from airflow_lake.core.errors import WriteConflictError
+from airflow_lake.core.errors import InvalidOptionError, WriteConflictError
 from tests.conftest import hudi_read, rows
 from tests.core.test_failed_writes import Crash, CrashingStorage
 
@@ -167,3 +168,18 @@ def test_compacted_files_keep_base_order_and_a_java_identical_bloom(table_path):
         full = os.path.join(table_path, path)
         keys = pq.read_table(full, columns=["_hoodie_record_key"]).column(0)
         assert pq.read_metadata(full).metadata[BLOOM_KEY.encode()].decode() == BloomFilter.build(keys).to_base64()
+
+
+def test_compaction_of_a_copy_on_write_table_is_refused_and_changes_nothing(table_path):
+    """A COPY_ON_WRITE table has no log files: scheduling or running compaction on it is a
+    misconfiguration (Apache Hudi refuses it alike), not a "nothing due" answer."""
+    from tests.core.test_lifecycle import cow
+
+    t = cow(table_path, commits=3)
+    before = sorted(p.relative_to(table_path).as_posix() for p in Path(table_path).rglob("*"))
+    for call in (lambda: t.plan_compaction(max_delta_commits=1), lambda: t.run_compaction()):
+        with pytest.raises(InvalidOptionError) as refused:
+            call()
+        assert f"table {t.storage.uri}: is a COPY_ON_WRITE table" in str(refused.value)
+    after = sorted(p.relative_to(table_path).as_posix() for p in Path(table_path).rglob("*"))
+    assert after == before

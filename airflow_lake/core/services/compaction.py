@@ -22,7 +22,7 @@ import pyarrow as pa
 
 from ..config import DEFAULT_PAYLOAD, Option, ServiceOptions, TableOptions, WriteOptions
 from ..context import TableContext
-from ..errors import CorruptLogError, InstantNotFoundError, WriteConflictError
+from ..errors import CorruptLogError, InstantNotFoundError, InvalidOptionError, WriteConflictError
 from ..formats.log import DataBlock
 from ..formats.parquet import BloomSettings, prior_keys, read_base_file, write_base_file
 from ..merge import MergeSpec, merge_slice
@@ -133,13 +133,30 @@ def no_pending_plan(uri: str) -> InstantNotFoundError:
     return InstantNotFoundError(f"table {uri}: no pending compaction plan to run")
 
 
+def not_merge_on_read(config) -> str | None:
+    """Why compaction cannot apply to a table of this configuration (a COPY_ON_WRITE table
+    merges at write time and has no log files), else None. Apache Hudi refuses it alike
+    (`HoodieNotSupportedException` from a copy-on-write table's compaction)."""
+    if config.is_mor:
+        return None
+    return (f"is a {config.table_type} table: compaction applies to MERGE_ON_READ tables only (a COPY_ON_WRITE "
+            "table merges at write time and has no log files to compact); remove this task or point it at a "
+            "MERGE_ON_READ table")
+
+
+def check_merge_on_read(config, uri: str) -> None:
+    """`InvalidOptionError` naming the table when compaction cannot apply to it."""
+    problem = not_merge_on_read(config)
+    if problem:
+        raise InvalidOptionError(f"table {uri}: {problem}")
+
+
 def schedule(txn: Transaction, *, instant: str | None = None, strategy: str | None = None,
              max_delta_commits: int | None = None, max_delta_seconds: int | None = None,
              target_io_mb: int | None = None, extra_metadata: dict[str, str] | None = None) -> CompactionDecision:
     """Write a compaction plan if the trigger holds and some slice has log files."""
     uri = txn.storage.uri
-    if not txn.config.is_mor:
-        return CompactionDecision(None, f"table {uri} is COPY_ON_WRITE: nothing to compact")
+    check_merge_on_read(txn.config, uri)
     strategy = COMPACTION_TRIGGERS.parse(strategy or txn.option(TRIGGER), f"table {uri}",
                                          None if strategy else TRIGGER.key)
     max_commits = max_delta_commits if max_delta_commits is not None else txn.option(MAX_DELTA_COMMITS)
@@ -188,6 +205,7 @@ def run(txn: Transaction, instant: str | None = None, *, order: str = "FIFO",
         extra_metadata: dict[str, str] | None = None) -> CompactionResult:
     """Execute a compaction plan (the given one, else the oldest or newest pending one)."""
     uri = txn.storage.uri
+    check_merge_on_read(txn.config, uri)
     token = tokens.token_of(extra_metadata)
     with txn.start(token, (COMMIT,)) as (timeline, done):
         pending = timeline.actions(COMPACTION).pending().instants
