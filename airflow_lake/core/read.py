@@ -287,9 +287,19 @@ class Reader:
             as_of = as_of_instant(as_of, self.table.config.timezone, self.storage.uri)
             if not timeline.actions(SAVEPOINT).completed().contains(as_of):  # a savepoint keeps its files
                 self._check_retained(timeline, as_of, "time travel to")
+            self._warn_before_first_commit(timeline, as_of)
         view = FileSystemView(self.storage, timeline, as_of)
         groups = self._prune(view, view.file_groups(), filters)
         return self._plan(view, groups, columns, filters, query_type == "read_optimized"), timeline
+
+    def _warn_before_first_commit(self, timeline, as_of: str) -> None:
+        """Time travel to before the table's first commit reads no rows, as in Hudi: said, not
+        silent (a date means its midnight: today's date reads the table before today's commits)."""
+        first = timeline.commits().completed().first
+        if first is not None and as_of < first.time and not archive_files(
+                self.storage, self.table.config.archive_folder):
+            log.warning("table %s: as of %s is before the table's first commit %s: the read has no rows",
+                        self.storage.uri, as_of, first.time)
 
     def _incremental_plan(self, start, end, columns, filters, holes):
         check_instant_time(start, self.storage.uri)

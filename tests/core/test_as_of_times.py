@@ -77,3 +77,15 @@ def test_anything_else_is_one_error_naming_the_table_and_the_value(table, bad):
     error = invoke("read", table.storage.uri, "--as-of", bad, code=1).stderr
     assert error.count("\n") == 1 and repr(bad) in error
     assert sorted(os.listdir(f"{table.storage.uri}/.hoodie")) == before
+
+
+def test_time_travel_to_before_the_first_commit_says_so(table, caplog):
+    """Today's date means today's midnight: before a table made today, the read has no rows,
+    as in Hudi, and a warning says why instead of an empty answer alone."""
+    first = table.timeline.commits().completed().first.time
+    caplog.set_level("WARNING", logger="airflow_lake.core.read")
+    assert table.read(as_of=_iso(first)[:10]).num_rows == 0
+    assert f"as of {first[:8]}000000 is before the table's first commit {first}" in caplog.text
+    caplog.clear()
+    assert table.read(as_of=first).num_rows == 2
+    assert "before the table's first commit" not in caplog.text
