@@ -20,6 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .config import DEFAULT_PAYLOAD
 from .formats.log import DataBlock, DeleteBlock
 from .formats.log.blocks import wrapper_name
 from .schema import IS_DELETED, conform, promote
@@ -34,6 +35,12 @@ class MergeSpec:
 
     ordering_field: str | None
     base_ordering_wins: bool  # DefaultHoodieRecordPayload
+
+    @staticmethod
+    def of(config) -> MergeSpec:
+        """The merge of a table (`TableConfig`): its ordering field, and whether the base
+        record's ordering value counts (DefaultHoodieRecordPayload)."""
+        return MergeSpec(config.precombine_field, config.payload_class == DEFAULT_PAYLOAD)
 
 
 def _ordering_array(values: list, arrow_type: pa.DataType) -> pa.Array:

@@ -4,34 +4,35 @@ uncommitted files and blocks of uncommitted or rolled-back instants are never re
 
 A read is planned on the driver from metadata only (`Reader.plan_snapshot`,
 `Reader.plan_incremental` -> `ReadPlan`: one `SliceRead` task per file group) and each task is
-read by `read_slice`, the one file-group reader, wherever it runs (threads, Spark executors)."""
+read by `read_slice` over the one file-group reader (`slice_reader.read_file_group`), wherever
+it runs (threads, Spark executors)."""
 
 from __future__ import annotations
 
-import bisect
 import itertools
 import logging
-import threading
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property, partial
-from typing import Any
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from .config import DEFAULT_PAYLOAD, unsupported_merge
 from .engine import Engine
-from .errors import CorruptLogError, InvalidOptionError, LakeError, UnsupportedFeatureError
-from .formats.log import CommandBlock, CorruptBlock, DataBlock, DeleteBlock, read_log_file
-from .formats.parquet import read_base_file
+from .errors import InvalidOptionError, LakeError
 from .keys import parse_partition_path
-from .merge import KEY, MergeSpec, merge_slice, record_keys
-from .model import FileGroup, LogFile
-from .schema import META_FIELDS, META_SCHEMA, conform, from_avro
-from .timeline.active import ActiveTimeline
+from .model import FileGroup
+from .schema import META_FIELDS, META_SCHEMA, from_avro
+from .slice_reader import (
+    SliceQuery,
+    SliceRead,
+    Visibility,
+    expression,
+    group_read,
+    projected,
+    read_group_records,
+    read_slice,
+)
 from .timeline.archived import archive_files
 from .timeline.clock import as_of_instant
 from .timeline.instant import SAVEPOINT, check_instant_time
@@ -39,164 +40,6 @@ from .view import FileSystemView
 
 log = logging.getLogger(__name__)
 QUERY_TYPES = ("snapshot", "read_optimized")
-
-
-@dataclass(frozen=True)
-class Visibility:
-    """Which instants a read sees (the view's rule, as a small picklable value): the completed
-    commits up to the bound, and anything before the first write on the active timeline
-    (archived, hence committed) that is not after the bound."""
-
-    completed: tuple[str, ...]  # sorted
-    bound: str | None = None
-    first_write: str | None = None
-
-    @staticmethod
-    def of(view: FileSystemView) -> Visibility:
-        first = view.timeline.writes().first
-        return Visibility(tuple(sorted(view.completed)), view.as_of, first.time if first else None)
-
-    def __call__(self, instant: str) -> bool:
-        i = bisect.bisect_left(self.completed, instant)
-        if i < len(self.completed) and self.completed[i] == instant:
-            return True
-        if self.bound is not None and instant > self.bound:
-            return False
-        return self.first_write is not None and instant < self.first_write
-
-
-@dataclass(frozen=True)
-class SliceQuery:
-    """What every slice task of one read returns: `columns` (None: all) in the table schema,
-    rows passing `filters` (pyarrow DNF or an expression), from the base file only when
-    `read_optimized`. With `window` (start, end] only rows committed in it: by
-    `_hoodie_commit_time`, or (`window_by_file`, tables without meta fields, as hudi-rs does)
-    by the instant of the base file or log block a row is read from."""
-
-    columns: tuple[str, ...] | None = None
-    read_columns: tuple[str, ...] | None = None  # columns + filter columns (+ commit time)
-    filters: Any = None
-    read_optimized: bool = False
-    window: tuple[str, str] | None = None
-    window_by_file: bool = False
-
-    @property
-    def expression(self) -> pc.Expression | None:
-        return _expression(self.filters)
-
-
-@dataclass(frozen=True)
-class SliceRead:
-    """One file group's read task: the newest visible base file (path relative to the table)
-    and the log files after it, with the visibility facts and the query. Small and picklable:
-    a Spark executor or a worker thread runs it with `read_slice`."""
-
-    partition: str
-    file_id: str
-    base: str | None
-    base_instant: str | None
-    logs: tuple[str, ...]
-    size: int  # bytes of the files, for balancing
-    visibility: Visibility
-    query: SliceQuery
-
-    @staticmethod
-    def of(view: FileSystemView, group: FileGroup, visibility: Visibility, query: SliceQuery) -> SliceRead:
-        base, logs = view.read_slice(group)
-        if query.read_optimized:
-            logs = []
-        size = (base.size if base is not None else 0) + sum(lf.size for lf in logs)
-        return SliceRead(group.partition, group.file_id, base.path if base is not None else None,
-                         base.instant if base is not None else None, tuple(lf.path for lf in logs), size,
-                         visibility, query)
-
-
-def read_slice(ctx, task: SliceRead, schema: pa.Schema, *, timeline=None) -> pa.Table:
-    """The file-group reader: one slice's rows (base file and visible log blocks merged) in
-    `schema` (the table schema with meta fields) restricted to the task's columns.
-
-    `ctx` is a `TableContext` (or an open `Table`: both have storage, config, options and
-    keygen). `timeline` (optional, else listed on demand) attributes damaged log blocks
-    without an instant header to the commit that wrote them. A base file removed since the
-    plan raises `FileNotFoundError`."""
-    query = task.query
-    out = _select(schema, None if query.columns is None else list(query.columns))
-    rows = _merged(ctx, task, schema, timeline)
-    if rows is None:
-        return out.empty_table()
-    if query.window is not None and not query.window_by_file:
-        times = rows.column("_hoodie_commit_time")
-        rows = rows.filter(pc.and_(pc.greater(times, query.window[0]), pc.less_equal(times, query.window[1])))
-    return rows.select(out.names) if query.columns is not None else rows
-
-
-def _merged(ctx, task: SliceRead, schema: pa.Schema, timeline) -> pa.Table | None:
-    """The slice's rows in `query.read_columns`, filtered; None when it has none to give."""
-    query = task.query
-    storage, cfg = ctx.storage, ctx.config
-    read_cols = None if query.read_columns is None else list(query.read_columns)
-    expr = query.expression
-    blocks = BlockFilter(storage, timeline, task.visibility).blocks(storage, task.logs) if task.logs else []
-    window = query.window if query.window_by_file else None
-    if window is not None:
-        blocks_in = [window[0] < b.instant <= window[1] for b in blocks]
-        base_in = task.base is not None and window[0] < task.base_instant <= window[1]
-        if not base_in and not any(blocks_in):
-            return None
-    if not blocks:
-        if task.base is None:
-            return None
-        t = conform(read_base_file(storage, task.base, read_cols), _select(schema, read_cols))
-        return t.filter(expr) if expr is not None else t
-    problem = unsupported_merge(cfg.props, ctx.options, write=False)
-    if problem:
-        raise UnsupportedFeatureError(
-            f"table {storage.uri}: a merge-on-read snapshot needs record merging with {problem}, which airflow-lake "
-            "does not implement (DefaultHoodieRecordPayload and OverwriteWithLatestAvroPayload with the default "
-            "merger); refusing rather than merging differently from Apache Hudi; read-optimized reads work")
-    spec = MergeSpec(cfg.precombine_field, cfg.payload_class == DEFAULT_PAYLOAD)
-    merge_cols = [KEY] + ([spec.ordering_field] if spec.ordering_field else [])
-    derive = None
-    if not cfg.populate_meta_fields:  # null meta values: keys come from the key fields
-        merge_cols += _key_columns(cfg)
-        derive = ctx.keygen.record_keys
-    cols = None if read_cols is None else [c for c in dict.fromkeys(read_cols + merge_cols) if c in schema.names]
-    work = _select(schema, cols)
-    t = conform(read_base_file(storage, task.base, cols), work) if task.base is not None else work.empty_table()
-    info: dict = {}
-    t = merge_slice(t, blocks, work, spec, cols, info, derive_keys=derive)
-    if window is not None:
-        src = info["source_block"]
-        keep = np.where(src >= 0, np.asarray(blocks_in + [False], bool)[src], base_in)
-        t = t.filter(pa.array(keep))
-    if read_cols is not None:
-        t = t.select(read_cols)
-    return t.filter(expr) if expr is not None else t
-
-
-def group_read(view: FileSystemView, group: FileGroup, schema: pa.Schema, columns: list[str] | None,
-               cfg) -> SliceRead:
-    """The read task of one file group's current records for a writer (`read_group_records`):
-    `columns` and, without meta fields, the key fields the keys are derived from."""
-    cols = columns
-    if not cfg.populate_meta_fields and columns is not None and KEY in columns:
-        cols = [c for c in dict.fromkeys(list(columns) + _key_columns(cfg)) if c in schema.names]
-    query = SliceQuery(None if cols is None else tuple(cols), None if cols is None else tuple(cols))
-    return SliceRead.of(view, group, Visibility.of(view), query)
-
-
-def read_group_records(ctx, task: SliceRead, schema: pa.Schema, columns: list[str] | None, *,
-                       timeline=None) -> pa.Table:
-    """A `group_read` task's records in `columns`; without meta fields `_hoodie_record_key`
-    holds the keys derived from the key fields, not the stored nulls. `ctx` as `read_slice`'s."""
-    t = read_slice(ctx, task, schema, timeline=timeline)
-    if not ctx.config.populate_meta_fields and (columns is None or KEY in columns):
-        t = t.set_column(t.schema.get_field_index(KEY), KEY, record_keys(t, ctx.keygen.record_keys))
-    return t.select(columns) if columns is not None else t
-
-
-def _key_columns(cfg) -> list[str]:
-    return [f.split(".")[0] for f in cfg.record_key_fields]
 
 
 def removed_while_reading(uri: str, as_of: str | None, error: FileNotFoundError) -> LakeError:
@@ -353,7 +196,7 @@ class Reader:
             if unknown:
                 raise InvalidOptionError(f"table {self.storage.uri}: no column {unknown[0]!r}; "
                                          f"columns: {schema.names}")
-        _expression(filters)  # a malformed filter fails here, on the driver
+        expression(filters)  # a malformed filter fails here, on the driver
         read_cols = None
         if columns is not None:
             extra = sorted(_filter_columns(filters))
@@ -364,7 +207,7 @@ class Reader:
                            window, by_file)
         visibility = Visibility.of(view)
         tasks = tuple(SliceRead.of(view, g, visibility, query) for g in groups)
-        return ReadPlan(self.storage.uri, schema, _select(schema, columns), tasks, view.as_of)
+        return ReadPlan(self.storage.uri, schema, projected(schema, columns), tasks, view.as_of)
 
     # -- one group, for writers ------------------------------------------------------------
     def read_group(self, view: FileSystemView, group: FileGroup, columns: list[str] | None) -> pa.Table:
@@ -436,122 +279,6 @@ def _typed_candidates(values: list[str | None] | None, arrow_type: pa.DataType) 
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError):
             continue  # not a value of this type (e.g. "" for an int column)
     return out or None
-
-
-@dataclass(frozen=True)
-class Damage:
-    """A damaged block in a log file written by a completed instant."""
-
-    path: str  # relative to the table
-    offset: int
-    instant: str
-    reason: str
-    payload: bool  # intact framing around content that cannot be decoded
-
-    def describe(self) -> str:
-        return f"log file {self.path}: damaged block at byte {self.offset} of completed instant {self.instant} " \
-               f"({self.reason})"
-
-
-class BlockFilter:
-    """Which log blocks a query sees: committed (`is_visible`), not rolled back; and which
-    damaged blocks matter. A corrupt block counts when its instant (from its header, else
-    from the completed commit whose write stats list the file and the byte range it wrote)
-    is visible and not rolled back. A torn block of a failed or pending write, or of an
-    unknown instant, is skipped silently, as Java does."""
-
-    def __init__(self, storage, timeline, is_visible: Callable[[str], bool]):
-        self.storage = storage
-        self.timeline = timeline  # None: listed when a damaged block needs its writer
-        self.is_visible = is_visible
-        self._writers: dict[str, list[tuple[str, int, float]]] | None = None
-        self._lock = threading.Lock()
-
-    @staticmethod
-    def of(view: FileSystemView) -> BlockFilter:
-        return BlockFilter(view.storage, view.timeline, view.is_visible)
-
-    def blocks(self, storage, logs: Sequence[LogFile | str]) -> list[DataBlock | DeleteBlock]:
-        """Visible blocks for a read: a damaged one is logged and skipped; an undecodable
-        payload inside intact framing is a `CorruptLogError`."""
-        paths = [lf if isinstance(lf, str) else lf.path for lf in logs]
-        visible, damaged, _ = self.scan(paths, storage)
-        for d in damaged:
-            if d.payload:
-                raise CorruptLogError(f"table {self.storage.uri}: {d.describe()}")
-            log.warning("table %s: %s; the block is skipped", self.storage.uri, d.describe())
-        return visible
-
-    def scan(self, paths: list[str], storage=None, *, missing_ok: bool = True
-             ) -> tuple[list[DataBlock | DeleteBlock], list[Damage], int]:
-        """Visible data and delete blocks of the log files, in order, the damaged blocks that
-        belong to visible instants, and the bytes read."""
-        storage = storage or self.storage
-        size = 0
-        decoded: list[DataBlock | DeleteBlock] = []
-        corrupt: list[tuple[str, CorruptBlock]] = []
-        rolled_back: set[str] = set()
-        for path in paths:
-            try:
-                data = storage.read(path)
-            except FileNotFoundError:
-                if not missing_ok:
-                    raise
-                continue  # rolled back by another writer since we listed it: none of it is visible
-            size += len(data)
-            for block in read_log_file(data, f"{storage.uri}/{path}"):
-                if isinstance(block, CommandBlock):
-                    if block.is_rollback and block.target:
-                        rolled_back.add(block.target)
-                elif isinstance(block, (DataBlock, DeleteBlock)):
-                    decoded.append(block)
-                elif isinstance(block, CorruptBlock):
-                    corrupt.append((path, block))
-        visible = [b for b in decoded
-                   if b.instant is not None and b.instant not in rolled_back and self.is_visible(b.instant)]
-        damaged = []
-        for path, block in corrupt:
-            instant = block.instant or self._writer(path, block.offset)
-            if instant is not None and instant not in rolled_back and self.is_visible(instant):
-                damaged.append(Damage(path, block.offset, instant, block.reason, block.payload))
-        return visible, damaged, size
-
-    def _writer(self, path: str, offset: int) -> str | None:
-        """The completed instant whose write stats list `path` with a byte range holding
-        `offset` (log appends record logOffset and the size they wrote)."""
-        with self._lock:
-            if self._writers is None:
-                if self.timeline is None:
-                    self.timeline = ActiveTimeline(self.storage)
-                writers: dict[str, list[tuple[str, int, float]]] = {}
-                for instant in self.timeline.commits().completed():
-                    for stat in self.timeline.commit_metadata(instant).stats():
-                        name = stat.path or ""
-                        if ".log." not in name.rsplit("/", 1)[-1]:
-                            continue
-                        start = stat.log_offset
-                        sizes = [start + int(stat.total_write_bytes), int(stat.file_size)]
-                        end = max(sizes) if max(sizes) > start else float("inf")
-                        writers.setdefault(name, []).append((instant.time, start, end))
-                self._writers = writers
-        for time_, start, end in self._writers.get(path, []):
-            if start <= offset < end:
-                return time_
-        return None
-
-
-def _select(schema: pa.Schema, columns: list[str] | None) -> pa.Schema:
-    return schema if columns is None else pa.schema([schema.field(c) for c in columns])
-
-
-def _expression(filters):
-    if filters is None:
-        return None
-    if isinstance(filters, pc.Expression):
-        return filters
-    if not filters:
-        return None
-    return pq.filters_to_expression(filters)
 
 
 def _filter_columns(filters) -> set[str]:

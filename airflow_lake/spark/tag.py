@@ -27,10 +27,10 @@ from pyspark.sql.pandas.types import from_arrow_schema
 
 from airflow_lake.core.config import DEFAULT_PAYLOAD
 from airflow_lake.core.context import TableContext
-from airflow_lake.core.formats.parquet import MAX_KEY, MIN_KEY, file_bloom, read_base_file, read_footer
-from airflow_lake.core.merge import KEY, MergeSpec, merge_slice
-from airflow_lake.core.read import BlockFilter, Visibility
-from airflow_lake.core.schema import conform
+from airflow_lake.core.formats.parquet import MAX_KEY, MIN_KEY, file_bloom, read_footer
+from airflow_lake.core.merge import KEY
+from airflow_lake.core.read import Reader
+from airflow_lake.core.slice_reader import SliceQuery, SliceRead, Visibility, read_file_group
 from airflow_lake.core.view import FileSystemView
 
 from .frames import CANDIDATE, KEYS_READ, LOC_F, LOC_P, LOOKUP_KEY, PART, STORED, stage
@@ -42,9 +42,13 @@ _JAVA_ORDER_UNSAFE = "[\\x{E000}-\\x{10FFFF}]"  # where UTF-8 byte order and Jav
 
 @dataclass(frozen=True)
 class LookupSpec:
+    """What every lookup task shares: the table, its schema (meta fields first), the ordering
+    field whose stored value the write compares (DefaultHoodieRecordPayload only) and the
+    visible instants."""
+
     ctx: TableContext
+    schema: pa.Schema
     ordering_field: str | None
-    ordering_type: pa.DataType | None
     visible: Visibility
     out_schema: pa.Schema
 
@@ -91,12 +95,12 @@ def tag(spark, table, view: FileSystemView, keyed: DataFrame, parts: list[str] |
 
 def _lookup_spec(table, view: FileSystemView) -> LookupSpec:
     cfg = table.config
-    schema = table.schema()
+    schema = Reader(table, timeline=view.timeline).full_schema
     field = cfg.precombine_field if cfg.payload_class == DEFAULT_PAYLOAD else None
     otype = schema.field(field).type if field and field in schema.names else None
     out = exact_arrow_schema(pa.schema([pa.field(LOOKUP_KEY, pa.string()), pa.field(LOC_P, pa.string()),
                            pa.field(LOC_F, pa.string()), pa.field(STORED, otype or pa.string())]))
-    return LookupSpec(table.context(), field if otype is not None else None, otype, Visibility.of(view), out)
+    return LookupSpec(table.context(), schema, field if otype is not None else None, Visibility.of(view), out)
 
 
 def _simple_lookup(spark, view: FileSystemView, parts: list[str] | None, spec: LookupSpec) -> tuple[DataFrame, int]:
@@ -192,14 +196,13 @@ def confirm_candidates(spec: BloomSpec, rows: pa.Table) -> pa.Table:
     lookup = spec.lookup
     out_schema = pa.schema(list(lookup.out_schema) + [pa.field(KEYS_READ, pa.bool_())])
     partition, file_id, base_path, read_from, log_paths = spec.groups[rows.column(CANDIDATE)[0].as_py()]
-    storage = lookup.ctx.storage
     keys = pc.unique(rows.column(KEY).combine_chunks())
-    bloom = file_bloom(storage, base_path)
+    bloom = file_bloom(lookup.ctx.storage, base_path)
     if bloom is not None and len(keys):
         keys = keys.filter(pa.array(bloom.might_contain(keys)))
     located = lookup.out_schema.empty_table()
     if len(keys):
-        live = _live_records(lookup, storage, _lookup_columns(lookup), read_from, log_paths)
+        live = _live_records(lookup, partition, file_id, read_from, log_paths)
         live = live.filter(pc.is_in(live.column(KEY), value_set=keys))
         located = _locations(lookup, partition, file_id, live, live.num_rows)
     located = located.append_column(KEYS_READ, pa.nulls(located.num_rows, pa.bool_()))
@@ -212,12 +215,10 @@ def confirm_candidates(spec: BloomSpec, rows: pa.Table) -> pa.Table:
 def lookup_batches(spec: LookupSpec, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """For each file-group task: the group's live keys (base records merged with its visible
     log blocks), with the stored ordering value."""
-    storage = spec.ctx.storage
-    cols = _lookup_columns(spec)
     for batch in batches:
         for raw in batch.column(0).to_pylist():
             partition, file_id, base_path, log_paths = pickle.loads(raw)
-            live = _live_records(spec, storage, cols, base_path, log_paths)
+            live = _live_records(spec, partition, file_id, base_path, log_paths)
             yield from _locations(spec, partition, file_id, live, live.num_rows).to_batches()
 
 
@@ -228,35 +229,10 @@ def _locations(spec: LookupSpec, partition: str, file_id: str, live: pa.Table, n
     return out.cast(spec.out_schema)
 
 
-def _lookup_columns(spec: LookupSpec) -> list[str]:
-    cfg = spec.ctx.config
-    key_fields = [] if cfg.populate_meta_fields else [f.split(".")[0] for f in cfg.record_key_fields]
-    return list(dict.fromkeys([KEY] + ([spec.ordering_field] if spec.ordering_field else []) + key_fields))
-
-
-def _live_records(spec: LookupSpec, storage, cols: list[str], base_path: str | None,
+def _live_records(spec: LookupSpec, partition: str, file_id: str, base_path: str | None,
                   log_paths: list[str]) -> pa.Table:
-    ctx = spec.ctx
-    cfg = ctx.config
-    derive = None if cfg.populate_meta_fields else ctx.keygen.record_keys
-    if base_path is not None:
-        base = read_base_file(storage, base_path, cols)
-    else:
-        base = None
-    if not log_paths:
-        if derive is not None and base.num_rows:
-            base = base.set_column(base.schema.get_field_index(KEY), KEY, derive(base))
-        return base.select([KEY] + ([spec.ordering_field] if spec.ordering_field else []))
-    fields = [pa.field(KEY, pa.string())]
-    if spec.ordering_field:
-        fields.append(pa.field(spec.ordering_field, spec.ordering_type))
-    fields += [base.schema.field(c) if base is not None else pa.field(c, pa.string())
-               for c in cols if c not in (KEY, spec.ordering_field)]
-    schema = pa.schema(fields)
-    base = conform(base, schema) if base is not None else schema.empty_table()
-    blocks, _, _ = BlockFilter(storage, None, spec.visible).scan(log_paths)
-    merge = MergeSpec(spec.ordering_field, spec.ordering_field is not None)
-    merged = merge_slice(base, blocks, schema, merge, cols, derive_keys=derive)
-    if derive is not None and merged.num_rows:
-        merged = merged.set_column(merged.schema.get_field_index(KEY), KEY, derive(merged))
-    return merged.select([KEY] + ([spec.ordering_field] if spec.ordering_field else []))
+    """The group's live keys (derived from the key fields on tables without meta fields) and
+    stored ordering values, read by the core's file-group reader as the local index reads them."""
+    task = SliceRead(partition, file_id, base_path, None, tuple(log_paths), 0, spec.visible, SliceQuery())
+    columns = [KEY] + ([spec.ordering_field] if spec.ordering_field else [])
+    return read_file_group(spec.ctx, task, spec.schema, columns, derived_keys=True).rows

@@ -30,10 +30,10 @@ BASE = [("a", 1.0), ("b", 2.0), ("c", 3.0)]
 UPDATED = [("a", 10.0), ("b", 20.0), ("c", 3.0)]
 
 
-def _table(path: str) -> tuple[Table, str, str]:
+def _table(path: str, index: str = "BLOOM") -> tuple[Table, str, str]:
     """A MOR table whose second commit wrote one log file (one data block); (table, log, instant)."""
     t = Table.create(path, name="d", table_type="MERGE_ON_READ", record_key="id", precombine_field="ts",
-                     partition_fields="part")
+                     partition_fields="part", options={"hoodie.index.type": index})
     t.write(pa.table({"id": ["a", "b", "c"], "ts": [1, 1, 1], "part": ["x"] * 3, "v": [1.0, 2.0, 3.0]}),
             operation="insert")
     t.write(pa.table({"id": ["a", "b"], "ts": [2, 2], "part": ["x", "x"], "v": [10.0, 20.0]}))
@@ -117,19 +117,50 @@ def test_damaged_parquet_payload_is_a_clear_error(table_path, tmp_path):
     assert rows(skipping.read(), COLS) == BASE
 
 
-def test_damaged_delete_block_payload_is_a_clear_error(table_path):
-    t, log, _ = _table(table_path)
+def damaged_delete_block(path: str, index: str = "BLOOM") -> tuple[Table, str, str]:
+    """`_table` then a delete of "c" whose delete block's payload is garbage (intact framing);
+    (table, delete log, its instant)."""
+    t, log, _ = _table(path, index)
     t.write(pa.table({"id": ["c"], "ts": [3], "part": ["x"], "v": [0.0]}), operation="delete")
     instant = t.timeline.commits().completed().last.time
-    (delete_log,) = [f for f in glob.glob(f"{table_path}/x/.*.log.*") if f != log]
+    (delete_log,) = [f for f in glob.glob(f"{path}/x/.*.log.*") if f != log]
     assert rows(t.read(), COLS) == [("a", 10.0), ("b", 20.0)]
     data = bytearray(open(delete_log, "rb").read())
     start, end = _content_range(bytes(data))
     data[start + 8 : end] = b"\xff" * (end - start - 8)
     open(delete_log, "wb").write(bytes(data))
+    return t, delete_log, instant
+
+
+def test_damaged_delete_block_payload_is_a_clear_error(table_path):
+    t, delete_log, instant = damaged_delete_block(table_path)
     with pytest.raises(CorruptLogError) as err:
         t.read()
     assert os.path.basename(delete_log) in str(err.value) and instant in str(err.value)
+
+
+@pytest.mark.parametrize("index", ["BLOOM", "SIMPLE", "GLOBAL_SIMPLE"])
+def test_index_lookup_skips_a_damaged_block_with_a_warning(table_path, caplog, index):
+    """The key-lookup indexes read a group as reads do: a damaged block is logged and skipped."""
+    t, log, instant = _table(table_path, index)
+    _damage(log, "truncate")
+    with caplog.at_level(logging.WARNING):
+        result = t.write(pa.table({"id": ["a", "d"], "ts": [3, 3], "part": ["x", "x"], "v": [30.0, 4.0]}))
+    assert (result.num_updates, result.num_inserts) == (1, 1)
+    relative = os.path.relpath(log, table_path)
+    assert any(relative in r.getMessage() and instant in r.getMessage() for r in caplog.records)
+    assert rows(t.read(), COLS) == [("a", 30.0), ("b", 2.0), ("c", 3.0), ("d", 4.0)]
+
+
+@pytest.mark.parametrize("index", ["BLOOM", "SIMPLE", "GLOBAL_SIMPLE"])
+def test_index_lookup_refuses_an_undecodable_block(table_path, index):
+    """A lookup past an undecodable delete block would take its deleted keys for live ones."""
+    t, delete_log, instant = damaged_delete_block(table_path, index)
+    before = t.timeline.commits().completed().times
+    with pytest.raises(CorruptLogError) as err:
+        t.write(pa.table({"id": ["c"], "ts": [4], "part": ["x"], "v": [5.0]}))
+    assert os.path.basename(delete_log) in str(err.value) and instant in str(err.value)
+    assert Table.open(table_path).timeline.commits().completed().times == before
 
 
 def test_torn_block_of_a_failed_write_is_silent(table_path, caplog):

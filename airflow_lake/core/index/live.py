@@ -10,33 +10,28 @@ import pyarrow as pa
 from ..context import TableContext
 from ..merge import KEY
 from ..model import BaseFile
-from ..read import SliceRead, group_read, read_group_records
+from ..slice_reader import SliceQuery, SliceRead, Visibility, read_file_group
 from ..view import FileSystemView
-from .simple import read_keys
 
 
 @dataclass(frozen=True)
 class LiveKeys:
-    """Keys of the file group whose latest base file is given: the base file's keys, or,
-    when its slice has log files (which may delete keys), the keys of the merged slice
-    (`merged`: the read task of each such group, planned on the driver)."""
+    """Keys of the file group whose latest base file is given: the keys of its slice, base
+    file and visible log blocks (which may delete keys) merged, read by the file-group reader
+    from the group's read task (`slices`, planned on the driver)."""
 
     ctx: TableContext
     schema: pa.Schema  # the table schema with meta fields
-    merged: dict[tuple[str, str], SliceRead]
+    slices: dict[tuple[str, str], SliceRead]
 
     @staticmethod
     def of(ctx: TableContext, view: FileSystemView, files: list[BaseFile], schema: pa.Schema) -> LiveKeys:
         """The reader of these latest base files' groups in `view`."""
-        merged = {}
-        for base in files:
-            group = view.groups[base.partition][base.file_id]
-            if view.read_slice(group)[1]:
-                merged[(base.partition, base.file_id)] = group_read(view, group, schema, [KEY], ctx.config)
-        return LiveKeys(ctx, schema, merged)
+        visibility, query = Visibility.of(view), SliceQuery()
+        return LiveKeys(ctx, schema, {(b.partition, b.file_id): SliceRead.of(
+            view, view.groups[b.partition][b.file_id], visibility, query) for b in files})
 
     def __call__(self, base: BaseFile) -> pa.Array:
-        task = self.merged.get((base.partition, base.file_id))
-        if task is None:
-            return read_keys(self.ctx.storage, base, self.ctx.keygen, self.ctx.config.populate_meta_fields)
-        return read_group_records(self.ctx, task, self.schema, [KEY]).column(KEY).combine_chunks()
+        task = self.slices[(base.partition, base.file_id)]
+        read = read_file_group(self.ctx, task, self.schema, [KEY], derived_keys=True)
+        return read.rows.column(KEY).combine_chunks()

@@ -20,16 +20,15 @@ from functools import partial
 
 import pyarrow as pa
 
-from ..config import DEFAULT_PAYLOAD, Option, ServiceOptions, TableOptions, WriteOptions
+from ..config import Option, ServiceOptions, TableOptions, WriteOptions
 from ..context import TableContext
 from ..errors import CorruptLogError, InstantNotFoundError, InvalidOptionError, WriteConflictError
 from ..formats.log import DataBlock
-from ..formats.parquet import BloomSettings, prior_keys, read_base_file, write_base_file
-from ..merge import MergeSpec, merge_slice
+from ..formats.parquet import BloomSettings, prior_keys, write_base_file
 from ..model import BaseFile, WriteStat
 from ..paths import relative_path
-from ..read import BlockFilter, Damage, Visibility
-from ..schema import META_FIELDS, conform, from_avro, with_meta_fields
+from ..schema import META_FIELDS, from_avro, with_meta_fields
+from ..slice_reader import Damage, DamagePolicy, SliceQuery, SliceRead, Visibility, read_file_group
 from ..timeline import tokens
 from ..timeline.clock import parse_instant
 from ..timeline.instant import COMMIT, COMPACTION, DELTA_COMMIT, Instant, State, check_instant_time
@@ -251,7 +250,6 @@ class CompactionJob:
     instant: str
     schema: pa.Schema  # meta fields + table schema
     avro: dict | None
-    spec: MergeSpec
     bloom: BloomSettings | None
     visible: Visibility  # log blocks merged: committed before the compaction instant
     skip_corrupt: bool
@@ -262,23 +260,42 @@ def compact_operation(job: CompactionJob, indexed: tuple[int, CompactionOperatio
     with the compaction instant. Runs in an engine task: it gets values, never the Table."""
     n, op = indexed
     ctx, t = job.ctx, job.instant
-    storage, uri = ctx.storage, ctx.uri
+    storage = ctx.storage
     start = time.monotonic()
     partition = op.partition
     prefix = f"{partition}/" if partition else ""
     base_name = op.data_file
-    full = job.schema
-    base = conform(read_base_file(storage, prefix + base_name), full) if base_name else full.empty_table()
-    paths = [prefix + name for name in op.delta_files]
-    scanner = BlockFilter(storage, None, job.visible)
-    visible, damaged, log_size = scanner.scan(paths, missing_ok=False)
-    if job.skip_corrupt:  # an undecodable payload is skipped too: find it before the merge
-        for b in [b for b in visible if isinstance(b, DataBlock)]:
-            try:
-                b.records()
-            except CorruptLogError as e:
-                visible.remove(b)
-                damaged.append(Damage(b.source.removeprefix(f"{uri}/"), b.offset, b.instant, str(e), True))
+    task = SliceRead(partition, op.file_id, prefix + base_name if base_name else None, op.base_instant,
+                     tuple(prefix + name for name in op.delta_files), 0, job.visible, SliceQuery())
+    # the plan's log files must all be there; without meta fields the stored (null) meta values
+    # are written as they were, as Java does
+    read = read_file_group(ctx, task, job.schema, damage=DamagePolicy.SKIP if job.skip_corrupt else DamagePolicy.REPORT,
+                           logs_must_exist=True)
+    _refuse_or_warn(job, op, read.damaged)
+    merged = read.rows
+    token = f"{n}-{int(t[-9:])}-{n}"
+    new = BaseFile(partition, op.file_id, token, t)
+    merged = merged.set_column(4, META_FIELDS[4], pa.repeat(pa.scalar(new.name, pa.string()), merged.num_rows))
+    create_marker(storage, t, new.path, CREATE)
+    prior = None  # base order is kept: extend the base file's bloom filter when no row went
+    if job.bloom is not None and base_name and not read.base_rows_dropped:
+        prior = prior_keys(storage, prefix + base_name, read.base_rows, job.bloom)
+    size = write_base_file(storage, new.path, merged, with_meta_fields(job.avro), bloom=job.bloom,
+                           compression=ctx.option(WriteOptions.COMPRESSION), prior=prior)
+    log_records = sum(b.records([META_FIELDS[2]]).num_rows if isinstance(b, DataBlock) else len(b.keys)
+                      for b in read.blocks)
+    stat = WriteStat(op.file_id, partition, new.path, op.base_instant or "null",
+                     num_writes=merged.num_rows, num_update_writes=log_records, total_write_bytes=size,
+                     file_size=size, upsert_ms=int((time.monotonic() - start) * 1000),
+                     log_records=log_records, log_files=len(op.delta_files), log_size=read.log_size,
+                     updated_compacted=log_records, log_blocks=len(read.blocks))
+    return stat, read.damaged
+
+
+def _refuse_or_warn(job: CompactionJob, op: CompactionOperation, damaged: list[Damage]) -> None:
+    """Damaged blocks stop the compaction (their records would be lost for good) unless it was
+    told to compact without them (then each is logged, and recorded in the commit)."""
+    uri, t = job.ctx.uri, job.instant
     for d in damaged:
         if not job.skip_corrupt:
             raise CorruptLogError(
@@ -287,28 +304,6 @@ def compact_operation(job: CompactionJob, indexed: tuple[int, CompactionOperatio
                 "without the block")
         log.warning("table %s: compaction %s skips a block (%s=true): %s", uri, t, SKIP_CORRUPT.key,
                     d.describe())
-    info: dict = {}
-    # without meta fields the stored keys are null: match on the keys of the key fields,
-    # and write the meta values as they were (null), as Java does
-    derive = None if ctx.config.populate_meta_fields else ctx.keygen.record_keys
-    merged = merge_slice(base, visible, full, job.spec, info=info, derive_keys=derive)
-    token = f"{n}-{int(t[-9:])}-{n}"
-    new = BaseFile(partition, op.file_id, token, t)
-    merged = merged.set_column(4, META_FIELDS[4], pa.repeat(pa.scalar(new.name, pa.string()), merged.num_rows))
-    create_marker(storage, t, new.path, CREATE)
-    prior = None  # base order is kept: extend the base file's bloom filter when no row went
-    if job.bloom is not None and base_name and not info["base_rows_dropped"]:
-        prior = prior_keys(storage, prefix + base_name, base.num_rows, job.bloom)
-    size = write_base_file(storage, new.path, merged, with_meta_fields(job.avro), bloom=job.bloom,
-                           compression=ctx.option(WriteOptions.COMPRESSION), prior=prior)
-    log_records = sum(b.records([META_FIELDS[2]]).num_rows if isinstance(b, DataBlock) else len(b.keys)
-                      for b in visible)
-    stat = WriteStat(op.file_id, partition, new.path, op.base_instant or "null",
-                     num_writes=merged.num_rows, num_update_writes=log_records, total_write_bytes=size,
-                     file_size=size, upsert_ms=int((time.monotonic() - start) * 1000),
-                     log_records=log_records, log_files=len(op.delta_files), log_size=log_size,
-                     updated_compacted=log_records, log_blocks=len(visible))
-    return stat, damaged
 
 
 def _execute(txn: Transaction, timeline, inflight: Instant, extra_metadata) -> CompactionResult:
@@ -321,7 +316,7 @@ def _execute(txn: Transaction, timeline, inflight: Instant, extra_metadata) -> C
     job = CompactionJob(
         ctx=txn.ctx, instant=t,
         schema=pa.schema([pa.field(n, pa.string()) for n in META_FIELDS] + (list(from_avro(avro)) if avro else [])),
-        avro=avro, spec=MergeSpec(cfg.precombine_field, cfg.payload_class == DEFAULT_PAYLOAD),
+        avro=avro,
         bloom=BloomSettings(txn.option(WriteOptions.BLOOM_NUM_ENTRIES), txn.option(WriteOptions.BLOOM_FPP),
                             txn.option(WriteOptions.BLOOM_FILTER_TYPE).upper(),
                             txn.option(WriteOptions.BLOOM_DYNAMIC_MAX_ENTRIES)) if cfg.populate_meta_fields else None,
