@@ -5,7 +5,6 @@ from __future__ import annotations
 import io
 import json
 import os
-import time
 from pathlib import Path
 
 import fastavro
@@ -14,7 +13,7 @@ import pytest
 
 from airflow_lake.core import Table
 from airflow_lake.core.errors import InvalidOptionError, WriteConflictError
-from tests.conftest import hudi_read, rows
+from tests.conftest import hudi_read, let_time_pass, rows
 from tests.core.test_failed_writes import Crash, CrashingStorage
 
 COLS = ["id", "ts", "part", "v", "_hoodie_commit_time"]
@@ -100,7 +99,7 @@ def test_scheduling_waits_for_writes_in_flight(table_path):
     slow.storage.write(f".hoodie/.heartbeat/{pending}", b"1")
     decision = slow.plan_compaction()
     assert decision.instant is None and pending in decision.reason
-    time.sleep(0.2)
+    let_time_pass(table_path, 60)
     assert t.schedule_compaction() is not None  # the dead write is rolled back first
 
 
@@ -116,7 +115,7 @@ def test_crashed_execution_is_rolled_back_and_rerun(tmp_path):
         t = Table.open(path, options=FAST)
         assert rows(t.read(), COLS) == before
         assert rows(hudi_read(path), COLS) == before
-        time.sleep(0.15)
+        let_time_pass(path, 60)
         result = t.run_compaction()
         assert result.instant == instant
         assert rows(t.read(), COLS) == before

@@ -15,7 +15,7 @@ from airflow_lake.core import Table
 from airflow_lake.core.engine import LocalEngine
 from airflow_lake.core.errors import LockError, WriteConflictError
 from airflow_lake.core.lock import FileSystemLock
-from tests.conftest import hudi_read, rows
+from tests.conftest import hudi_read, let_time_pass, rows
 
 COLS = ["id", "ts", "part", "v"]
 
@@ -99,7 +99,7 @@ def test_lock_excludes_and_expires(table_path):
         pass
     dead = FileSystemLock(t.storage, expire_ms=50, wait_ms=2000)
     dead.acquire()  # never released: its owner "died"
-    time.sleep(0.1)
+    let_time_pass(table_path, 1)
     with FileSystemLock(t.storage, expire_ms=50, wait_ms=2000):
         pass
 

@@ -21,7 +21,7 @@ from airflow_lake.core import Table
 from airflow_lake.core.storage import Storage
 from airflow_lake.core.timeline.instant import ROLLBACK
 from airflow_lake.core.timeline.metadata import read_avro
-from tests.conftest import hudi_read, rows
+from tests.conftest import hudi_read, let_time_pass, rows
 
 FAST = {"hoodie.client.heartbeat.interval_in_ms": 50, "hoodie.write.lock.filesystem.expire": 0.005}
 COLS = ["id", "ts", "part", "v"]
@@ -99,7 +99,7 @@ def test_crash_at_every_write_is_invisible_and_repaired(tmp_path, operation, tab
             # nothing of the dead write is visible, to us or to hudi-rs
             assert rows(t.read(), COLS) == BEFORE, f"crash at write {n}"
             assert rows(hudi_read(path), COLS) == BEFORE, f"crash at write {n}"
-        time.sleep(0.15)  # the dead writer's heartbeat expires
+        let_time_pass(path, 60)  # the dead writer's heartbeat and lock expire
         t.write(NEXT, operation="upsert")
         expected = dict((r[0], r) for r in (BEFORE if crashed else _after(operation)))
         expected["b"] = ("b", 5, "y", 20.0)
@@ -154,7 +154,7 @@ def test_interrupted_rollback_is_finished(table_path):
     t.storage = CrashingStorage(table_path, crash_at=6)
     with pytest.raises(Crash):
         t.write(UPSERT)
-    time.sleep(0.15)
+    let_time_pass(table_path, 60)
     # the rollback itself dies after writing its plan
     t = Table.open(table_path, options=FAST)
     t.storage = CrashingStorage(table_path, crash_at=3)
@@ -198,7 +198,7 @@ def test_sigkill_mid_write(table_path, delay):
     ours = t.read(columns=["id"]).num_rows
     assert ours == 3 + committed * 200_000
     assert hudi_read(table_path).num_rows == ours
-    time.sleep(0.3)
+    let_time_pass(table_path, 60)  # the killed writer's heartbeat and lock expire
     t.write(NEXT)
     assert not t.timeline.pending().instants
     assert t.read(columns=["id"]).num_rows == ours

@@ -6,7 +6,6 @@ from __future__ import annotations
 import glob
 import io
 import os
-import time
 
 import fastavro
 import pyarrow as pa
@@ -16,7 +15,7 @@ from airflow_lake.core import LakeError, Table
 from airflow_lake.core.errors import InstantNotFoundError
 from airflow_lake.core.formats.log import read_log_file
 from airflow_lake.core.timeline.archived import ArchivedTimeline
-from tests.conftest import hudi_read, rows
+from tests.conftest import hudi_read, let_time_pass, rows
 from tests.core.test_failed_writes import Crash, CrashingStorage
 
 COLS = ["id", "ts", "part", "v", "_hoodie_commit_time"]
@@ -211,7 +210,7 @@ def test_savepoint_and_restore(table_path):
     assert t.timeline.commits().completed().times == times[:3]
     assert not t.timeline.actions("compaction").instants  # restore removes plans too
     assert rows(t.read(), COLS) == saved == rows(hudi_read(table_path), COLS)
-    time.sleep(0.1)
+    let_time_pass(table_path, 60)
     t.write(pa.table({"id": ["k2"], "ts": [80], "part": ["a"], "v": [8.0]}))
     assert rows(hudi_read(table_path), COLS) == rows(t.read(), COLS)
 
