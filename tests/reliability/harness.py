@@ -43,11 +43,35 @@ class Report:
                 f"rows compared: {self.rows_compared}, mismatches: {len(self.mismatches)}")
 
 
-def _run(path: str, operation: str, crash_at: int, so: dict | None = None) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": REPO}
-    args = [sys.executable, "-m", "tests.reliability.crash_runner", path, operation, str(crash_at)]
-    return subprocess.run(args + ([json.dumps(so)] if so else []), capture_output=True, text=True, cwd=REPO,
-                          env=env, timeout=300)
+class CrashRunner:
+    """`crash_runner --serve` in a subprocess: each run is a child it forks (already imported),
+    not a new interpreter."""
+
+    def __init__(self) -> None:
+        self.proc: subprocess.Popen | None = None
+
+    def run(self, path: str, operation: str, crash_at: int, so: dict | None = None) -> subprocess.CompletedProcess:
+        if self.proc is None:
+            self.proc = subprocess.Popen([sys.executable, "-m", "tests.reliability.crash_runner", "--serve"],
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=REPO,
+                                         env={**os.environ, "PYTHONPATH": REPO})
+        self.proc.stdin.write(json.dumps([path, operation, crash_at, so]) + "\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        assert line, f"the crash runner died (exit {self.proc.poll()})"
+        answer = json.loads(line)
+        return subprocess.CompletedProcess([operation, str(crash_at)], answer["returncode"], answer["stdout"],
+                                           answer["stderr"])
+
+    def close(self) -> None:
+        if self.proc is not None:
+            self.proc.stdin.close()
+            self.proc.wait(timeout=60)
+            self.proc = None
+
+
+_runner = CrashRunner()
+_run = _runner.run
 
 
 def _join(root: str, name: str) -> str:
@@ -145,6 +169,7 @@ def run(operations: list[str], *, size: int, commits: int, points: int | None, w
                             storage_options=storage_options)
             print(f"  {name:<20} {report.line()}", flush=True)
     finally:
+        _runner.close()
         _remove(workdir, storage_options)
     return report
 
