@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from airflow_lake.core import Table
 from airflow_lake.core.txn.heartbeat import is_expired
-from tests.conftest import hudi_read, rows
+from tests.conftest import hudi_read, let_time_pass, rows
 from tests.core.test_compaction import mor
 from tests.spark.test_jobs import last_json, spark_submit
 from tests.spark.test_upsert_job import landing
@@ -27,26 +27,22 @@ COLS = ["id", "ts", "part", "v", "_hoodie_commit_time"]
 DATA = ["id", "ts", "part", "v"]
 TIMELINE = r"^\.hoodie/[0-9]+"  # an instant file (the token index under .hoodie/.aux has the same names)
 # a live driver's heartbeat (2 s beats, expired after 2 missed) and lock (6 s) survive a loaded
-# machine; a killed one's are waited out before the next attempt (`wait_for_expiry`)
+# machine; a killed one's expire at once before the next attempt (`expire_killed_attempt`)
 HEARTBEAT_MS, MISSES = 2000, 2
 FAST = ["--option", f"hoodie.client.heartbeat.interval_in_ms={HEARTBEAT_MS}",
         "--option", "hoodie.write.lock.filesystem.expire=0.1"]
 
 
-def wait_for_expiry(table_path: str, limit_s: float = 60.0) -> None:
-    """Wait until every heartbeat under `.hoodie/.heartbeat` has expired, as the next attempt
-    judges it: a re-submission that starts within a killed attempt's expiry is rightly refused
-    ("being executed by another task"), and on a quiet machine spark-submit starts that fast."""
+def expire_killed_attempt(table_path: str) -> None:
+    """Let a killed attempt's heartbeats and lock expire, as the next attempt judges them,
+    without waiting (`let_time_pass` ages the files): a re-submission that starts within a
+    killed attempt's expiry is rightly refused ("being executed by another task")."""
+    let_time_pass(table_path, 60)
     storage = Table.open(table_path).storage
     folder = os.path.join(table_path, ".hoodie", ".heartbeat")
-    deadline = time.monotonic() + limit_s
-    while True:
-        live = [i for i in (os.listdir(folder) if os.path.isdir(folder) else [])
-                if not is_expired(storage, i, HEARTBEAT_MS, MISSES)]
-        if not live:
-            return
-        assert time.monotonic() < deadline, f"heartbeats {live} still live {limit_s} s after the kill"
-        time.sleep(0.2)
+    live = [i for i in (os.listdir(folder) if os.path.isdir(folder) else [])
+            if not is_expired(storage, i, HEARTBEAT_MS, MISSES)]
+    assert not live, f"heartbeats {live} still beating after the kill"
 
 
 def killed(table_path: str, job: str, args: list[str], at: str, files: int = 0) -> str:
@@ -62,7 +58,7 @@ def killed(table_path: str, job: str, args: list[str], at: str, files: int = 0) 
     assert "PROBE KILL" in text, text[-3000:]  # died by the probe's SIGKILL, not of something else
     line = next(x for x in text.splitlines() if x.startswith("PROBE KILL"))
     print(f"{job}: {line}; spark-submit ran {time.monotonic() - start:.0f} s")
-    wait_for_expiry(table_path)
+    expire_killed_attempt(table_path)
     return line
 
 
