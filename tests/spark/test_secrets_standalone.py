@@ -18,7 +18,7 @@ from airflow_lake.spark.options import SECRET_OPTIONS_ENV
 from tests.conftest import hudi_read, rows
 from tests.provider.test_secrets import s3_endpoint, scan_command_lines  # noqa: F401 (a fixture)
 from tests.spark.test_jobs import last_json, spark_submit
-from tests.spark.test_standalone import COLS, batch, cluster  # noqa: F401 (the module's cluster fixture)
+from tests.spark.test_standalone import COLS, batch
 
 SECRET = "SeCrEt-" + uuid.uuid4().hex
 
