@@ -31,8 +31,8 @@ from typing import Any, NoReturn, TypeVar
 
 from airflow_lake.core.errors import LakeError, noted_instant
 from airflow_lake.core.objectstore import scrub
+from airflow_lake.core.services.runs import TOKEN_KEY
 from airflow_lake.core.table import Table
-from airflow_lake.core.timeline.tokens import TOKEN_KEY
 from airflow_lake.core.vocabulary import split_options
 from airflow_lake.spark.options import take_secret_options
 

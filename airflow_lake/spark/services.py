@@ -10,10 +10,19 @@ from typing import Any
 
 from airflow_lake.core.config import Option
 from airflow_lake.core.errors import InvalidOptionError, TableNotFoundError
+from airflow_lake.core.services.runs import (
+    CLEAN,
+    COMMIT,
+    RESTORE,
+    ROLLBACK,
+    SAVEPOINT,
+    plan_token,
+    savepoint_exists,
+    select_plan,
+    token_done,
+)
 from airflow_lake.core.settings import check_table_settings
 from airflow_lake.core.table import Table
-from airflow_lake.core.timeline.instant import CLEAN, COMMIT, COMPACTION, RESTORE, ROLLBACK, SAVEPOINT
-from airflow_lake.core.timeline.tokens import TOKEN_KEY
 from airflow_lake.core.write.client import WriteResult
 from airflow_lake.spark.job import JobRun, log
 
@@ -65,7 +74,7 @@ def compaction_schedule(run: JobRun) -> dict[str, Any]:
     `--max-delta-seconds`, `--target-io-mb`); "not now" is `instant` null and the reason."""
     a = run.args
     table = run.open_table()
-    done = run.token and table.timeline.find_token(run.token, pending=True, actions=(COMMIT,))
+    done = token_done(table, run.token, COMMIT, pending=True)
     log.info("compaction_schedule: planning (strategy %s)", a.strategy or "from the table's options")
     decision = table.plan_compaction(strategy=a.strategy, max_delta_commits=a.max_delta_commits,
                                      max_delta_seconds=a.max_delta_seconds, target_io_mb=a.target_io_mb,
@@ -75,34 +84,6 @@ def compaction_schedule(run: JobRun) -> dict[str, Any]:
     return run.result(instant=decision.instant, action="compaction" if decision.instant else None,
                       operation="compaction_schedule", scheduled=decision.instant is not None,
                       reason=decision.reason, file_groups=decision.operations, already_done=bool(done))
-
-
-def plan_token(token: str | None, n: int) -> dict[str, str] | None:
-    """The extra metadata of a run's n-th plan (from 0): the first carries the run token, later
-    ones `<token>#<n + 1>`."""
-    if not token:
-        return None
-    return {TOKEN_KEY: token if n == 0 else f"{token}#{n + 1}"}
-
-
-def select_plan(table: Table, *, instant: str | None, order: str, extra: dict[str, str] | None,
-                first_already_done: bool) -> str | None:
-    """The compaction plan a run executes next, or None for no more: `instant` when given;
-    else this run's own plan (`extra`'s token: done already, or left inflight by a dead
-    attempt); else, unless the run's first plan was found done (a re-submission takes no new
-    plan), the oldest (`FIFO`) or newest (`LIFO`) pending plan."""
-    if instant:
-        return instant
-    timeline = table.timeline
-    mine = extra and timeline.find_token(extra[TOKEN_KEY], pending=True, actions=(COMMIT,))
-    if mine:
-        return mine.time
-    if first_already_done:
-        return None
-    pending = timeline.actions(COMPACTION).pending().times
-    if not pending:
-        return None
-    return pending[0] if order == "FIFO" else pending[-1]
 
 
 def compaction_execute(run: JobRun) -> dict[str, Any]:
@@ -153,7 +134,7 @@ def savepoint(run: JobRun) -> dict[str, Any]:
     """Savepoint `--instant` (`--user`, `--comments`)."""
     a = run.args
     table = run.open_table()
-    done = table.timeline.actions(SAVEPOINT).completed().contains(a.instant)
+    done = savepoint_exists(table, a.instant)
     log.info("savepoint: savepointing %s", a.instant)
     instant = table.savepoint(a.instant, user=a.user, comments=a.comments, extra_metadata=run.extra_metadata)
     return run.result(instant=instant, action=SAVEPOINT, operation="savepoint", already_done=done)
@@ -163,7 +144,7 @@ def restore(run: JobRun) -> dict[str, Any]:
     """Restore to the savepoint `--instant`."""
     a = run.args
     table = run.open_table()
-    done = bool(run.token and table.timeline.find_token(run.token, actions=(RESTORE,)))
+    done = token_done(table, run.token, RESTORE)
     log.info("restore: restoring to savepoint %s", a.instant)
     result = table.restore(a.instant, extra_metadata=run.extra_metadata)
     log.info("restore: %s undid %d instants", result.instant, len(result.rolled_back))
