@@ -214,7 +214,7 @@ class Reader:
         """One file group's current records (base and visible logs merged). Without meta fields
         `_hoodie_record_key` holds the keys derived from the key fields (for index lookups and
         ordering checks), not the stored nulls."""
-        task = group_read(view, group, self.full_schema, columns, self.table.config)
+        task = group_read(view, group)
         return read_group_records(self.table, task, self.full_schema, columns, timeline=view.timeline)
 
     def _prune(self, view: FileSystemView, groups: list[FileGroup], filters) -> list[FileGroup]:

@@ -242,10 +242,8 @@ def read_slice(ctx, task: SliceRead, schema: pa.Schema, *, timeline=None) -> pa.
     return rows.select(list(query.columns)) if query.columns is not None else rows
 
 
-def group_read(view: FileSystemView, group: FileGroup, schema: pa.Schema | None = None,
-               columns: list[str] | None = None, cfg=None) -> SliceRead:
-    """The read task of one file group's current records for a writer (`read_group_records`).
-    (`schema`, `columns` and `cfg` are no longer needed: the reader adds the key fields.)"""
+def group_read(view: FileSystemView, group: FileGroup) -> SliceRead:
+    """The read task of one file group's current records for a writer (`read_group_records`)."""
     return SliceRead.of(view, group, Visibility.of(view), SliceQuery())
 
 

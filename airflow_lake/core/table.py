@@ -51,7 +51,8 @@ from .timeline.instant import Instant
 from .txn.transaction import Transaction
 from .txn.undo import RollbackResult
 from .vocabulary import COPY_ON_WRITE, MERGE_ON_READ, TABLE_TYPES
-from .write.client import WriteClient, WriteResult
+from .write.client import WriteResult
+from .write.pipeline import write_arrow
 
 log = logging.getLogger(__name__)
 _INIT_FOLDERS = (".hoodie", ".hoodie/.schema", ".hoodie/archived", ".hoodie/.temp", ".hoodie/.aux",
@@ -301,7 +302,7 @@ class Table:
         owns = getattr(self.engine, "owns", None)  # (engines written before `owns` own no frame)
         if owns is not None and owns(data):
             return self.engine.write_frame(self, data, operation, extra_metadata)
-        return WriteClient(self, self.engine).write(data, operation, extra_metadata)
+        return write_arrow(self, data, operation, extra_metadata)
 
     # -- reads -----------------------------------------------------------------------------
     @_counted

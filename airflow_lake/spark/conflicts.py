@@ -14,7 +14,7 @@ from airflow_lake.core.context import TableContext
 from airflow_lake.core.index.simple import read_keys
 from airflow_lake.core.merge import KEY
 from airflow_lake.core.model import BaseFile
-from airflow_lake.core.write.client import KeyClash
+from airflow_lake.core.txn.conflicts import KeyClash
 
 from .frames import PART, stage
 

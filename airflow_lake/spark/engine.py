@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import pickle
 import threading
 import time
 import uuid
@@ -14,6 +13,8 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 
 from airflow_lake.core.engine import group_slices
+
+from .frames import group_results
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -62,12 +63,7 @@ class SparkEngine:
         given), the results pickled back; an Arrow table's groups as tasks of `map`."""
         if isinstance(rows, pa.Table):
             return self.map(fn, group_slices(rows, key))
-        if groups:
-            # left to adaptive execution, a small batch's groups are coalesced into one partition
-            # and every group runs in a single task
-            rows = rows.repartition(groups, key)
-        out = rows.groupBy(key).applyInArrow(_pickled(fn), "result binary")
-        return [pickle.loads(r[0]) for r in out.collect()]
+        return group_results(fn, rows, key, groups)
 
     def owns(self, data: object) -> bool:
         """A Spark DataFrame is written by `write_frame`, its rows staying in executors."""
@@ -91,11 +87,3 @@ class SparkEngine:
                     finished += stage.numCompletedTasks if stage else 0
             log.info("%s: %d/%d done (%.1f s)", what, min(finished, total), total, time.monotonic() - start)
 
-
-def _pickled(fn: Callable[[pa.Table], R]) -> Callable[[pa.Table], pa.Table]:
-    """`fn` with its result pickled in a one-row table, typed as applyInArrow wants (a partial is not)."""
-
-    def apply(rows: pa.Table) -> pa.Table:
-        return pa.table({"result": pa.array([pickle.dumps(fn(rows))], pa.binary())})
-
-    return apply

@@ -1,23 +1,20 @@
-"""The work columns the distributed write adds to the rows (none reaches a file), the plan of
-one file group's write, and Spark actions that fail with the core's errors."""
+"""The work columns the distributed write adds to the rows (the core's; none reaches a file),
+and Spark actions that fail with the core's errors."""
 
 from __future__ import annotations
 
+import pickle
 import re
 import warnings
 
-import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from airflow_lake.core.errors import LakeError
 
-# the core's work columns and group plan, for the Spark stages
-from airflow_lake.core.write.execute import DEL, LOC_F, PART, SEQ, TARGET, WORK, GroupPlan  # noqa: F401
+# the core's work columns, for the Spark stages
+from airflow_lake.core.write.execute import DEL, LOC_F, PART, SEQ, TARGET, WORK  # noqa: F401
+from airflow_lake.core.write.routing import BUCKET, LOC_P, RANK, SPREAD, STORED  # noqa: F401
 
-LOC_P = "_al_loc_partition"  # where the index found the key (null: a new key; LOC_F its group)
-STORED = "_al_stored_ordering"  # the stored record's ordering value
-BUCKET = "_al_bucket"
 LOOKUP_KEY = "_al_lookup_key"
 CANDIDATE = "_al_candidate"  # a file group whose key range holds the key
 KEYS_READ = "_al_keys_read"  # (a tagging summary row) whether the group's keys were read
@@ -52,10 +49,22 @@ def scalar_arrow_udf(fn, return_type):
         return arrow_udf(fn, return_type, ArrowUDFType.SCALAR)
 
 
-def group_ids(names: pa.Array, groups: dict[str, int]) -> np.ndarray:
-    """The group id of each name (`groups`: name -> id); -1 where the name is null or unknown."""
-    if not groups:
-        return np.full(len(names), -1, dtype=np.int64)
-    ids = np.append(np.asarray(list(groups.values()), dtype=np.int64), -1)
-    pos = pc.index_in(names, value_set=pa.array(list(groups), pa.string())).fill_null(-1)
-    return ids[pos.to_numpy(zero_copy_only=False).astype(np.int64)]
+def group_results(fn, rows, key: str, groups: int = 0) -> list:
+    """`fn` applied to the rows of each value of the DataFrame column `key` in executors
+    (`groupBy(key).applyInArrow`, one shuffle partition per group when `groups` is given),
+    the results pickled back."""
+    if groups:
+        # left to adaptive execution, a small batch's groups are coalesced into one partition
+        # and every group runs in a single task
+        rows = rows.repartition(groups, key)
+    out = rows.groupBy(key).applyInArrow(_pickled(fn), "result binary")
+    return [pickle.loads(r[0]) for r in out.collect()]
+
+
+def _pickled(fn):
+    """`fn` with its result pickled in a one-row table, typed as applyInArrow wants (a partial is not)."""
+
+    def apply(rows: pa.Table) -> pa.Table:
+        return pa.table({"result": pa.array([pickle.dumps(fn(rows))], pa.binary())})
+
+    return apply

@@ -106,15 +106,15 @@ def test_wrongly_claimed_new_keys_still_meet_the_concurrent_insert_check(table_p
     new = [f"k{j:03d}n" for j in range(100)]
     new = [k for k, hit in zip(new, file_bloom(t.storage, base.path).might_contain(pa.array(new)), strict=True) if hit]
     assert new
-    plan = client.WriteClient._plan
+    plan = client.WriteClient.inflight
 
     def plan_then_other_writer(self, *args, **kwargs):
         out = plan(self, *args, **kwargs)
-        monkeypatch.setattr(client.WriteClient, "_plan", plan)
+        monkeypatch.setattr(client.WriteClient, "inflight", plan)
         Table.open(table_path).write(_rows(new, 5), operation="insert")  # between plan and commit
         return out
 
-    monkeypatch.setattr(client.WriteClient, "_plan", plan_then_other_writer)
+    monkeypatch.setattr(client.WriteClient, "inflight", plan_then_other_writer)
     with pytest.raises(WriteConflictError, match="inserts key"):
         Table.open(table_path).write(_rows(new, 1))
     ids = hudi_read(table_path).column("id").to_pylist()

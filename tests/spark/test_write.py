@@ -173,8 +173,8 @@ def test_key_frame_with_and_without_casts_agrees_with_the_local_engine(spark, tm
     type (a column the batch lacks becomes nulls); otherwise the core casts it in Python. Both
     give the local engine's rows and counts, including repeated keys and `_hoodie_is_deleted`."""
     from airflow_lake.core.schema import IS_DELETED
+    from airflow_lake.core.write.keying import stored_as_is as _stored_as_is
     from airflow_lake.spark.schema import arrow_schema_of
-    from airflow_lake.spark.write import _stored_as_is
 
     first = pa.table({"id": [f"k{i}" for i in range(12)], "ts": pa.array([1] * 12, pa.int64()),
                       "part": ["a", "b", "c"] * 4, "note": [f"n{i}" for i in range(12)],
@@ -205,7 +205,7 @@ def test_key_frame_with_and_without_casts_agrees_with_the_local_engine(spark, tm
 
 
 def test_group_ids_of_names_known_unknown_and_null():
-    from airflow_lake.spark.frames import group_ids
+    from airflow_lake.core.write.routing import group_ids
 
     names = pa.array(["a\0f1", None, "b\0f2", "c\0f9", "a\0f1"])
     assert group_ids(names, {"a\0f1": 3, "b\0f2": 0}).tolist() == [3, -1, 0, -1, 3]

@@ -135,24 +135,3 @@ def _batch(spec: ExecSpec, rows: pa.Table) -> Batch:
                  rows.column(DEL).to_numpy(zero_copy_only=False).astype(bool), ordering, spec.ctx.avro_schema)
 
 
-def routed_rows(batch: Batch, target: np.ndarray, located: np.ndarray, engine=None) -> pa.Table:
-    """The routed rows of a batch, as `execute_group` reads them: every row with a `target`
-    group (-1: none) with the work columns, ordered by group, in a group the located rows
-    (`located`: found by the index in their group) first, each part in batch order (one
-    gather, columns in parallel on `engine`). The batch's ordering values travel as `ORDERING`
-    (a partition move's delete has none, whatever its data says)."""
-    n = len(batch)
-    seq = np.arange(n, dtype=np.int64) + np.where(located, 0, n)
-    rank = np.where(target >= 0, target * (2 * n) + seq, -1)
-    rows = np.flatnonzero(rank >= 0)
-    rows = rows[np.argsort(rank[rows])]
-    part = batch.take(rows, engine)
-    loc = pc.if_else(pa.array(located[rows]), pa.scalar("", pa.string()), pa.scalar(None, pa.string()))
-    work = {KEY: part.keys, PART: part.partitions, DEL: pa.array(part.is_delete), SEQ: pa.array(seq[rows]),
-            LOC_F: loc, TARGET: pa.array(target[rows])}
-    if part.ordering is not None:
-        work[ORDERING] = part.ordering
-    data = part.data
-    for name, column in work.items():
-        data = data.append_column(name, column)
-    return data

@@ -1,9 +1,10 @@
-"""Assign a tagged batch to per-file-group tasks: merges (COW), log appends (MOR), new files.
+"""The placement rules of inserts: small file groups first, then new file groups sized by
+`hoodie.parquet.max.file.size` (`routing.plan_key_groups` applies them to counts).
 
 Inserts first fill small file groups (`hoodie.parquet.small.file.limit`): on COW any group
 whose base file is small; on MOR only a group whose slice has no log files and no pending
 compaction (its base file is rewritten), because the bloom and simple indexes see base files
-only. The BUCKET index routes every record to its bucket's group instead (log-only groups on MOR).
+only. The BUCKET index routes every record to its bucket's group instead (`routing`).
 """
 
 from __future__ import annotations
@@ -12,14 +13,11 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-import pyarrow as pa
 
-from ..index.bucket import bucket_ids, bucket_of_file_id, new_bucket_file_id
 from ..model import BaseFile, FileGroup, new_file_id
 from ..read import SliceRead
 from ..view import FileSystemView
 from .logs import SliceRef
-from .prepare import Batch
 
 
 @dataclass
@@ -46,22 +44,6 @@ class Sizing:
         return max(1, self.max_file_size // max(1, self.record_size))
 
 
-def group_by(codes: np.ndarray, rows: np.ndarray) -> dict[int, np.ndarray]:
-    """rows grouped by codes[rows], each group in row order."""
-    if len(rows) == 0:
-        return {}
-    sel = codes[rows]
-    order = np.argsort(sel, kind="stable")
-    uniq, starts = np.unique(sel[order], return_index=True)
-    bounds = list(starts[1:]) + [len(order)]
-    return {int(u): rows[order[s:e]] for u, s, e in zip(uniq, starts, bounds, strict=True)}
-
-
-def rows_by_partition(partitions: pa.Array, rows: np.ndarray) -> dict[str, np.ndarray]:
-    encoded = partitions.dictionary_encode()
-    codes = encoded.indices.to_numpy(zero_copy_only=False)
-    names = encoded.dictionary.to_pylist()
-    return {names[c]: r for c, r in group_by(codes, rows).items()}
 
 
 def slice_ref(view: FileSystemView, group: FileGroup) -> SliceRef:
@@ -111,34 +93,3 @@ def fill_small_files(view: FileSystemView, partition: str, rows: np.ndarray, siz
     return tasks, rows
 
 
-def plan_bucket(view: FileSystemView, batch: Batch, num_buckets: int, hash_fields: list[str], *,
-                is_mor: bool, instant: str, overwrite: bool = False) -> list[Task]:
-    """Every record goes to its bucket's file group in its partition (with `overwrite`, to new
-    groups that replace the existing ones)."""
-    buckets = bucket_ids(batch.keys, num_buckets, hash_fields)
-    tasks = []
-    for partition, rows in rows_by_partition(batch.partitions, np.arange(len(batch))).items():
-        existing: dict[int, FileGroup] = {}
-        for g in [] if overwrite else view.file_groups(partition):
-            b = bucket_of_file_id(g.file_id)
-            if b is not None:
-                existing.setdefault(b, g)
-        for bucket, brows in group_by(buckets, rows).items():
-            group = existing.get(bucket)
-            if group is not None:
-                if is_mor:
-                    tasks.append(Task("log", partition, group.file_id, brows, slice=slice_ref(view, group)))
-                else:
-                    base, _ = view.read_slice(group)
-                    tasks.append(Task("merge", partition, group.file_id, brows, base=base))
-                continue
-            brows = brows[~batch.is_delete[brows]]
-            if not len(brows):
-                continue
-            file_id = new_bucket_file_id(bucket)
-            if is_mor:
-                ref = SliceRef(partition, file_id, instant, None, [], 1)
-                tasks.append(Task("log", partition, file_id, brows, slice=ref, inserts=len(brows)))
-            else:
-                tasks.append(Task("insert", partition, file_id, brows))
-    return tasks

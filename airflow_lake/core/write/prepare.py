@@ -6,18 +6,16 @@ fails here, so the table stays unchanged.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import partial
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from ..engine import Engine, take_column
 from ..errors import InvalidOptionError, MissingFieldError, SchemaError
 from ..keys import KeyGenerator
-from ..schema import IS_DELETED, META_FIELDS, conform, evolve, from_avro, known_names, resolve_names
-from ..vocabulary import OPERATIONS
+from ..schema import IS_DELETED, known_names
 
 
 def to_arrow(data, where: str) -> pa.Table:
@@ -63,10 +61,6 @@ class Batch:
                      pa.concat_arrays([self.partitions, other.partitions]),
                      np.concatenate([self.is_delete, other.is_delete]), ordering, self.avro_schema)
 
-    def as_deletes(self) -> Batch:
-        """The same keys as deletes by key (natural order: no ordering value)."""
-        return replace(self, is_delete=np.ones(len(self), dtype=bool), ordering=None)
-
     def slice(self, start: int, stop: int) -> Batch:
         """Rows start..stop, without copying."""
         n = int(stop) - int(start)
@@ -89,53 +83,21 @@ class Batch:
                      self.avro_schema)
 
 
-def prepare(data: pa.Table, operation: str, *, keygen: KeyGenerator, precombine: str | None, where: str,
-            combine: bool, is_global: bool) -> Batch:
-    """Check, key and dedupe one batch for `operation`; no table state is read (the schema
-    comes later: `conform_batch`). Its `avro_schema` is None until then."""
-    operation = OPERATIONS.parse(operation, where)
-    data = resolve_columns(data, resolvable_names(keygen, precombine), where)
-    data = data.drop_columns([c for c in data.column_names if c in META_FIELDS])
+
+
+def check_columns(keygen, precombine: str | None, schema: pa.Schema, operation: str, is_global: bool,
+                  where: str) -> None:
+    """The input has the key generator's fields, the ordering field (but for a delete by key)
+    and a boolean `_hoodie_is_deleted` if any."""
     is_delete_op = operation == "delete"
-    keygen.check_fields(data, partition=not (is_delete_op and is_global))
-    if precombine and not is_delete_op and precombine not in data.column_names:
+    keygen.check_fields(pa.Table.from_batches([], schema), partition=not (is_delete_op and is_global))
+    if precombine and not is_delete_op and precombine not in schema.names:
         raise MissingFieldError(f"{where}: the data has no precombine field {precombine!r}; "
-                                f"columns: {data.column_names}")
-    keys = keygen.record_keys(data)
-    if is_delete_op and is_global and any(f not in data.column_names for f in keygen.partition_fields):
-        partitions = pa.repeat(pa.scalar("", pa.string()), len(data))
-    else:
-        partitions = keygen.partition_paths(data)
-    if is_delete_op:
-        is_delete = np.ones(len(data), dtype=bool)
-    else:
-        is_delete = np.zeros(len(data), dtype=bool)
-        if IS_DELETED in data.column_names:
-            flag = data.column(IS_DELETED)
-            if not pa.types.is_boolean(flag.type):
-                raise SchemaError(f"{where}: column {IS_DELETED!r} must be boolean, not {flag.type}")
-            is_delete = pc.fill_null(flag, False).to_numpy(zero_copy_only=False).astype(bool)
-    ordering = None  # a delete by key carries no ordering value: it always wins
-    if precombine and not is_delete_op:
-        ordering = data.column(precombine).combine_chunks()
-    batch = Batch(data, keys, partitions, is_delete, ordering, None)
-    if combine and len(batch) > 1 and len(pc.unique(keys)) < len(batch):
-        batch = batch.take(dedupe_rows(batch, by_partition=not is_global))  # (unique keys: nothing to do)
-    return batch
+                                f"columns: {schema.names}")
+    if not is_delete_op and IS_DELETED in schema.names and not pa.types.is_boolean(schema.field(IS_DELETED).type):
+        raise SchemaError(f"{where}: column {IS_DELETED!r} must be boolean, not {schema.field(IS_DELETED).type}")
 
 
-def conform_batch(batch: Batch, operation: str, *, precombine: str | None, table_avro: dict | None,
-                  table_name: str, where: str, local_timestamps: bool = False) -> Batch:
-    """The batch in the table's schema after this write (evolved by the batch's columns;
-    `local_timestamps`: new naive timestamp columns are timestamp-without-time-zone)."""
-    if operation == "delete":
-        avro = table_avro or evolve(None, batch.data.schema, table_name, where, local_timestamps=local_timestamps)
-        return replace(batch, avro_schema=avro)
-    data = resolve_columns(batch.data, known_names(table_avro, ()), where)
-    avro = evolve(table_avro, data.schema, table_name, where, local_timestamps=local_timestamps)
-    data = conform(data, from_avro(avro), where)
-    ordering = data.column(precombine).combine_chunks() if precombine else None
-    return replace(batch, data=data, ordering=ordering, avro_schema=avro)
 
 
 def resolvable_names(keygen: KeyGenerator, precombine: str | None, table_avro: dict | None = None) -> list[str]:
@@ -145,38 +107,14 @@ def resolvable_names(keygen: KeyGenerator, precombine: str | None, table_avro: d
                                     *([precombine] if precombine else [])])
 
 
-def resolve_columns(data: pa.Table, known: list[str], where: str) -> pa.Table:
-    """`data` with its columns named as the `known` names they match ignoring case
-    (`schema.resolve_names`)."""
-    renames = resolve_names(data.column_names, known, where)
-    return data.rename_columns([renames.get(n, n) for n in data.column_names]) if renames else data
-
-
 def combine_order(ordering: str | None, positions: tuple[str, ...]) -> list[tuple[str, str]]:
     """The combine rule, as the sort keys (column, "descending") that put each key's winner
     first: the largest ordering value (a null is the smallest), then the latest source
     position (`positions`, most significant first). This is Hudi's preCombine: the payload
     with the larger ordering value wins, the newer record on equal values; Hudi's newer is the
     later one in its input's order (`HoodieWriteHelper.deduplicateRecords`). Both engines
-    combine by these keys; each says what a row's source position is (`dedupe_rows`: its
+    combine by these keys; each says what a row's source position is (the local engine: its
     index in the batch; Spark: the file it was read from, then its place in the DataFrame)."""
     return [(column, "descending") for column in ([ordering] if ordering else []) + list(positions)]
 
 
-def dedupe_rows(batch: Batch, *, by_partition: bool) -> np.ndarray:
-    """Rows that survive precombine (`combine_order`, the position being the row's index)."""
-    n = len(batch)
-    key = pc.binary_join_element_wise(batch.partitions, batch.keys, "\x00") if by_partition else batch.keys
-    cols = {"k": key, "i": pa.array(np.arange(n, dtype=np.int64))}
-    if batch.ordering is not None:
-        cols["o"] = batch.ordering
-    rule = combine_order("o" if batch.ordering is not None else None, ("i",))
-    t = pa.table(cols)
-    sort = [("k", "ascending")] + [(column, direction, "at_end") for column, direction in rule]  # nulls smallest
-    order = pc.sort_indices(t, sort_keys=sort).to_numpy()
-    sorted_keys = t.column("k").take(pa.array(order)).combine_chunks()
-    if n == 0:
-        return order
-    first = np.ones(n, dtype=bool)
-    first[1:] = pc.not_equal(sorted_keys[1:], sorted_keys[:-1]).to_numpy(zero_copy_only=False)
-    return np.sort(order[first])

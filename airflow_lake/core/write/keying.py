@@ -1,0 +1,145 @@
+"""The input stage of a frame write: the checks made from the input's schema alone (no rows),
+and the executor functions computing every row's record key, partition path, delete flag and
+sequence number with the table's key generator.
+
+An engine builds the key frame from an `InputPlan` (a frame operation); the rules (which
+columns, which checks, which types the table stores) are here, once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..config import WriteOptions
+from ..merge import KEY
+from ..schema import IS_DELETED, META_FIELDS, conform, evolve, from_avro, resolve_names
+from .execute import DEL, PART, SEQ
+from .prepare import check_columns, resolvable_names
+
+SOURCE_FILE = "_al_source_file"  # the file a row was read from (an engine's source position, if it has one)
+
+
+@dataclass(frozen=True)
+class KeySpec:
+    """What the key functions need in an executor: the table context, the operation, the
+    written columns conformed to the table schema, and the frame's output schema (the data
+    columns and the work columns, as the engine declares them)."""
+
+    ctx: object  # TableContext
+    operation: str
+    is_global: bool
+    data_schema: pa.Schema
+    out_schema: pa.Schema
+    where: str
+
+
+@dataclass(frozen=True)
+class InputPlan:
+    """The input checked from its schema: column renames (case), the incoming columns, the
+    table schema after this write (Avro), the key generator's input columns present, and
+    whether every column already has its stored type (else the core casts and checks rows).
+    `key_inputs`: the columns `key_paths` reads (the key generator's and `_hoodie_is_deleted`)."""
+
+    renames: dict[str, str]
+    table_avro: dict | None
+    incoming: pa.Schema
+    avro: dict
+    spec: KeySpec
+    key_inputs: tuple[str, ...]
+    stored_as_is: bool
+
+    @property
+    def work_fields(self) -> list[pa.Field]:
+        return [pa.field(KEY, pa.string()), pa.field(PART, pa.string()), pa.field(DEL, pa.bool_()),
+                pa.field(SEQ, pa.int64())]
+
+
+def plan_input(table, schema: pa.Schema, operation: str, is_global: bool, table_avro: dict | None,
+               where: str) -> InputPlan:
+    """The input stage's checks on `schema` (the input's Arrow schema): key and partition
+    fields, the ordering field, `_hoodie_is_deleted`'s type, and the schema evolution against
+    `table_avro`. Raises before anything is touched."""
+    cfg = table.config
+    known = resolvable_names(table.keygen, cfg.precombine_field, table_avro)  # ignoring case
+    renames = resolve_names(schema.names, known, where)
+    incoming = pa.schema([f.with_name(renames.get(f.name, f.name)) for f in schema if
+                          renames.get(f.name, f.name) not in META_FIELDS])
+    check_columns(table.keygen, cfg.precombine_field, incoming, operation, is_global, where)
+    local = table.option(WriteOptions.TIMESTAMP_WITHOUT_TIMEZONE)
+    if operation == "delete":
+        avro = table_avro or evolve(None, incoming, cfg.name, where, local_timestamps=local)
+        data_schema = incoming
+    else:
+        avro = evolve(table_avro, incoming, cfg.name, where, local_timestamps=local)
+        data_schema = from_avro(avro)
+    keygen = table.keygen
+    fields = list(keygen.record_key_fields) + list(keygen.partition_fields)
+    if operation != "delete":
+        fields.append(IS_DELETED)
+    inputs = tuple(c for c in dict.fromkeys(f.split(".")[0] for f in fields) if c in incoming.names)
+    spec = KeySpec(table.context(), operation, is_global, data_schema, pa.schema([]), where)
+    as_is = operation == "delete" or stored_as_is(incoming, data_schema)
+    return InputPlan(renames, table_avro, incoming, avro, spec, inputs, as_is)
+
+
+def stored_as_is(incoming: pa.Schema, data_schema: pa.Schema) -> bool:
+    """Whether every incoming column already has the type the table stores (no cast to check)."""
+    return all(f.name not in incoming.names or incoming.field(f.name).type.equals(f.type) for f in data_schema)
+
+
+# -- executor functions (module level: they travel as values) -----------------------------------
+def key_paths(spec: KeySpec, names: tuple[str, ...], *columns: pa.Array) -> pa.StructArray:
+    """Record key, partition path and delete flag of every row, from the key generator's input
+    columns (and `_hoodie_is_deleted`): `InputPlan.key_inputs`."""
+    data = pa.Table.from_arrays(list(columns), names=list(names))
+    keys, parts = keys_and_parts(spec, data)
+    return pa.StructArray.from_arrays([keys, parts, delete_flags(spec.operation, data)], names=[KEY, PART, DEL])
+
+
+def keys_and_parts(spec: KeySpec, data: pa.Table) -> tuple[pa.Array, pa.Array]:
+    """The key generator's record keys and partition paths (a global delete by key without the
+    partition fields: empty paths)."""
+    keygen = spec.ctx.keygen
+    keys = keygen.record_keys(data)
+    if spec.operation == "delete" and spec.is_global and any(
+            f not in data.column_names for f in keygen.partition_fields):
+        return keys, pa.repeat(pa.scalar("", pa.string()), data.num_rows)
+    return keys, keygen.partition_paths(data)
+
+
+def delete_flags(operation: str, data: pa.Table) -> pa.Array:
+    """Every row of a delete; else `_hoodie_is_deleted` (null: not deleted)."""
+    n = data.num_rows
+    if operation == "delete":
+        return pa.repeat(pa.scalar(True), n)
+    if IS_DELETED in data.column_names:
+        return pc.fill_null(data.column(IS_DELETED), False).combine_chunks()
+    return pa.repeat(pa.scalar(False), n)
+
+
+def key_table(spec: KeySpec, data: pa.Table, seq_base: int = 0) -> pa.Table:
+    """Record key, partition path, delete flag and sequence number (`seq_base` + the row's
+    place) of every row, with the columns conformed to the table schema (the core's key
+    generator and checks), in `spec.out_schema`."""
+    n = data.num_rows
+    keys, parts = keys_and_parts(spec, data)
+    flags = delete_flags(spec.operation, data)
+    origin = [data.column(SOURCE_FILE)] if SOURCE_FILE in spec.out_schema.names else []
+    if spec.operation != "delete":
+        data = conform(data, spec.data_schema, spec.where)
+    seq = pa.array(np.arange(n, dtype=np.int64) + seq_base)
+    columns = list(data.select(spec.data_schema.names).columns) + [keys, parts, flags, seq, *origin]
+    return pa.Table.from_arrays(columns, names=spec.out_schema.names).cast(spec.out_schema)
+
+
+def key_batches(spec: KeySpec, batches: Iterator[pa.RecordBatch], *, seq_base: int = 0) -> Iterator[pa.RecordBatch]:
+    """`key_table` of each batch, the sequence numbers running on across batches."""
+    offset = 0
+    for batch in batches:
+        yield from key_table(spec, pa.Table.from_batches([batch]), seq_base + offset).to_batches()
+        offset += batch.num_rows

@@ -1,0 +1,324 @@
+"""The write pipeline over an engine's frames: one commit of one operation, rows never on the
+driver. The stages and their rules are here; an engine supplies `FrameOps` (frame operations:
+build a column with a core function, filter, keep one row per key, join, count, shuffle).
+
+input (`keying`: schema checks, the key frame; bad values fail in the first count, before the
+timeline) -> combine (`combine_order`) -> begin (the transaction: lock, repair, requested
+instant, heartbeat) -> tag (the index lookup) -> route (`routing`: moves, stale and unknown
+deletes; the plan of file groups from counts; each row's target) -> inflight -> execute (each
+group written by `execute_group` in a task) -> commit (conflict checks, the completed instant).
+"""
+
+from __future__ import annotations
+
+import logging
+from functools import partial
+from typing import Any, Protocol
+
+import pyarrow as pa
+
+from ..config import TableOptions, WriteOptions
+from ..errors import LakeError, UnsupportedTableVersionError, WriteConflictError
+from ..index import check_index_type
+from ..merge import KEY
+from ..model import WriteStat
+from ..txn.conflicts import KeyClash
+from ..txn.heartbeat import beating
+from ..view import FileSystemView
+from ..vocabulary import LOOKUP_OPERATIONS, OPERATIONS
+from .arrow_frames import ArrowFrames, stored_key_clash
+from .client import TOKEN_KEY, WriteClient, WriteResult
+from .execute import DEL, LOC_F, PART, TARGET, WORK, ExecSpec, execute_group
+from .keying import InputPlan, plan_input
+from .partitions import check_batch_nesting
+from .plan import Sizing
+from .prepare import combine_order
+from .routing import (
+    BUCKET,
+    LOC_P,
+    RANK,
+    SPREAD,
+    BucketSpec,
+    Columns,
+    Routing,
+    bucket_targets,
+    located_rule,
+    plan_bucket_groups,
+    plan_key_groups,
+    route_targets,
+    row_buckets,
+)
+
+log = logging.getLogger(__name__)
+
+
+class FrameOps(Protocol):
+    """The frame operations an engine supplies to the pipeline (no write rule: the rules come
+    as arguments, core functions and expressions). `Frame` is the engine's frame type."""
+
+    columns: Columns
+    trusts_filters: bool  # whether `tag` honours `trust_filters`
+
+    def source(self, data: Any) -> Any:
+        """The input as this engine's frame (an error names the table when it cannot be read)."""
+
+    def schema(self, data: Any) -> pa.Schema:
+        """The Arrow schema of a frame."""
+
+    def key_frame(self, data: Any, plan: InputPlan) -> tuple[Any, tuple[str, ...]]:
+        """The input with its data columns (renamed, conformed to the table schema: missing
+        ones null) and the work columns KEY, PART, DEL, SEQ computed by `keying`'s functions;
+        and the columns giving a row's source position, most significant first (for combine)."""
+
+    def cache(self, frame: Any) -> Any: ...
+
+    def release(self, frame: Any) -> None: ...
+
+    def partition_counts(self, frame: Any) -> list[tuple[str, int, int]]:
+        """(PART, rows, distinct KEYs) per partition: the first action (bad values fail here)."""
+
+    def keep_first(self, frame: Any, by: list[str], order: list[str]) -> Any:
+        """One row per value of `by`: the first by `order` (every column descending, nulls last)."""
+
+    def tag(self, table: Any, view: FileSystemView, frame: Any, parts: list[str] | None, is_global: bool,
+            index_type: str, where: str, *, trust_filters: bool = False) -> tuple[Any, list[Any], dict[str, int]]:
+        """`frame` with LOC_P, LOC_F (and STORED) of each key the index finds (nulls for new
+        keys); the frames to release after the write; how the index found them. With
+        `trust_filters` a key a bloom filter claims may be taken as found without reading the
+        file's keys (the Spark engine confirms always)."""
+
+    def untagged(self, frame: Any) -> Any:
+        """`frame` with null LOC_P, LOC_F, STORED columns."""
+
+    def filter(self, frame: Any, predicate: Any) -> Any: ...
+
+    def move(self, frame: Any, moved: Any, ordering: str | None) -> Any:
+        """Rows where `moved` holds become two: an insert at PART (LOC_P, LOC_F null) and a
+        delete at LOC_P (DEL true, the `ordering` column null)."""
+
+    def insert_spread(self, frame: Any) -> Any:
+        """`frame` with SPREAD: an insert's spread bucket (the engine's choice, e.g. a key hash
+        modulo its parallelism), null for located rows."""
+
+    def insert_ranks(self, frame: Any) -> Any:
+        """`frame` with RANK: an insert's place in its (PART, SPREAD) by SEQ, from 1 (null for
+        located rows). Slots follow (partition, spread bucket, rank): `plan_key_groups`."""
+
+    def location_counts(self, frame: Any) -> list[tuple]:
+        """(LOC_P, LOC_F, PART of an insert, SPREAD, rows) per distinct value."""
+
+    def bucket_counts(self, frame: Any) -> list[tuple[str, int, int, int]]:
+        """(PART, BUCKET, rows, rows that are not deletes) per distinct value."""
+
+    def with_udf(self, frame: Any, name: str, fn: Any, inputs: list[str], arrow_type: pa.DataType) -> Any:
+        """`frame` with the column `name` computed by `fn` (Arrow arrays of `inputs` -> an array)."""
+
+    def write_groups(self, fn: Any, frame: Any, key: str, groups: int) -> list[Any]:
+        """`fn` applied to each group's rows (`key`: the group id), one task per group."""
+
+    def key_clash(self, ctx: Any, new_keys: Any, is_global: bool, where: str) -> KeyClash:
+        """The commit's check that no key of `new_keys` (PART, KEY) is in a concurrent commit's files."""
+
+
+def write_arrow(table, data: Any, operation: str = "upsert", extra_metadata: dict[str, str] | None = None,
+                ) -> WriteResult:
+    """Write Arrow data (a table, batches, a reader, anything with an Arrow stream) to `table`
+    as one commit: the pipeline on `ArrowFrames`, file groups written on the table's engine."""
+    return write_frame(table, ArrowFrames(table.engine, f"table {table.storage.uri}"), data, operation,
+                       extra_metadata)
+
+
+def write_frame(table, ops: FrameOps, data: Any, operation: str = "upsert",
+                extra_metadata: dict[str, str] | None = None) -> WriteResult:
+    """Write the engine frame `data` to `table` as one commit of `operation`."""
+    where = f"table {table.storage.uri}"
+    cfg = table.config
+    operation = OPERATIONS.parse(operation, where)
+    if cfg.version != 6 or cfg.get(TableOptions.TIMELINE_LAYOUT) != 1:
+        raise UnsupportedTableVersionError(
+            f"{where}: table version {cfg.version} (timeline layout {cfg.get(TableOptions.TIMELINE_LAYOUT)}) "
+            "cannot be written; airflow-lake writes table version 6, layout 1")
+    table.check_write_support()  # key generator, payload and merge options we implement
+    data = ops.source(data)
+    index_type = check_index_type(table.option(WriteOptions.INDEX_TYPE), where)
+    is_global = index_type.startswith("GLOBAL")
+    client = WriteClient(table, table.engine)
+    plan = plan_input(table, ops.schema(data), operation, is_global, table.schema_avro(), where)
+    frame, positions = ops.key_frame(data, plan)
+    combine = operation in LOOKUP_OPERATIONS or table.option(WriteOptions.COMBINE_BEFORE_INSERT)
+    frame = ops.cache(frame)
+    keyed = frame
+    try:
+        # one pass: bad values fail here, before the timeline is touched; the partitions written,
+        # and whether a key repeats within one (a global index combines across partitions)
+        counts = ops.partition_counts(frame)
+        parts = sorted(p for p, _, _ in counts)
+        created = [] if operation == "delete" else parts
+        check_batch_nesting(table.storage, created)  # (against the table's: in `begin`)
+        if combine and (is_global or any(n != distinct for _, n, distinct in counts)):
+            ordering = cfg.precombine_field if operation != "delete" else None
+            order = [c for c, _ in combine_order(ordering, positions)]
+            keyed = ops.cache(ops.keep_first(frame, [KEY] if is_global else [PART, KEY], order))
+        extra = dict(extra_metadata or {})
+        action = client.action(operation)
+
+        def same_schema(timeline) -> None:  # under the lock: the table schema the frame was built for
+            if table.schema_avro(timeline) != plan.table_avro:
+                raise WriteConflictError(f"{where}: the table schema changed while this write was prepared "
+                                         "(a concurrent write evolved it); nothing was written, retry it")
+
+        requested, heartbeat, timeline = client.begin(action, extra.get(TOKEN_KEY), same_schema, partitions=created)
+        if heartbeat is None:  # a retry whose run token is already committed
+            return client.stored_result(timeline, requested, operation)
+        # any other failure leaves the instant pending, its heartbeat stopped: the next writer's
+        # repair rolls it back (`hoodie.cleaner.policy.failed.writes`), as after a crash
+        with beating(heartbeat):
+            try:
+                return _run(table, ops, client, keyed, parts, plan.avro, operation, is_global, index_type, requested,
+                            timeline, extra, where)
+            except FileNotFoundError as e:  # a file this write read was cleaned, compacted or rolled back
+                _abandon(table, requested.time)
+                raise WriteConflictError(f"{where}: write {requested.time} read a file that another writer or "
+                                         f"service removed meanwhile ({e.filename or e}); it was rolled back, "
+                                         "retry it") from e
+    finally:
+        if keyed is not frame:
+            ops.release(keyed)
+        ops.release(frame)
+
+
+def _run(table, ops: FrameOps, client: WriteClient, keyed, parts: list[str], avro: dict, operation: str,
+         is_global: bool, index_type: str, requested, timeline, extra: dict[str, str], where: str) -> WriteResult:
+    seen = client.seen(timeline)
+    wide = is_global or operation == "insert_overwrite_table"
+    view = FileSystemView(table.storage, timeline, partition_files=None if wide else client.partition_files(parts))
+    replaced = client.replaced_groups(view, operation, parts)
+    index_stats: dict[str, int] = {}
+    routing = None
+    try:
+        if index_type == "BUCKET":
+            routing = _route_buckets(ops, client, keyed, view, requested.time, replaced is not None)
+        else:
+            routing = _route_keys(ops, table, client, keyed, view, operation, parts, is_global, index_type,
+                                  timeline, replaced, index_stats, where)
+        result = _execute(ops, table, client, routing, view, avro, operation, is_global, index_type, requested,
+                          timeline, seen, extra, replaced, where)
+    finally:
+        for frame in routing.cached if routing else []:
+            ops.release(frame)
+    result.index_stats = index_stats
+    return result
+
+
+def _route_keys(ops: FrameOps, table, client: WriteClient, keyed, view: FileSystemView, operation: str,
+                parts: list[str], is_global: bool, index_type: str, timeline, replaced,
+                index_stats: dict[str, int], where: str) -> Routing:
+    """Key-lookup indexes (and no index): located rows to their group, inserts into small groups
+    and new ones, in slot order."""
+    cfg = table.config
+    cached: list = []
+    trust = False
+    if client.looks_up(operation):
+        # a COW upsert or delete rewrites every file a key is tagged to and sees there which keys it
+        # really holds (a key a bloom filter wrongly claims is inserted into it and reported as new)
+        trust = ops.trusts_filters and not cfg.is_mor and operation in LOOKUP_OPERATIONS
+        rows, cached, stats = ops.tag(table, view, keyed, None if is_global else parts, is_global, index_type,
+                                      where, trust_filters=trust)
+        index_stats.update(stats)
+        rule = located_rule(ops.columns, table, operation, is_global, index_type)
+        rows = ops.filter(rows, rule.keep)
+        if rule.moved is not None:
+            rows = ops.move(rows, rule.moved, cfg.precombine_field if operation != "delete" else None)
+    else:
+        rows = ops.filter(ops.untagged(keyed), ~ops.columns.col(DEL))
+    rows = ops.insert_spread(rows)
+    sizing = Sizing(table.option(WriteOptions.MAX_FILE_SIZE), table.option(WriteOptions.SMALL_FILE_LIMIT),
+                    client.record_size_estimate(timeline))
+    plan = plan_key_groups(view, ops.location_counts(rows), sizing, is_mor=cfg.is_mor, overwrite=replaced is not None)
+    log.info("%s: write routes rows to %d file groups (%d updated, %d inserted into)", where, len(plan.groups),
+             len(plan.route.located), len(plan.groups) - len(plan.route.located))
+    routed = ops.with_udf(ops.insert_ranks(rows), TARGET, partial(route_targets, plan.route),
+                          [PART, SPREAD, RANK, LOC_P, LOC_F], pa.int64())
+    new_keys = ops.filter(rows, ~ops.columns.valid(ops.columns.col(LOC_F)))
+    return Routing(plan, routed, new_keys, cached, inserted_by_stats=client.looks_up(operation) and trust)
+
+
+def _route_buckets(ops: FrameOps, client: WriteClient, keyed, view: FileSystemView, instant: str,
+                   overwrite: bool) -> Routing:
+    """BUCKET: every row to its bucket's group (the core's bucket function, in tasks)."""
+    table = client.table
+    spec = BucketSpec(table.option(WriteOptions.BUCKET_NUM), tuple(client.bucket_hash_fields()))
+    rows = ops.with_udf(keyed, BUCKET, partial(row_buckets, spec), [KEY], pa.int64())
+    counts = ops.bucket_counts(rows)
+    plan = plan_bucket_groups(view, counts, instant=instant, is_mor=table.config.is_mor, overwrite=overwrite)
+    for p, b, n, live in counts:  # MOR: deletes are checked against a stored group's records
+        gid = plan.route.groups.get(f"{p}\0{b}")
+        g = plan.groups.get(gid)
+        if n > live and g is not None and g.kind == "log" and gid not in plan.route.new:
+            plan.groups[gid] = _with_stored(g, client.delete_check_read(view, view.groups[p][g.file_id]))
+    log.info("%s: write routes rows to %d bucket file groups (%d new)", client.where, len(plan.groups),
+             len(plan.route.new))
+    routed = ops.with_udf(rows, TARGET, partial(bucket_targets, plan.route), [PART, BUCKET, DEL], pa.int64())
+    routed = ops.filter(routed, ops.columns.col(TARGET) >= ops.columns.lit(0))
+    c = ops.columns
+    new_keys = ops.filter(routed, c.isin(c.col(TARGET), sorted(plan.route.new)) & ~c.col(DEL))
+    return Routing(plan, routed, new_keys)
+
+
+def _with_stored(plan, stored):
+    from dataclasses import replace
+
+    return replace(plan, stored=stored)
+
+
+def _execute(ops: FrameOps, table, client: WriteClient, routing: Routing, view: FileSystemView, avro: dict,
+             operation: str, is_global: bool, index_type: str, requested, timeline, seen, extra, replaced,
+             where) -> WriteResult:
+    """Inflight, every group written in a task, then the commit."""
+    cfg = table.config
+    instant = requested.time
+    plan = routing.plan
+    groups = plan.groups
+    inflight = client.inflight(timeline, requested, operation, plan.inserts, plan.updates)
+    client.write_partition_metadata(instant, {g.partition for g in groups.values()})
+    routed = routing.routed
+    data_columns = tuple(c for c in ops.schema(routed).names if c not in WORK and not c.startswith("_al_"))
+    stored = any(g.stored is not None for g in groups.values())
+    by_stats = routing.inserted_by_stats and operation == "upsert"
+    ordering = cfg.precombine_field if operation != "delete" else None  # (a delete by key: natural order)
+    spec = ExecSpec(client.write_context(instant, avro), groups, data_columns, ordering,
+                    table.option(WriteOptions.LOG_BLOCK_FORMAT).lower(), new_keys=by_stats,
+                    table=table.context() if stored else None,
+                    schema=client.reader(view).full_schema if stored else None)
+    written = ops.write_groups(partial(execute_group, spec), routed, TARGET, max(1, len(groups)))
+    stats: list[WriteStat] = [s for s in written if s is not None]
+    touched = client.touched(groups.values(), replaced, bucket=index_type == "BUCKET")
+    if operation != "upsert":
+        clash = _no_clash
+    elif by_stats:  # trusted filters: the keys each group really inserted (a wrongly claimed one too)
+        clash = stored_key_clash(table.context(), _inserted_keys(stats), is_global)
+    else:
+        clash = ops.key_clash(table.context(), routing.new_keys, is_global, where)
+    return client.commit(timeline, inflight, seen, operation, stats, extra, avro, touched, clash, replaced)
+
+
+def _inserted_keys(stats: list[WriteStat]) -> dict[str, pa.Array]:
+    inserted: dict[str, list[pa.Array]] = {}
+    for stat in stats:
+        if stat.new_keys is not None and len(stat.new_keys):
+            inserted.setdefault(stat.partition, []).append(stat.new_keys)
+    return {p: pa.concat_arrays(k) for p, k in inserted.items()}
+
+
+def _no_clash(files: dict[str, list[str]]) -> None:
+    return None
+
+
+def _abandon(table, instant: str) -> None:
+    """Roll back this write's own pending instant after a failure (nothing becomes visible)."""
+    try:
+        table.transaction().abort(instant)
+    except LakeError:
+        log.exception("table %s: write %s failed and could not be rolled back now; the next writer will",
+                      table.storage.uri, instant)
+
