@@ -32,7 +32,6 @@ def test_a_write_that_fails_in_the_executors_names_its_instant(tmp_path, table_p
     # as after a crash (and on the local engine): the instant stays pending, its heartbeat
     # stopped, and the next writer's repair rolls it back
     assert Table.open(table_path).timeline.pending().times == created
-    Table.open(table_path).write(batch(range(1), 3, 3), operation="insert")
-    timeline = Table.open(table_path).timeline
+    timeline = Table.open(table_path).repair_timeline()  # (what the next writer's begin runs)
     assert not timeline.contains(created[0]) and not timeline.pending().instants  # rolled back
-    assert [i.action for i in timeline.completed()] == ["commit", "rollback", "commit"]
+    assert [i.action for i in timeline.completed()] == ["commit", "rollback"]
