@@ -72,6 +72,7 @@ class SparkFrames:
 
     columns = SparkColumns()
     trusts_filters = False  # (`tag.py` confirms every candidate: no key travels to the driver in stats)
+    eager = False  # (the input stage's pass over the rows runs before the lock)
 
     def __init__(self, spark: SparkSession, where: str):
         self.spark = spark

@@ -62,6 +62,7 @@ class ArrowFrames:
 
     columns = ArrowColumns()
     trusts_filters = True
+    eager = True
 
     def __init__(self, engine, where: str):
         self.engine = engine

@@ -134,7 +134,8 @@ class WriteClient:
         return self._reader
 
     # -- phases ----------------------------------------------------------------------------
-    def begin(self, action: str, token: str | None, check: Callable[[ActiveTimeline], None] | None = None,
+    def begin(self, action: str, token: str | None,
+              check: Callable[[ActiveTimeline], Collection[str] | None] | None = None,
               *, partitions: Collection[str] = ()) -> tuple[Instant, Heartbeat | None, ActiveTimeline]:
         """Under the lock: repair the timeline, `check` the write against it (e.g. the batch's
         schema against the table's: an error leaves no trace of this write), check that the
@@ -147,8 +148,9 @@ class WriteClient:
         with self.txn.start(token, COMMIT_ACTIONS) as (timeline, done):
             if done is not None:
                 return done, None, timeline
-            if check is not None:
-                check(timeline)
+            if check is not None:  # (it may say which partitions the write creates: found under the lock)
+                found = check(timeline)
+                partitions = partitions if found is None else found
             # pending writes' partitions included; the view of this write takes its listing
             self.listed_partitions = check_partition_nesting(self.storage, partitions)
             self.txn.drop_metadata_table()

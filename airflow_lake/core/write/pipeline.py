@@ -12,6 +12,7 @@ group written by `execute_group` in a task) -> commit (conflict checks, the comp
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from functools import partial
 from typing import Any, Protocol
 
@@ -58,6 +59,7 @@ class FrameOps(Protocol):
 
     columns: Columns
     trusts_filters: bool  # whether `tag` honours `trust_filters`
+    eager: bool  # frames are computed at once, in this process (the input stage runs under the lock)
 
     def source(self, data: Any) -> Any:
         """The input as this engine's frame (an error names the table when it cannot be read)."""
@@ -143,48 +145,84 @@ def write_frame(table, ops: FrameOps, data: Any, operation: str = "upsert",
     index_type = check_index_type(table.option(WriteOptions.INDEX_TYPE), where)
     is_global = index_type.startswith("GLOBAL")
     client = WriteClient(table, table.engine)
-    plan = plan_input(table, ops.schema(data), operation, is_global, table.schema_avro(), where)
-    frame, positions = ops.key_frame(data, plan)
-    combine = operation in LOOKUP_OPERATIONS or table.option(WriteOptions.COMBINE_BEFORE_INSERT)
-    frame = ops.cache(frame)
-    keyed = frame
+    extra = dict(extra_metadata or {})
+    inputs: list[_Input] = []
     try:
-        # one pass: bad values fail here, before the timeline is touched; the partitions written,
-        # and whether a key repeats within one (a global index combines across partitions)
-        counts = ops.partition_counts(frame)
-        parts = sorted(p for p, _, _ in counts)
-        created = [] if operation == "delete" else parts
-        check_batch_nesting(table.storage, created)  # (against the table's: in `begin`)
-        if combine and (is_global or any(n != distinct for _, n, distinct in counts)):
-            ordering = cfg.precombine_field if operation != "delete" else None
-            order = [c for c, _ in combine_order(ordering, positions)]
-            keyed = ops.cache(ops.keep_first(frame, [KEY] if is_global else [PART, KEY], order))
-        extra = dict(extra_metadata or {})
-        action = client.action(operation)
+        if ops.eager:  # under the lock, against the timeline `begin` lists: one listing less
+            def check(timeline) -> list[str]:
+                inputs.append(_input(table, ops, data, operation, is_global, table.schema_avro(timeline), where))
+                return inputs[0].created
+        else:  # before the lock (a first pass over the rows), then found unchanged under it
+            inputs.append(_input(table, ops, data, operation, is_global, table.schema_avro(), where))
 
-        def same_schema(timeline) -> None:  # under the lock: the table schema the frame was built for
-            if table.schema_avro(timeline) != plan.table_avro:
-                raise WriteConflictError(f"{where}: the table schema changed while this write was prepared "
-                                         "(a concurrent write evolved it); nothing was written, retry it")
+            def check(timeline) -> list[str]:
+                if table.schema_avro(timeline) != inputs[0].plan.table_avro:
+                    raise WriteConflictError(f"{where}: the table schema changed while this write was prepared "
+                                             "(a concurrent write evolved it); nothing was written, retry it")
+                return inputs[0].created
 
-        requested, heartbeat, timeline = client.begin(action, extra.get(TOKEN_KEY), same_schema, partitions=created)
+        requested, heartbeat, timeline = client.begin(client.action(operation), extra.get(TOKEN_KEY), check)
         if heartbeat is None:  # a retry whose run token is already committed
             return client.stored_result(timeline, requested, operation)
+        given = inputs[0]
         # any other failure leaves the instant pending, its heartbeat stopped: the next writer's
         # repair rolls it back (`hoodie.cleaner.policy.failed.writes`), as after a crash
         with beating(heartbeat):
             try:
-                return _run(table, ops, client, keyed, parts, plan.avro, operation, is_global, index_type, requested,
-                            timeline, extra, where)
+                return _run(table, ops, client, given.keyed, given.parts, given.plan.avro, operation, is_global,
+                            index_type, requested, timeline, extra, where)
             except FileNotFoundError as e:  # a file this write read was cleaned, compacted or rolled back
                 _abandon(table, requested.time)
                 raise WriteConflictError(f"{where}: write {requested.time} read a file that another writer or "
                                          f"service removed meanwhile ({e.filename or e}); it was rolled back, "
                                          "retry it") from e
     finally:
-        if keyed is not frame:
-            ops.release(keyed)
+        for given in inputs:
+            given.release(ops)
+
+
+@dataclass
+class _Input:
+    """The input stage's outcome: the checked plan, the key frame (cached), the combined rows,
+    the partitions written and those the write creates."""
+
+    plan: InputPlan
+    frame: Any
+    keyed: Any
+    parts: list[str]
+    created: list[str]
+
+    def release(self, ops: FrameOps) -> None:
+        if self.keyed is not self.frame:
+            ops.release(self.keyed)
+        ops.release(self.frame)
+
+
+def _input(table, ops: FrameOps, data: Any, operation: str, is_global: bool, table_avro: dict | None,
+           where: str) -> _Input:
+    """Check the input against the table schema `table_avro`, build its key frame and combine
+    it; one pass over the rows, in which bad values fail (before the timeline is touched)."""
+    cfg = table.config
+    plan = plan_input(table, ops.schema(data), operation, is_global, table_avro, where)
+    frame, positions = ops.key_frame(data, plan)
+    frame = ops.cache(frame)
+    try:
+        # the partitions written, and whether a key repeats within one (a global index combines
+        # across partitions)
+        counts = ops.partition_counts(frame)
+        parts = sorted(p for p, _, _ in counts)
+        created = [] if operation == "delete" else parts
+        check_batch_nesting(table.storage, created)  # (against the table's: in `begin`)
+        keyed = frame
+        combine = operation in LOOKUP_OPERATIONS or table.option(WriteOptions.COMBINE_BEFORE_INSERT)
+        if combine and (is_global or any(n != distinct for _, n, distinct in counts)):
+            ordering = cfg.precombine_field if operation != "delete" else None
+            order = [c for c, _ in combine_order(ordering, positions)]
+            keyed = ops.cache(ops.keep_first(frame, [KEY] if is_global else [PART, KEY], order))
+    except BaseException:
         ops.release(frame)
+        raise
+    return _Input(plan, frame, keyed, parts, created)
 
 
 def _run(table, ops: FrameOps, client: WriteClient, keyed, parts: list[str], avro: dict, operation: str,
