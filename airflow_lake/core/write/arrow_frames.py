@@ -115,7 +115,14 @@ class ArrowFrames:
         loc_p = pa.array([f.partition for f in tags.files] + [None], pa.string()).take(index)
         loc_f = pa.array([f.file_id for f in tags.files] + [None], pa.string()).take(index)
         rows = frame.append_column(LOC_P, loc_p).append_column(LOC_F, loc_f)
-        rows = rows.append_column(STORED, _stored_ordering(table, view, rows, tags, reader))
+        # the located rule compares with the stored record only a MOR delete and a move (a key in
+        # another partition under a global index): only their groups are read for it
+        dels = frame.column(DEL).to_numpy(zero_copy_only=False).astype(bool)
+        need = found & (dels if table.config.is_mor else np.zeros(len(dels), dtype=bool))
+        if is_global:
+            need |= found & ~dels & pc.fill_null(pc.not_equal(loc_p, partitions), False) \
+                .to_numpy(zero_copy_only=False)
+        rows = rows.append_column(STORED, _stored_ordering(table, view, rows, tags, reader, need))
         return rows, [], {"file_groups": len(files)}
 
     def untagged(self, frame: pa.Table) -> pa.Table:
@@ -187,11 +194,13 @@ class ArrowFrames:
         return self.engine.write_groups(fn, frame, key)
 
     def key_clash(self, ctx, new_keys: pa.Table, is_global: bool, where: str) -> KeyClash:
-        by_partition: dict[str, pa.Array] = {}
-        if new_keys.num_rows:
-            for p in pc.unique(new_keys.column(PART)).to_pylist():
+        def clash(files: dict[str, list[str]]) -> str | None:  # (asked only when a concurrent commit wrote files)
+            by_partition: dict[str, pa.Array] = {}
+            for p in pc.unique(new_keys.column(PART)).to_pylist() if new_keys.num_rows else []:
                 by_partition[p] = new_keys.filter(pc.equal(new_keys.column(PART), p)).column(KEY).combine_chunks()
-        return stored_key_clash(ctx, by_partition, is_global)
+            return stored_key_clash(ctx, by_partition, is_global)(files)
+
+        return clash
 
 
 def stored_key_clash(ctx, new_keys: dict[str, pa.Array], is_global: bool) -> KeyClash:
@@ -232,13 +241,14 @@ def _set(table: pa.Table, name: str, column) -> pa.Table:
     return table.set_column(table.schema.get_field_index(name), name, column)
 
 
-def _stored_ordering(table, view, rows: pa.Table, tags, reader) -> pa.Array:
-    """The stored record's ordering value of each located row (base and logs merged), where a
-    rule compares against it (DefaultHoodieRecordPayload with an ordering field); else nulls."""
+def _stored_ordering(table, view, rows: pa.Table, tags, reader, need: np.ndarray) -> pa.Array:
+    """The stored record's ordering value (base and logs merged) of the `need`ed located rows,
+    where a rule compares against it (DefaultHoodieRecordPayload with an ordering field); else
+    nulls."""
     cfg = table.config
     field = cfg.precombine_field
     n = rows.num_rows
-    located = tags.file_index >= 0
+    located = need
     if not field or cfg.payload_class != DEFAULT_PAYLOAD or field not in rows.column_names:
         return pa.nulls(n, pa.string())
     otype = rows.schema.field(field).type  # (the incoming values' type: stored ones are promoted to it)
@@ -247,7 +257,7 @@ def _stored_ordering(table, view, rows: pa.Table, tags, reader) -> pa.Array:
     pieces, slot = [], np.full(n, -1, dtype=np.int64)
     offset = 0
     for i in np.unique(tags.file_index[located]):
-        where = np.flatnonzero(tags.file_index == i)
+        where = np.flatnonzero(located & (tags.file_index == i))
         base = tags.files[i]
         current = reader.read_group(view, view.groups[base.partition][base.file_id], [KEY, field])
         pos = pc.index_in(rows.column(KEY).take(pa.array(where)), value_set=current.column(KEY).combine_chunks())

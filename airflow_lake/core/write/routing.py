@@ -156,14 +156,17 @@ def route_targets(spec: RouteSpec, part: pa.Array, spread: pa.Array, rank: pa.Ar
     inserts = np.nonzero(~located)[0]
     if len(inserts):
         take = pa.array(inserts)
-        parts = part.take(take).to_numpy(zero_copy_only=False)
-        buckets = spread.take(take).to_numpy(zero_copy_only=False)
+        parts = part.take(take)
+        names = pc.binary_join_element_wise(parts, pc.cast(spread.take(take), pa.string()), "\0")
+        firsts = np.asarray(list(spec.starts.values()), dtype=np.int64)
+        position = pc.index_in(names, value_set=pa.array(list(spec.starts), pa.string()))
         ranks = rank.take(take).to_numpy(zero_copy_only=False).astype(np.int64)
-        starts = np.array([spec.starts[f"{p}\0{b}"] for p, b in zip(parts, buckets, strict=True)], dtype=np.int64)
-        slots = starts + ranks - 1
-        for p in np.unique(parts):
+        slots = firsts[position.to_numpy(zero_copy_only=False).astype(np.int64)] + ranks - 1
+        encoded = parts.dictionary_encode()
+        codes = encoded.indices.to_numpy(zero_copy_only=False)
+        for code, p in enumerate(encoded.dictionary.to_pylist()):  # (one pass per partition)
             cum, ids = spec.bins[p]
-            sel = parts == p
+            sel = codes == code
             target[inserts[sel]] = ids[np.minimum(np.searchsorted(cum, slots[sel], side="right"), len(ids) - 1)]
     return pa.array(target)
 
