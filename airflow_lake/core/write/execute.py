@@ -30,7 +30,6 @@ DEL = "_al_delete"  # delete this key
 SEQ = "_al_seq"  # the row's place in the write: a group's rows are written in this order
 LOC_F = "_al_loc_file"  # the file group the index found the key in (null: a new key)
 TARGET = "_al_target"  # the file group (plan id) a row is written to
-ORDERING = "_al_ordering"  # (optional) the row's ordering value, when not its data column's
 WORK = (KEY, PART, DEL, SEQ)
 
 
@@ -104,7 +103,7 @@ def _drop_stale_deletes(spec: ExecSpec, stored: SliceRead, rows: pa.Table) -> pa
     DefaultHoodieRecordPayload) is dropped, so that Java (whose delete blocks always remove
     the base record) and hudi-rs agree."""
     dels = np.flatnonzero(rows.column(DEL).to_numpy(zero_copy_only=False))
-    column = ORDERING if ORDERING in rows.column_names else spec.ordering_field  # (as `_batch` finds it)
+    column = spec.ordering_field
     if not len(dels) or not column or column not in rows.column_names:  # (a delete by key always wins)
         return rows
     field = spec.ctx.ordering_field
@@ -125,9 +124,7 @@ def _drop_stale_deletes(spec: ExecSpec, stored: SliceRead, rows: pa.Table) -> pa
 
 def _batch(spec: ExecSpec, rows: pa.Table) -> Batch:
     data = rows.select(list(spec.data_columns))
-    if ORDERING in rows.column_names:
-        ordering = rows.column(ORDERING).combine_chunks()
-    elif spec.ordering_field and spec.ordering_field in data.column_names:
+    if spec.ordering_field and spec.ordering_field in data.column_names:
         ordering = data.column(spec.ordering_field).combine_chunks()
     else:
         ordering = None

@@ -12,7 +12,7 @@ group written by `execute_group` in a task) -> commit (conflict checks, the comp
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, Protocol
 
@@ -304,8 +304,6 @@ def _route_buckets(ops: FrameOps, client: WriteClient, keyed, view: FileSystemVi
 
 
 def _with_stored(plan, stored):
-    from dataclasses import replace
-
     return replace(plan, stored=stored)
 
 
