@@ -13,6 +13,7 @@ from airflow_lake.core.errors import LakeError
 
 # the core's work columns, for the Spark stages
 from airflow_lake.core.write.execute import DEL, LOC_F, PART, SEQ, TARGET, WORK  # noqa: F401
+from airflow_lake.core.write.keying import named_row, row_named
 from airflow_lake.core.write.routing import BUCKET, LOC_P, RANK, SPREAD, STORED  # noqa: F401
 
 LOOKUP_KEY = "_al_lookup_key"
@@ -20,9 +21,10 @@ CANDIDATE = "_al_candidate"  # a file group whose key range holds the key
 KEYS_READ = "_al_keys_read"  # (a tagging summary row) whether the group's keys were read
 
 
-def stage(action, where: str, what: str):
+def stage(action, where: str, what: str, row_of=None):
     """Run a Spark action; an error raised by the core in an executor comes back as that
-    error's text, naming the table (not a Java stack trace)."""
+    error's text, naming the table (not a Java stack trace). `row_of`: a key error names its
+    row's sequence number, which `row_of` turns into its place in the input."""
     try:
         return action()
     except LakeError:
@@ -35,7 +37,11 @@ def stage(action, where: str, what: str):
             from airflow_lake.core import errors
 
             cls = getattr(errors, name, LakeError)
-            raise cls(message.strip()) from None
+            error = cls(message.strip())
+            if row_of is not None and isinstance(error, errors.RecordKeyError) \
+                    and (seq := named_row(error)) is not None:
+                error = row_named(error, row_of(seq))
+            raise error from None
         raise
 
 

@@ -34,6 +34,10 @@ from .frames import BUCKET, DEL, LOC_F, LOC_P, PART, RANK, SEQ, SPREAD, STORED, 
 from .schema import arrow_schema_of, exact_arrow_schema
 from .tag import tag
 
+# a sequence number's bits from here up hold its input partition (Spark's row ids and
+# `task_key_batches`), the bits below its place in that partition
+_SEQ_PARTITION_SHIFT = 33
+
 
 def write(table, df: DataFrame, operation: str = "upsert", extra_metadata: dict[str, str] | None = None,
           ) -> WriteResult:
@@ -77,6 +81,7 @@ class SparkFrames:
     def __init__(self, spark: SparkSession, where: str):
         self.spark = spark
         self.where = where
+        self._source: DataFrame | None = None
 
     def source(self, data: DataFrame) -> DataFrame:
         return data
@@ -92,6 +97,7 @@ class SparkFrames:
         spec = replace(plan.spec, out_schema=exact_arrow_schema(pa.schema(list(plan.spec.data_schema) + work)))
         if source_file is not None:
             source = source.withColumn(SOURCE_FILE, source_file)
+        self._source = source  # (the input partitions sequence numbers count in)
         positions = ((SOURCE_FILE,) if source_file is not None else ()) + (SEQ,)
         if plan.stored_as_is:
             return _key_columns(spec, source, plan), positions
@@ -105,9 +111,21 @@ class SparkFrames:
         frame.unpersist()
 
     def partition_counts(self, frame: DataFrame) -> list[tuple[str, int, int]]:
+        # (the first pass over the rows: a key error names its row's sequence number)
         rows = stage(lambda: frame.groupBy(PART).agg(F.count(F.lit(1)), F.count_distinct(KEY)).collect(),
-                     self.where, "checking the batch")
+                     self.where, "checking the batch", row_of=self._input_row)
         return [tuple(r) for r in rows]
+
+    def _input_row(self, seq: int) -> int:
+        """The place in the input of the row with sequence number `seq`: the rows of the input
+        partitions before its own, counted in tasks over the same partitions (an error's path
+        only), and its place in its own."""
+        partition, place = seq >> _SEQ_PARTITION_SHIFT, seq & ((1 << _SEQ_PARTITION_SHIFT) - 1)
+        if partition == 0 or self._source is None:
+            return place
+        counts = self._source.mapInArrow(_partition_rows, "partition long, num_rows long")
+        before = counts.filter(F.col("partition") < partition).agg(F.sum("num_rows")).collect()[0][0]
+        return int(before or 0) + place
 
     def keep_first(self, frame: DataFrame, by: list[str], order: list[str]) -> DataFrame:
         window = Window.partitionBy(*by).orderBy(*[F.col(c).desc_nulls_last() for c in order])
@@ -136,7 +154,10 @@ class SparkFrames:
         return inserts.unionByName(deletes).drop("_al_moved")
 
     def insert_spread(self, frame: DataFrame) -> DataFrame:
-        spread = F.pmod(F.xxhash64(KEY), F.lit(max(1, self.spark.sparkContext.defaultParallelism)))
+        # the input partition a row came from (the high bits of its sequence number): increasing
+        # with it, so slot order (spread, then rank by sequence number) is input order, the
+        # local engine's, while every input partition's inserts are ranked in a task of their own
+        spread = F.shiftright(F.col(SEQ), _SEQ_PARTITION_SHIFT)
         return frame.withColumn(SPREAD, F.when(F.col(LOC_F).isNull(), spread))
 
     def insert_ranks(self, frame: DataFrame) -> DataFrame:
@@ -172,14 +193,14 @@ def _key_columns(spec: KeySpec, source: DataFrame, plan: InputPlan) -> DataFrame
     inputs = plan.key_inputs
     keys_type = from_arrow_schema(pa.schema([pa.field(KEY, pa.string()), pa.field(PART, pa.string()),
                                              pa.field(DEL, pa.bool_())]))
-    udf = scalar_arrow_udf(partial(key_paths, spec, inputs), keys_type)
+    udf = scalar_arrow_udf(partial(key_paths, spec, (*inputs, SEQ)), keys_type)  # (a key error names SEQ)
     types = from_arrow_schema(spec.data_schema)
     incoming = plan.incoming.names
     data = [F.col(f.name) if f.name in incoming else F.lit(None).cast(types[f.name].dataType).alias(f.name)
             for f in spec.data_schema]
     origin = [SOURCE_FILE] if SOURCE_FILE in source.columns else []
-    keyed = source.select(*data, udf(*inputs).alias("_al_keys"), F.monotonically_increasing_id().alias(SEQ),
-                          *origin)
+    numbered = source.withColumn(SEQ, F.monotonically_increasing_id())
+    keyed = numbered.select(*data, udf(*inputs, SEQ).alias("_al_keys"), SEQ, *origin)
     return keyed.select(*spec.data_schema.names, *[F.col(f"_al_keys.{c}").alias(c) for c in (KEY, PART, DEL)],
                         SEQ, *origin)
 
@@ -197,11 +218,20 @@ def _source_file(df: DataFrame) -> Column | None:
 
 
 # -- executor functions (module level: they travel as values) -----------------------------------
-def task_key_batches(spec: KeySpec, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """The core's `key_batches` in a Spark task: sequence numbers start at the task's partition
-    id << 40 (increasing in input order across partitions)."""
+def _partition_rows(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """The task's partition id and its number of rows."""
     from pyspark import TaskContext
 
     context = TaskContext.get()
-    return key_batches(spec, batches, seq_base=(context.partitionId() if context else 0) << 40)
+    n = sum(b.num_rows for b in batches)
+    yield pa.record_batch({"partition": [context.partitionId() if context else 0], "num_rows": [n]})
+
+
+def task_key_batches(spec: KeySpec, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """The core's `key_batches` in a Spark task: sequence numbers start at the task's partition
+    id << 33, as Spark's row ids (increasing in input order across partitions)."""
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    return key_batches(spec, batches, seq_base=(context.partitionId() if context else 0) << _SEQ_PARTITION_SHIFT)
 

@@ -8,7 +8,8 @@ columns, which checks, which types the table stores) are here, once.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -16,6 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..config import WriteOptions
+from ..errors import RecordKeyError
 from ..merge import KEY
 from ..schema import IS_DELETED, META_FIELDS, conform, evolve, from_avro, resolve_names
 from .execute import DEL, PART, SEQ
@@ -93,11 +95,41 @@ def stored_as_is(incoming: pa.Schema, data_schema: pa.Schema) -> bool:
 
 
 # -- executor functions (module level: they travel as values) -----------------------------------
+_ROW = re.compile(r" in row (\d+)")
+
+
+def row_named(error: RecordKeyError, row: int) -> RecordKeyError:
+    """`error` (its message naming a row, "in row N") naming row `row` instead."""
+    return RecordKeyError(_ROW.sub(f" in row {row}", str(error), count=1))
+
+
+def named_row(error: RecordKeyError) -> int | None:
+    """The row an error names ("in row N"), if it names one."""
+    found = _ROW.search(str(error))
+    return int(found.group(1)) if found else None
+
+
+def _keys_and_parts_at(spec: KeySpec, data: pa.Table, seq: Callable[[int], int]) -> tuple[pa.Array, pa.Array]:
+    """`keys_and_parts`, a key error naming its row by sequence number (`seq(row)`): the row's
+    place in the whole input where the engine's batches are parts of it."""
+    try:
+        return keys_and_parts(spec, data)
+    except RecordKeyError as e:
+        row = named_row(e)
+        if row is None:
+            raise
+        raise row_named(e, seq(row)) from None
+
+
 def key_paths(spec: KeySpec, names: tuple[str, ...], *columns: pa.Array) -> pa.StructArray:
     """Record key, partition path and delete flag of every row, from the key generator's input
-    columns (and `_hoodie_is_deleted`): `InputPlan.key_inputs`."""
+    columns (and `_hoodie_is_deleted`): `InputPlan.key_inputs`, then (if `names` ends with
+    `SEQ`) the rows' sequence numbers, by which a key error names its row."""
+    seqs = columns[-1] if names and names[-1] == SEQ else None
+    if seqs is not None:
+        names, columns = names[:-1], columns[:-1]
     data = pa.Table.from_arrays(list(columns), names=list(names))
-    keys, parts = keys_and_parts(spec, data)
+    keys, parts = _keys_and_parts_at(spec, data, (lambda r: seqs[r].as_py()) if seqs is not None else (lambda r: r))
     return pa.StructArray.from_arrays([keys, parts, delete_flags(spec.operation, data)], names=[KEY, PART, DEL])
 
 
@@ -127,7 +159,7 @@ def key_table(spec: KeySpec, data: pa.Table, seq_base: int = 0) -> pa.Table:
     place) of every row, with the columns conformed to the table schema (the core's key
     generator and checks), in `spec.out_schema`."""
     n = data.num_rows
-    keys, parts = keys_and_parts(spec, data)
+    keys, parts = _keys_and_parts_at(spec, data, lambda r: seq_base + r)
     flags = delete_flags(spec.operation, data)
     origin = [data.column(SOURCE_FILE)] if SOURCE_FILE in spec.out_schema.names else []
     if spec.operation != "delete":
