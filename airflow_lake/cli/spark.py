@@ -52,18 +52,26 @@ def submit(job: str, table: str, args: list[str], options: dict[str, str], *, ma
     """Run job `job` on `table` with spark-submit; its JSON result, or a `CommandError`
     carrying the job's one-line error."""
     from ..spark.packaging import job_path, package_zip  # (imports pyspark: only under --spark)
+    from ..spark.startup import driver_startup, user_java_options
 
     command = [str(spark_submit_binary())]
     if master:
         command += ["--master", master]
     for c in conf:
         command += ["--conf", c]
-    command += ["--py-files", str(package_zip()), str(job_path(job)), "--table", table, *args]
+    settings = dict(c.split("=", 1) for c in conf if "=" in c)
     public, secret = split_secrets(options)
-    for key, value in public.items():
-        command += ["--option", f"{key}={value}"]
     env = {**os.environ, **encode(secret)}  # secrets in the job's environment, never on its command line
     env.setdefault("PYSPARK_PYTHON", sys.executable)
+    # a driver on this machine starts as the provider's do (quick JIT, the class-data archive)
+    # unless the user set its Java options
+    key = user_java_options(settings) if settings.get("spark.submit.deployMode", "client") == "client" else None
+    startup = driver_startup(env=env) if key is not None else None
+    if startup is not None:
+        command += ["--conf", f"{key}={startup.java_options}"]
+    command += ["--py-files", str(package_zip()), str(job_path(job)), "--table", table, *args]
+    for name, value in public.items():
+        command += ["--option", f"{name}={value}"]
     tail: deque[str] = deque(maxlen=40)
     status = render.console(stderr=True)
     proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -74,15 +82,25 @@ def submit(job: str, table: str, args: list[str], options: dict[str, str], *, ma
             tail.append(line)
     code = proc.wait()
     lines = list(tail)
+    result = _json_line(lines[-1] if lines else "")
+    if startup is not None and startup.settle(code == 0, result is not None) and code != 0:
+        return result  # (only the archive could not be written)
     if code != 0:
         error = next((ln for ln in reversed(lines) if ln.startswith("ERROR ")), None)
         raise CommandError(job_error(error[len("ERROR "):]) if error else
                            f"table {table}: spark-submit {job} exited {code}: " + " | ".join(lines[-5:]))
-    last = lines[-1] if lines else ""
+    if result is None:
+        last = lines[-1] if lines else ""
+        raise CommandError(f"table {table}: spark-submit {job} printed no JSON result (last line {last!r})")
+    return result
+
+
+def _json_line(line: str) -> dict | None:
     try:
-        return json.loads(last)
-    except ValueError as e:
-        raise CommandError(f"table {table}: spark-submit {job} printed no JSON result (last line {last!r})") from e
+        doc = json.loads(line)
+    except ValueError:
+        return None
+    return doc if isinstance(doc, dict) else None
 
 
 def job_error(line: str) -> str:

@@ -221,11 +221,10 @@ class LakeHook(BaseHook):
             return driver
         except Exception as e:
             startup = submission.startup
-            if startup is not None and startup.writing is not None and submission.result_line is not None:
+            if startup is not None and startup.settle(False, submission.result_line is not None):
                 # the job wrote its result, then its JVM failed writing the class-data archive
                 self.log.warning("%s: the job completed, but its driver could not write the class-data archive "
                                  "%s at exit (%s); later jobs start without one", submission.job, startup.archive, e)
-                startup.finish(False, archive_failed=True)
                 return None
             if submission.error_line:
                 raise LakeJobError(submission.error_line) from e

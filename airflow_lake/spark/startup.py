@@ -83,6 +83,14 @@ class DriverStartup:
     archive: Path | None = None
     writing: Path | None = None
 
+    def settle(self, exited_ok: bool, result_written: bool) -> bool:
+        """After spark-submit exited: whether the job succeeded, which it also did when it wrote
+        its result and only its JVM failed writing the archive at exit (later jobs then start
+        without one, and do not try again)."""
+        archive_failed = not exited_ok and self.writing is not None and result_written
+        self.finish(exited_ok, archive_failed=archive_failed)
+        return exited_ok or archive_failed
+
     def finish(self, ok: bool, *, archive_failed: bool = False) -> None:
         """`archive_failed`: the job completed but its JVM failed writing the archive at exit
         (the exit code says so): later jobs do not try again."""
