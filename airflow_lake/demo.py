@@ -4,8 +4,10 @@ on Spark `local[*]`, in a throwaway `AIRFLOW_HOME` with SQLite.
 The DAG lands three parquet batches of trips, upserts them into a MERGE_ON_READ table (one
 `spark-submit` each), waits for them with `InstantSensor`, schedules then executes a compaction,
 cleans and archives. This runner prints each task's state, the table's timeline and its row
-count (ours and hudi-rs'), and exits 1 if any task did not succeed. `spark-submit` gets a
-small-data `SPARK_CONF_DIR` (4 shuffle partitions, no web UI, Spark's JVM logs at WARN).
+count (ours and hudi-rs'), and exits 1 if any task did not succeed. `spark-submit` gets
+small-data settings as Java system properties in `SPARK_SUBMIT_OPTS` (4 shuffle partitions, no
+web UI, Spark's JVM logs at WARN): a Spark conf folder holding files would keep the drivers from
+the class-data archive that makes each job start faster (`airflow_lake.spark.startup`).
 
     python -m airflow_lake.demo [--base DIR] [--master 'local[*]']
     python -m airflow_lake.demo --base s3://bucket/prefix [--storage-option KEY=VALUE ...] [--home DIR]
@@ -180,11 +182,8 @@ def ensure_bucket(base: str, options: dict[str, Any]) -> str | None:
 
 
 # -- the runner ----------------------------------------------------------------------------------
-SPARK_DEFAULTS = """\
 # small tables on one machine: few shuffle partitions, no web UI
-spark.sql.shuffle.partitions 4
-spark.ui.enabled false
-"""
+SPARK_DEFAULTS = {"spark.sql.shuffle.partitions": "4", "spark.ui.enabled": "false"}
 LOG4J2 = """\
 # Spark's JVM logs at WARN (the jobs' own progress lines are Python logging, at INFO)
 rootLogger.level = warn
@@ -199,12 +198,13 @@ logger.hadoop.level = error
 """
 
 
-def spark_conf_dir(folder: Path) -> Path:
-    """A `SPARK_CONF_DIR` for small local runs (`spark-defaults.conf`, `log4j2.properties`)."""
+def spark_submit_opts(folder: Path) -> str:
+    """`SPARK_SUBMIT_OPTS` for small local runs: `SPARK_DEFAULTS` as `spark.*` system properties
+    (a driver's SparkConf reads them) and `LOG4J2`, written to `folder` (off the class path)."""
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "spark-defaults.conf").write_text(SPARK_DEFAULTS)
     (folder / "log4j2.properties").write_text(LOG4J2)
-    return folder
+    settings = [f"-D{key}={value}" for key, value in SPARK_DEFAULTS.items()]
+    return " ".join([*settings, f"-Dlog4j2.configurationFile={(folder / 'log4j2.properties').as_uri()}"])
 
 
 def airflow_env(home: Path, lake: Path | str, master: str, dags_folder: Path = DAGS_FOLDER,
@@ -216,7 +216,7 @@ def airflow_env(home: Path, lake: Path | str, master: str, dags_folder: Path = D
         {"conn_type": "lake", "extra": {"storage_options": storage_options}})}
     return {
         **lake_conn,
-        "SPARK_CONF_DIR": str(spark_conf_dir(home / "spark-conf")),
+        "SPARK_SUBMIT_OPTS": spark_submit_opts(home / "spark-conf"),
         "AIRFLOW_HOME": str(home),
         "AIRFLOW__CORE__DAGS_FOLDER": str(dags_folder),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from airflow_lake.demo import spark_conf_dir
+from airflow_lake.demo import spark_submit_opts
 from tests.conftest import REPO
 from tests.provider.conftest import AIRFLOW_ENV, _remove_airflow_home, airflow_db  # noqa: F401 (Airflow env first)
 
@@ -33,7 +33,7 @@ def lake(airflow_db, tmp_path, monkeypatch) -> Path:  # noqa: F811
     monkeypatch.setenv("AIRFLOW_CONN_FS_DEFAULT", json.dumps({"conn_type": "fs", "extra": {"path": "/"}}))
     monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)
     monkeypatch.setenv("SPARK_LOCAL_IP", "127.0.0.1")
-    monkeypatch.setenv("SPARK_CONF_DIR", str(spark_conf_dir(tmp_path / "spark-conf")))
+    monkeypatch.setenv("SPARK_SUBMIT_OPTS", spark_submit_opts(tmp_path / "spark-conf"))
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
     return base
 
