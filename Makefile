@@ -18,15 +18,20 @@ $(STAMP): pyproject.toml .ci/uv-excludes.txt Makefile
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 
+# Tests run in one worker per core (pytest-xdist), each test file in one worker (its module
+# fixtures built once); the session fixtures (SparkSession, Airflow's database, the standalone
+# cluster) are each worker's own. JOBS=0 runs them in this process.
+JOBS ?= auto
+
 test: venv
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(JOBS) --dist loadfile $(PYTEST_ARGS)
 
 # The inner loop: the core and the command line without Spark, Airflow or slow tests (the
 # markers of tests/conftest.py; its budget is 3 minutes). SPARK_HOME leads nowhere, so a test that
 # starts Spark without the `spark` marker fails here instead of slowing the lane down.
 test-fast: venv
-	SPARK_HOME=/nonexistent/test-fast-starts-no-spark $(PY) -m pytest -m "not spark and not airflow and not slow" \
-		$(PYTEST_ARGS)
+	SPARK_HOME=/nonexistent/test-fast-starts-no-spark $(PY) -m pytest -n $(JOBS) --dist loadfile \
+		-m "not spark and not airflow and not slow" $(PYTEST_ARGS)
 
 # The provider's tests on the lowest Airflow and Spark provider versions pyproject.toml admits
 # (`.ci/lowest.py` reads them from its ranges), in a second virtualenv; `make test` runs the newest.
