@@ -31,9 +31,6 @@ class Scenario:
     partition_fields: str | list[str] | tuple = "part"
     hive_style: bool = False
     precombine: str | None = "ts"
-    # a difference of SparkEngine from the local rule, found by this suite and not yet removed
-    # (the scenario must fail on it: a strict xfail)
-    known_difference: str | None = None
 
 
 def rows(ids: list[int | str], ts: int | list[int], part: str | list[str] | None = None, **more) -> dict:

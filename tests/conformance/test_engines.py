@@ -83,14 +83,7 @@ def run(scenario: Scenario, path: str, engine=None, frame=None) -> list[Outcome]
     return outcomes
 
 
-def _param(scenario: Scenario):
-    if scenario.known_difference is None:
-        return pytest.param(scenario, id=scenario.name)
-    return pytest.param(scenario, id=scenario.name,
-                        marks=pytest.mark.xfail(strict=True, reason=scenario.known_difference))
-
-
-@pytest.mark.parametrize("scenario", [_param(s) for s in SCENARIOS])
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.name for s in SCENARIOS])
 def test_engines_agree(spark, tmp_path, scenario):
     from airflow_lake.spark import SparkEngine
 
