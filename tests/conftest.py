@@ -112,9 +112,14 @@ def spark():
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from airflow_lake.spark import session
+    from airflow_lake.spark.startup import driver_startup
 
+    # the jobs' own driver options (quick JIT, one GC thread, the class-data archive where it
+    # exists): on 2 cores the Spark tests then spend about a third less CPU (C2 compilation
+    # and parallel GC threads competed with the tests' small jobs)
     spark = session("airflow-lake-tests", {"spark.master": "local[2]", "spark.ui.enabled": "false",
-                                           "spark.sql.shuffle.partitions": "4"})
+                                           "spark.sql.shuffle.partitions": "4",
+                                           "spark.driver.extraJavaOptions": driver_startup(create=False).java_options})
     spark.sparkContext.setLogLevel("ERROR")
     yield spark
     # py4j logs its shutdown at INFO, after pytest has closed the captured streams

@@ -14,7 +14,14 @@ from airflow_lake.spark.write import write
 from tests.conftest import hudi_read, rows
 from tests.core.test_write_model import LAYOUTS, judge, run_scenario
 
-SPARK_LAYOUTS = LAYOUTS
+# The layouts whose features the engine conformance suite (tests/conformance, every index type on
+# both table types, every operation and key generator, partition moves) does not cover: random
+# global moves on both table types, Avro log blocks, tables without meta fields, partition values
+# whose paths differ from the values. (Each Spark write costs about 2 s of a 2-core run.)
+SPARK_LAYOUTS = [layout for layout in LAYOUTS if layout.name in {
+    "global_simple", "mor_global_bloom", "mor_complex_avro", "cow_no_meta", "mor_no_meta", "mor_url_encoded",
+    "cow_slashes", "cow_nesting_encoded"}]
+assert len(SPARK_LAYOUTS) == 8, "a layout named here was renamed"
 
 
 @pytest.mark.parametrize("layout", SPARK_LAYOUTS, ids=lambda layout: layout.name)
