@@ -18,8 +18,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from ..core.errors import LakeError
+from ..core.install import install_hint
 from .history import InstantRecord, placed
-from .install import install_hint
 
 LANE_ORDER = ("commit", "deltacommit", "replacecommit", "compaction", "logcompaction", "clean", "rollback",
               "savepoint", "restore", "indexing")

@@ -15,11 +15,11 @@ from pathlib import Path
 import click
 
 from ..core import errors
+from ..core.install import install_hint
 from ..core.objectstore import split_secrets
 from ..spark.options import encode
 from . import render
 from .app import CommandError
-from .install import install_hint
 
 # a job's one-line error (airflow_lake.spark.job.JobError)
 _JOB_ERROR = re.compile(r"\w+ failed: table .*?, instant \S+: (?P<kind>\w+): (?P<reason>.*)")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import InvalidOptionError
+from .errors import InvalidOptionError, UnsupportedTableVersionError
 from .vocabulary import (
     COPY_ON_WRITE,
     KEEP_LATEST_BY_HOURS,
@@ -28,6 +28,11 @@ CUSTOM_KEYGEN = "org.apache.hudi.keygen.CustomKeyGenerator"
 DEFAULT_PAYLOAD = "org.apache.hudi.common.model.DefaultHoodieRecordPayload"
 OVERWRITE_PAYLOAD = "org.apache.hudi.common.model.OverwriteWithLatestAvroPayload"
 SUPPORTED_PAYLOADS = (DEFAULT_PAYLOAD, OVERWRITE_PAYLOAD)
+EVENT_TIME_ORDERING = "EVENT_TIME_ORDERING"
+COMMIT_TIME_ORDERING = "COMMIT_TIME_ORDERING"
+# `hoodie.table.keygenerator.type` (Hudi 1.x) -> the key generator class it stands for
+KEYGEN_TYPES = {"SIMPLE": SIMPLE_KEYGEN, "COMPLEX": COMPLEX_KEYGEN, "NON_PARTITION": NONPARTITIONED_KEYGEN,
+                "TIMESTAMP": TIMESTAMP_KEYGEN, "CUSTOM": CUSTOM_KEYGEN}
 MERGER_STRATEGY = "eeb8d96f-b1e4-49fd-bbf8-28ac514178e5"
 AVRO_RECORD_MERGER = "org.apache.hudi.common.model.HoodieAvroRecordMerger"
 
@@ -68,6 +73,9 @@ class TableOptions:
     TIMELINE_LAYOUT = Option("hoodie.timeline.layout.version", TIMELINE_LAYOUT_VERSION, int)
     RECORD_KEY_FIELDS = Option("hoodie.table.recordkey.fields", "")
     PRECOMBINE_FIELD = Option("hoodie.table.precombine.field", "")
+    ORDERING_FIELDS = Option("hoodie.table.ordering.fields", "")  # v9: replaces the precombine field
+    MERGE_MODE = Option("hoodie.record.merge.mode", "")  # v8 and v9
+    KEYGEN_TYPE = Option("hoodie.table.keygenerator.type", "")  # v8 and v9: a KeyGeneratorType name
     PARTITION_FIELDS = Option("hoodie.table.partition.fields", "")
     KEYGEN = Option("hoodie.table.keygenerator.class", "")
     HIVE_STYLE = Option("hoodie.datasource.write.hive_style_partitioning", False, bool)
@@ -180,6 +188,22 @@ class TableConfig:
         return self.get(TableOptions.VERSION)
 
     @property
+    def timeline_layout(self) -> int:
+        """`hoodie.timeline.layout.version`; when absent, 2 from table version 8 on (as hudi-rs
+        infers it), else 1."""
+        raw = self.props.get(TableOptions.TIMELINE_LAYOUT.key, "").strip()
+        return int(raw) if raw else (2 if self.version >= 8 else 1)
+
+    def check_writable(self, uri: str) -> None:
+        """Refuse, before anything is touched, to write or run a service on a table whose
+        version we read but do not write (8 and 9: Hudi 1.x)."""
+        if self.version != TABLE_VERSION or self.timeline_layout != TIMELINE_LAYOUT_VERSION:
+            raise UnsupportedTableVersionError(
+                f"table {uri}: table version {self.version} (timeline layout {self.timeline_layout}) is read by "
+                f"airflow-lake, not written: writes and table services need table version {TABLE_VERSION} "
+                f"(timeline layout {TIMELINE_LAYOUT_VERSION}); nothing was changed")
+
+    @property
     def record_key_fields(self) -> list[str]:
         return _split(self.get(TableOptions.RECORD_KEY_FIELDS))
 
@@ -193,8 +217,21 @@ class TableConfig:
         return self.get(TableOptions.PARTITION_FIELDS)
 
     @property
+    def ordering_fields(self) -> list[str]:
+        """The ordering (precombine) fields: `hoodie.table.ordering.fields` (v9), else
+        `hoodie.table.precombine.field`."""
+        return _split(self.get(TableOptions.ORDERING_FIELDS)) or _split(self.get(TableOptions.PRECOMBINE_FIELD))
+
+    @property
     def precombine_field(self) -> str | None:
-        return self.get(TableOptions.PRECOMBINE_FIELD) or None
+        fields = self.ordering_fields
+        return fields[0] if fields else None
+
+    @property
+    def merge_mode(self) -> str:
+        """`hoodie.record.merge.mode` (v8, v9); tables without it merge by their payload class:
+        EVENT_TIME_ORDERING for DefaultHoodieRecordPayload, else COMMIT_TIME_ORDERING."""
+        return merge_mode(self.props)
 
     @property
     def hive_style(self) -> bool:
@@ -206,7 +243,9 @@ class TableConfig:
 
     @property
     def keygen_class(self) -> str:
-        return self.get(TableOptions.KEYGEN)
+        """`hoodie.table.keygenerator.class`, else the class of `hoodie.table.keygenerator.type`
+        (what Hudi 1.x tables name instead)."""
+        return self.get(TableOptions.KEYGEN) or KEYGEN_TYPES.get(self.get(TableOptions.KEYGEN_TYPE).strip().upper(), "")
 
     @property
     def populate_meta_fields(self) -> bool:
@@ -214,6 +253,10 @@ class TableConfig:
 
     @property
     def payload_class(self) -> str:
+        """The payload class whose merge the table's records follow: on v8/v9 tables the one of
+        its merge mode (`hoodie.compaction.payload.class` is gone from v9 tables)."""
+        if self.props.get(TableOptions.MERGE_MODE.key):
+            return DEFAULT_PAYLOAD if self.merge_mode == EVENT_TIME_ORDERING else OVERWRITE_PAYLOAD
         return self.get(TableOptions.PAYLOAD_CLASS)
 
     @property
@@ -238,9 +281,29 @@ def _payload_name(name: str) -> str:
     return name.strip().replace("com.uber.hoodie", "org.apache.hudi")  # as HoodieTableConfig reads it
 
 
+def merge_mode(props: dict[str, str]) -> str:
+    """A table's record merge mode (see `TableConfig.merge_mode`)."""
+    mode = (props.get(TableOptions.MERGE_MODE.key) or "").strip().upper()
+    if mode:
+        return mode
+    payload = _payload_name(props.get(TableOptions.PAYLOAD_CLASS.key) or OVERWRITE_PAYLOAD)
+    return EVENT_TIME_ORDERING if payload == DEFAULT_PAYLOAD else COMMIT_TIME_ORDERING
+
+
 def unsupported_merge(props: dict[str, str], options: dict[str, Any] | None, *, write: bool) -> str | None:
     """What makes this table's (or this write's) record merging differ from what we implement
-    (DefaultHoodieRecordPayload, OverwriteWithLatestAvroPayload, the default merger), or None."""
+    (DefaultHoodieRecordPayload, OverwriteWithLatestAvroPayload, the default merger; on v8/v9
+    tables the EVENT_TIME_ORDERING and COMMIT_TIME_ORDERING merge modes), or None."""
+    if props.get(TableOptions.MERGE_MODE.key):
+        mode = merge_mode(props)
+        if mode not in (EVENT_TIME_ORDERING, COMMIT_TIME_ORDERING):
+            payload = props.get("hoodie.legacy.payload.class") or props.get(TableOptions.PAYLOAD_CLASS.key)
+            return (f"merge mode {mode} ({TableOptions.MERGE_MODE.key} in hoodie.properties"
+                    + (f", payload {payload}" if payload else "") + ")")
+        ordering = _split(props.get(TableOptions.ORDERING_FIELDS.key, ""))
+        if len(ordering) > 1:
+            return f"several ordering fields ({TableOptions.ORDERING_FIELDS.key}={','.join(ordering)})"
+        return None
     payload = _payload_name(props.get(TableOptions.PAYLOAD_CLASS.key) or OVERWRITE_PAYLOAD)
     if payload not in SUPPORTED_PAYLOADS:
         return f"payload class {payload} ({TableOptions.PAYLOAD_CLASS.key} in hoodie.properties)"

@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .config import DEFAULT_PAYLOAD
+from .config import COMMIT_TIME_ORDERING, DEFAULT_PAYLOAD
 from .formats.log import DataBlock, DeleteBlock
 from .formats.log.blocks import wrapper_name
 from .schema import IS_DELETED, conform, promote
@@ -40,6 +40,8 @@ class MergeSpec:
     def of(config) -> MergeSpec:
         """The merge of a table (`TableConfig`): its ordering field, and whether the base
         record's ordering value counts (DefaultHoodieRecordPayload)."""
+        if config.version >= 8 and config.merge_mode == COMMIT_TIME_ORDERING:  # the later record wins
+            return MergeSpec(None, False)
         return MergeSpec(config.precombine_field, config.payload_class == DEFAULT_PAYLOAD)
 
 

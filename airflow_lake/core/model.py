@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 _LOG_NAME = re.compile(r"^\.(.+)_(.*)\.(log|archive)\.(\d+)(_((\d+)-(\d+)-(\d+))(\.cdc)?)?$")
-_BASE_EXTENSIONS = (".parquet", ".orc", ".hfile")
+_BASE_EXTENSIONS = (".parquet", ".orc", ".hfile", ".lance")
 
 
 def new_file_id(counter: int = 0) -> str:

@@ -156,8 +156,11 @@ class Reader:
                                 f"were archived (the active timeline starts at {first.time})")
         commits = timeline.commits()
         completed = commits.completed()
+        by_completion = timeline.layout == 2  # (start, end] are completion times (v8 spec §7.2)
         if end is None:
-            end = completed.last.time if completed.last else start
+            last = max((i.completion or i.time for i in completed), default=None) if by_completion else \
+                (completed.last.time if completed.last else None)
+            end = last or start
         check_instant_time(end, self.storage.uri)
         pending = [i for i in timeline.writes().pending()
                    if start < i.time <= end and i.action != "compaction"]
@@ -172,7 +175,9 @@ class Reader:
             else:
                 raise InvalidOptionError(f"unknown holes resolution policy {holes!r} (FAIL or BLOCK)")
         touched: set[tuple[str, str]] = set()
-        for instant in completed.between(start, end):
+        selected = [i for i in completed if start < (i.completion or i.time) <= end] if by_completion else \
+            completed.between(start, end).instants
+        for instant in selected:
             touched |= timeline.commit_metadata(instant).file_ids()
         view = FileSystemView(self.storage, timeline, end)
         groups = [g for g in view.file_groups() if (g.partition, g.file_id) in touched]
@@ -180,7 +185,9 @@ class Reader:
         # without meta fields there is no per-row commit time: as hudi-rs does, a row's is that
         # of the file or log block it is read from (a compaction's base file: the compaction's)
         by_file = not self.table.config.populate_meta_fields
-        return self._plan(view, groups, columns, filters, False, window=(start, end), by_file=by_file), timeline
+        commit_times = frozenset(i.time for i in selected) if by_completion else None
+        return self._plan(view, groups, columns, filters, False, window=(start, end), by_file=by_file,
+                          commits=commit_times), timeline
 
     def _check_retained(self, timeline, instant: str, what: str) -> None:
         bound = timeline.latest_clean_bound()
@@ -189,7 +196,8 @@ class Reader:
                             f"file versions needed from {bound} on")
 
     def _plan(self, view: FileSystemView, groups: list[FileGroup], columns: list[str] | None, filters,
-              read_optimized: bool, window: tuple[str, str] | None = None, by_file: bool = False) -> ReadPlan:
+              read_optimized: bool, window: tuple[str, str] | None = None, by_file: bool = False,
+              commits: frozenset[str] | None = None) -> ReadPlan:
         schema = self.full_schema
         if columns is not None:
             unknown = [c for c in columns if c not in schema.names]
@@ -204,7 +212,7 @@ class Reader:
                 extra.append("_hoodie_commit_time")
             read_cols = tuple(dict.fromkeys(list(columns) + extra))
         query = SliceQuery(None if columns is None else tuple(columns), read_cols, filters, read_optimized,
-                           window, by_file)
+                           window, by_file, commits)
         visibility = Visibility.of(view)
         tasks = tuple(SliceRead.of(view, g, visibility, query) for g in groups)
         return ReadPlan(self.storage.uri, schema, projected(schema, columns), tasks, view.as_of)

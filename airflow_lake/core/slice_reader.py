@@ -67,7 +67,8 @@ class SliceQuery:
     rows passing `filters` (pyarrow DNF or an expression), from the base file only when
     `read_optimized`. With `window` (start, end] only rows committed in it: by
     `_hoodie_commit_time`, or (`window_by_file`, tables without meta fields, as hudi-rs does)
-    by the instant of the base file or log block a row is read from."""
+    by the instant of the base file or log block a row is read from. With `commits` (timeline
+    layout 2, where the window is one of completion times) the window is these instants."""
 
     columns: tuple[str, ...] | None = None
     read_columns: tuple[str, ...] | None = None  # columns + filter columns (+ commit time)
@@ -75,6 +76,12 @@ class SliceQuery:
     read_optimized: bool = False
     window: tuple[str, str] | None = None
     window_by_file: bool = False
+    commits: frozenset[str] | None = None
+
+    def in_window(self, instant: str) -> bool:
+        if self.commits is not None:
+            return instant in self.commits
+        return self.window is not None and self.window[0] < instant <= self.window[1]
 
     @property
     def expression(self) -> pc.Expression | None:
@@ -163,8 +170,8 @@ def read_file_group(ctx, task: SliceRead, schema: pa.Schema, columns: Sequence[s
     blocks, damaged, log_size = _log_blocks(ctx, task, damage, timeline, logs_must_exist)
     window = query.window if query.window_by_file else None
     if window is not None:
-        blocks_in = [window[0] < b.instant <= window[1] for b in blocks]
-        base_in = task.base is not None and window[0] < task.base_instant <= window[1]
+        blocks_in = [query.in_window(b.instant) for b in blocks]
+        base_in = task.base is not None and query.in_window(task.base_instant)
         if not base_in and not any(blocks_in):
             return SliceRecords(projected(schema, wanted).empty_table(), blocks, damaged, log_size)
     derive = None if cfg.populate_meta_fields else ctx.keygen.record_keys
@@ -198,7 +205,10 @@ def _apply_query(rows: pa.Table, query: SliceQuery) -> pa.Table:
         rows = rows.filter(expr)
     if query.window is not None and not query.window_by_file:
         times = rows.column(COMMIT_TIME)
-        rows = rows.filter(pc.and_(pc.greater(times, query.window[0]), pc.less_equal(times, query.window[1])))
+        if query.commits is not None:
+            rows = rows.filter(pc.is_in(times, value_set=pa.array(sorted(query.commits), pa.string())))
+        else:
+            rows = rows.filter(pc.and_(pc.greater(times, query.window[0]), pc.less_equal(times, query.window[1])))
     return rows
 
 

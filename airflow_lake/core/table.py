@@ -45,7 +45,7 @@ from .schema import NAME_RULE, from_avro, is_avro_name
 from .services import archive, clean, compaction, rollback, savepoint
 from .settings import check_table_settings
 from .storage import Storage, open_storage
-from .timeline.active import ActiveTimeline
+from .timeline.active import ActiveTimeline, timeline_folder
 from .timeline.archived import ArchivedTimeline
 from .timeline.instant import Instant
 from .txn.transaction import Transaction
@@ -190,11 +190,10 @@ class Table:
         if not storage.exists(".hoodie"):
             raise TableNotFoundError(f"{storage.uri} is not a Hudi table: no .hoodie folder")
         config = properties.load(storage)
-        layout = config.get(TableOptions.TIMELINE_LAYOUT)
-        if config.version > 6 or layout != 1:
+        if (config.version > 6 and config.version not in (8, 9)) or config.timeline_layout not in (1, 2):
             raise UnsupportedTableVersionError(
-                f"table {storage.uri}: table version {config.version} (timeline layout {layout}) keeps its "
-                "timeline elsewhere; airflow-lake reads and writes table version 6 (layout 1) only")
+                f"table {storage.uri}: table version {config.version} (timeline layout {config.timeline_layout}) is "
+                "not one airflow-lake knows; it reads table versions 6, 8 and 9 and writes version 6")
         if config.version < 6:
             log.warning("table %s: table version %s is older than 6; reading it as version 6", storage.uri,
                         config.version)
@@ -255,7 +254,7 @@ class Table:
     def timeline(self) -> ActiveTimeline:
         """The active timeline, scanned now (each access lists `.hoodie/`: an operation takes
         one and passes it along)."""
-        timeline = ActiveTimeline(self.storage)
+        timeline = ActiveTimeline(self.storage, folder=timeline_folder(self.config.props))
         timeline.archive_folder = self.config.archive_folder
         return timeline
 

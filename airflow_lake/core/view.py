@@ -60,6 +60,7 @@ class FileSystemView:
                 self.replaced_at.setdefault(key, instant.time)
         self.replaced = set() if include_replaced else set(self.replaced_at)
         self._pending_compaction: dict[tuple[str, str], str] | None = None
+        self._completions: dict[str, str] | None = None
         files = partition_files if partition_files is not None else list_partition_files(storage)
         self.groups: dict[str, dict[str, FileGroup]] = {}
         for partition, statuses in files.items():
@@ -84,8 +85,9 @@ class FileSystemView:
             log = LogFile.parse(partition, st.name, st.size)
             if log is not None and (partition, log.file_id) not in self.replaced:
                 logs.append(log)
+        slice_of = self._slice_by_completion(partition, slices, logs) if self.timeline.layout == 2 else {}
         for log in logs:
-            key = (log.file_id, log.base_instant)
+            key = (log.file_id, slice_of.get(log.name, log.base_instant))
             if key not in slices:
                 slices[key] = FileSlice(partition, log.file_id, log.base_instant)
             slices[key].log_files.append(log)
@@ -94,6 +96,36 @@ class FileSystemView:
             sl.log_files.sort(key=lambda lf: lf.sort_key)
             groups.setdefault(file_id, FileGroup(partition, file_id)).slices.append(sl)
         return groups
+
+    def _slice_by_completion(self, partition: str, slices: dict[tuple[str, str], FileSlice],
+                             logs: list[LogFile]) -> dict[str, str]:
+        """Layout 2 (v8 spec §2.7): a log file is named by the deltacommit that wrote it, and
+        belongs to the slice with the greatest base instant (a visible base file, or a pending
+        compaction of its group) at or before that deltacommit's completion time; with none,
+        it starts a slice of its own; a log of a pending deltacommit goes with the latest slice
+        (its blocks are not visible anyway). Returns log name -> slice instant."""
+        completion = self._completion_times()
+        bases: dict[str, set[str]] = {}
+        for file_id, instant in slices:
+            bases.setdefault(file_id, set()).add(instant)
+        out: dict[str, str] = {}
+        for log in logs:
+            instants = set(bases.get(log.file_id, ()))
+            pending = self.pending_compaction_of(partition, log.file_id)
+            if pending is not None:
+                instants.add(pending)
+            done = completion.get(log.base_instant)
+            if done is None:
+                out[log.name] = max(instants, default=log.base_instant)
+            else:
+                out[log.name] = max((i for i in instants if i <= done), default=log.base_instant)
+        return out
+
+    def _completion_times(self) -> dict[str, str]:
+        """Requested time -> completion time of the completed instants (layout 2)."""
+        if self._completions is None:
+            self._completions = {i.time: i.completion or i.time for i in self.timeline.completed()}
+        return self._completions
 
     @property
     def partitions(self) -> list[str]:

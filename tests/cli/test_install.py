@@ -9,9 +9,9 @@ import sys
 import pytest
 
 from airflow_lake.cli.history import InstantRecord
-from airflow_lake.cli.install import install_hint
 from airflow_lake.cli.picture import draw
 from airflow_lake.core.errors import LakeError
+from airflow_lake.core.install import install_hint
 from tests.conftest import REPO
 
 PYPROJECT = (REPO / "pyproject.toml").read_text()
@@ -19,7 +19,8 @@ PYPROJECT = (REPO / "pyproject.toml").read_text()
 BARE_NAME = re.compile(r"pip3? install\s+(?:-\S+\s+)*['\"]?airflow-lake\b")
 
 
-@pytest.mark.parametrize(("package", "extra"), [("matplotlib", "cli"), ("pyspark", "provider"), ("boto3", "s3")])
+@pytest.mark.parametrize(("package", "extra"), [("matplotlib", "cli"), ("pyspark", "provider"), ("boto3", "s3"),
+                                                  ("pylance", "lance")])
 def test_a_hint_pins_the_requirement_as_pyproject_does(package, extra):
     extra_list = re.search(rf"^{extra} = \[(.*?)^\]", PYPROJECT, re.S | re.M).group(1)
     [requirement] = re.findall(rf'"({package}(?![\w.-])[^"]*)"', extra_list)

@@ -145,9 +145,15 @@ def test_newer_table_versions_are_refused(table_path):
     t.write(pa.table({"id": ["a"]}), operation="insert")
     props = os.path.join(table_path, ".hoodie", "hoodie.properties")
     text = open(props).read().replace("hoodie.timeline.layout.version=1", "hoodie.timeline.layout.version=2")
-    open(props, "w").write(text.replace("hoodie.table.version=6", "hoodie.table.version=8"))
-    with pytest.raises(UnsupportedTableVersionError, match="version 8"):
+    open(props, "w").write(text.replace("hoodie.table.version=6", "hoodie.table.version=10"))
+    with pytest.raises(UnsupportedTableVersionError, match="version 10 .*reads table versions 6, 8 and 9"):
         Table.open(table_path)
+    # version 8 is read (its timeline is in .hoodie/timeline/: empty here), never written
+    open(props, "w").write(text.replace("hoodie.table.version=6", "hoodie.table.version=8"))
+    t = Table.open(table_path)
+    assert t.read().num_rows == 0
+    with pytest.raises(UnsupportedTableVersionError, match="table version 8 .*not written"):
+        t.write(pa.table({"id": ["b"]}), operation="insert")
 
 
 def test_foreign_timeline_files_are_ignored_and_empty_commits_read(table_path):

@@ -14,6 +14,8 @@ from ..objectstore import failure_kind
 from ..schema import schema_text
 from ..storage import Storage
 from .bloom import DYNAMIC_V0, BloomFilter, java_order, min_max_keys
+from .lance import EXTENSION as LANCE_EXTENSION
+from .lance import read_lance_file
 
 BLOOM_KEY = "org.apache.hudi.bloomfilter"
 BLOOM_KEY_LEGACY = "com.uber.hoodie.bloomfilter"
@@ -163,7 +165,10 @@ def prior_keys(storage: Storage, path: str, count: int, settings: BloomSettings)
 
 def read_base_file(storage: Storage, path: str, columns: list[str] | None = None) -> pa.Table:
     """Read a base file, only the `columns` it has (None: all). A damaged file is an
-    `InvalidTableError` naming it; a missing one stays `FileNotFoundError`."""
+    `InvalidTableError` naming it; a missing one stays `FileNotFoundError`. Lance base files
+    (Hudi 1.1) are read by `formats.lance`."""
+    if path.endswith(LANCE_EXTENSION):
+        return read_lance_file(storage, path, columns)
     try:
         entry = FOOTERS.entry(storage, path)
         with storage.open_input(path) as f:

@@ -1,4 +1,8 @@
-"""The active timeline: scan `.hoodie/`, filter instants, make transitions by exclusive create.
+"""The active timeline: scan its folder, filter instants, make transitions by exclusive create.
+
+Layout 1 (table version 6) keeps it in `.hoodie/`, layout 2 (versions 8 and 9) in
+`.hoodie/timeline/` (`hoodie.timeline.path`), its completed instants named with their
+completion time (`timeline.instant`).
 
 An `ActiveTimeline` is one listing of `.hoodie/`. Its own transitions and deletions update it
 in memory, so an operation lists once and passes the timeline along; it lists again
@@ -12,7 +16,7 @@ import functools
 import json
 from collections.abc import Collection, Iterable, Iterator
 
-from ..errors import InstantNotFoundError, TimelineError
+from ..errors import InstantNotFoundError, TimelineError, UnsupportedTableVersionError
 from ..storage import Storage
 from . import tokens
 from .instant import CLEAN, COMMIT_ACTIONS, WRITE_ACTIONS, Instant, State
@@ -21,14 +25,31 @@ from .metadata import CommitMetadata, read_avro
 META = ".hoodie"
 
 
+def timeline_folder(props: dict[str, str]) -> str:
+    """The active timeline's folder for a table's properties: `.hoodie` for timeline layout 1,
+    `.hoodie/<hoodie.timeline.path>` (default `timeline`) for layout 2 (spec v8 §1.2)."""
+    version = int(props.get("hoodie.table.version") or 6)
+    layout = int(props.get("hoodie.timeline.layout.version") or (2 if version >= 8 else 1))
+    if layout < 2:
+        return META
+    return f"{META}/{(props.get('hoodie.timeline.path') or 'timeline').strip('/')}"
+
+
+def _folder_of(storage: Storage) -> str:
+    from ..properties import load
+
+    return timeline_folder(load(storage).props)
+
+
 class Timeline:
     """An ordered, immutable selection of instants with Hudi's filters."""
 
     archive_folder = ".hoodie/archived"  # `hoodie.archivelog.folder`; `Table.timeline` sets it
 
     def __init__(self, storage: Storage, instants: Iterable[Instant], mtimes: dict[str, int] | None = None,
-                 details: dict[str, bytes] | None = None, *, ordered: bool = False):
+                 details: dict[str, bytes] | None = None, *, ordered: bool = False, folder: str = META):
         self.storage = storage
+        self.folder = folder  # where the state files are (`timeline_folder`)
         self.instants: list[Instant] = list(instants) if ordered else sorted(instants, key=_order)
         self._mtimes = mtimes if mtimes is not None else {}
         self._details = details if details is not None else {}
@@ -45,7 +66,7 @@ class Timeline:
 
     def _select(self, keep) -> Timeline:
         return Timeline(self.storage, [i for i in self.instants if keep(i)], self._mtimes, self._details,
-                        ordered=True)
+                        ordered=True, folder=self.folder)
 
     # -- filters ---------------------------------------------------------------------------
     def completed(self) -> Timeline:
@@ -113,7 +134,7 @@ class Timeline:
         name = instant.file_name
         mtime = self._mtimes.get(name)
         if mtime is None:
-            status = self.storage.status(f"{META}/{name}")
+            status = self.storage.status(f"{self.folder}/{name}")
             mtime = self._mtimes[name] = status.mtime_ms if status is not None else 0
         return mtime
 
@@ -123,7 +144,7 @@ class Timeline:
         name = instant.file_name
         data = self._details.get(name)
         if data is None:
-            path = f"{META}/{name}"
+            path = f"{self.folder}/{name}"
             try:
                 data = self.storage.read(path)
             except FileNotFoundError as e:
@@ -132,7 +153,21 @@ class Timeline:
         return data
 
     def commit_metadata(self, instant: Instant) -> CommitMetadata:
-        return CommitMetadata.from_bytes(self.read_details(instant), f"{self.storage.uri}/{META}/{instant.file_name}")
+        return CommitMetadata.from_bytes(self.read_details(instant),
+                                         f"{self.storage.uri}/{self.folder}/{instant.file_name}")
+
+    @property
+    def layout(self) -> int:
+        """The timeline layout version: 1 (`.hoodie/`) or 2 (`.hoodie/timeline/`)."""
+        return 1 if self.folder == META else 2
+
+    def completion_time(self, time: str) -> str | None:
+        """When the completed instant `time` completed (layout 2), else None: layout 1 has no
+        completion times, and an instant not completed on this timeline has none known."""
+        for instant in self.instants:
+            if instant.time == time and instant.is_completed:
+                return instant.completion
+        return None
 
     def latest_clean_bound(self) -> str | None:
         """The earliest instant queries may read as of since the latest completed clean (None
@@ -237,16 +272,21 @@ class Timeline:
 
 
 class ActiveTimeline(Timeline):
-    """The instants in `.hoodie/`, with the layout-1 rules of spec §2.5."""
+    """The instants of the timeline folder (read from `hoodie.properties` unless given), with
+    the rules of spec §2.5 (v8 spec §2.5 for layout 2)."""
 
     def __init__(self, storage: Storage, files: list[tuple[str, int | None]] | None = None,
-                 details: dict[str, bytes] | None = None):
-        files = storage.list_names(META) if files is None else files
+                 details: dict[str, bytes] | None = None, *, folder: str | None = None):
+        folder = _folder_of(storage) if folder is None else folder
+        files = storage.list_names(folder) if files is None else files
         self._by_time: dict[str, dict[str, Instant]] = {}  # time -> state file name -> instant
         mtimes: dict[str, int] = {}  # where the listing gave them; others are read on demand
+        layout = 1 if folder == META else 2
         for name, mtime in files:
             instant = _parse(name)
-            if instant is not None:
+            # a completed instant is `T.action` in layout 1, `T_C.action` in layout 2: the
+            # other form is a foreign file there
+            if instant is not None and (instant.completion is None) == (layout == 1 or instant.is_pending):
                 if mtime is not None:
                     mtimes[name] = mtime
                 self._by_time.setdefault(instant.time, {})[name] = instant
@@ -255,7 +295,8 @@ class ActiveTimeline(Timeline):
             for instant in names.values():
                 self._keep_highest(instant)
         kept = {n for names in self._by_time.values() for n in names if n in (details or {})}
-        super().__init__(storage, self._raw.values(), mtimes, {n: details[n] for n in kept} if details else None)
+        super().__init__(storage, self._raw.values(), mtimes, {n: details[n] for n in kept} if details else None,
+                         folder=folder)
 
     def _keep_highest(self, instant: Instant) -> None:
         key = (instant.time, instant.comparable_action)
@@ -274,7 +315,9 @@ class ActiveTimeline(Timeline):
     def reload(self) -> ActiveTimeline:
         """A fresh listing of `.hoodie/` (other writers' instants included), keeping the
         cached contents of state files that are still there."""
-        return ActiveTimeline(self.storage, details=self._details)
+        timeline = ActiveTimeline(self.storage, details=self._details, folder=self.folder)
+        timeline.archive_folder = self.archive_folder
+        return timeline
 
     def has_file(self, name: str) -> bool:
         """Whether this listing (with its own changes since) holds the state file `name`."""
@@ -290,11 +333,15 @@ class ActiveTimeline(Timeline):
     def create(self, instant: Instant, content: bytes = b"", *, token: str | None = None) -> Instant:
         """Create a state file; fail if it exists. Completed files are never empty. A run
         `token` is recorded in the token index first (see `timeline.tokens`)."""
+        if self.layout != 1:
+            raise UnsupportedTableVersionError(
+                f"table {self.storage.uri}: cannot create {instant.file_name} on a timeline of layout "
+                f"{self.layout} (table version 8 or 9): airflow-lake reads these tables and does not write them yet")
         if instant.is_completed and not content:
             raise TimelineError(f"table {self.storage.uri}: refusing to write an empty completed {instant}")
         tokens.record(self.storage, token, instant.time, instant.action)
         name = instant.file_name
-        if not self.storage.create(f"{META}/{name}", content):
+        if not self.storage.create(f"{self.folder}/{name}", content):
             raise TimelineError(f"table {self.storage.uri}: {name} already exists")
         self._by_time.setdefault(instant.time, {})[name] = Instant.parse(name)
         self._details[name] = content
@@ -303,14 +350,14 @@ class ActiveTimeline(Timeline):
 
     def transition(self, instant: Instant, state: State, content: bytes = b"") -> Instant:
         """Move a pending instant to `state`: its previous state file must exist."""
-        if not self.storage.exists(f"{META}/{instant.file_name}"):
+        if not self.storage.exists(f"{self.folder}/{instant.file_name}"):
             raise TimelineError(f"table {self.storage.uri}: cannot move {instant} to {state.name}: "
                                 f"{instant.file_name} does not exist")
         return self.create(instant.to(state), content)
 
     def delete_file(self, name: str) -> None:
         """Delete one `.hoodie/` state file (absent is fine) and forget it."""
-        self.storage.delete(f"{META}/{name}")
+        self.storage.delete(f"{self.folder}/{name}")
         instant = Instant.parse(name)
         if instant is not None and self._by_time.get(instant.time, {}).pop(name, None) is not None:
             self._details.pop(name, None)

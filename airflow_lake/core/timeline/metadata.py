@@ -14,6 +14,7 @@ from ..model import WriteStat
 from . import avro_schemas
 
 _PARSED: dict[str, Any] = {}
+AVRO_MAGIC = b"Obj\x01"  # an Avro object container's first bytes
 
 
 def _parsed(schema: dict) -> Any:
@@ -86,13 +87,21 @@ class CommitMetadata:
 
     @staticmethod
     def from_bytes(data: bytes, where: str = "") -> CommitMetadata:
-        """Parse commit JSON; an empty file is empty metadata (as Java reads it)."""
+        """Parse commit metadata: JSON (timeline layout 1) or an Avro container (layout 2,
+        `HoodieCommitMetadata` / `HoodieReplaceCommitMetadata`); an empty file is empty metadata
+        (as Java reads it)."""
         if not data.strip():
             return CommitMetadata()
-        try:
-            doc = json.loads(data)
-        except ValueError as e:
-            raise InvalidTableError(f"{where}: commit metadata is not valid JSON ({e})") from e
+        if data.startswith(AVRO_MAGIC):
+            try:
+                doc = read_avro(data) or {}
+            except (ValueError, EOFError, KeyError, TypeError) as e:
+                raise InvalidTableError(f"{where}: commit metadata is not a readable Avro container ({e})") from e
+        else:
+            try:
+                doc = json.loads(data)
+            except ValueError as e:
+                raise InvalidTableError(f"{where}: commit metadata is not valid JSON ({e})") from e
         return CommitMetadata(
             operation_type=doc.get("operationType") or "UNKNOWN",
             partition_to_write_stats={

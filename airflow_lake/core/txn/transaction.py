@@ -25,7 +25,7 @@ from ..engine import Engine
 from ..errors import InvalidTableError, TimelineError, WriteConflictError
 from ..lock import LockProvider, lock_provider_name, table_lock
 from ..paths import Deleter
-from ..timeline.active import ActiveTimeline
+from ..timeline.active import ActiveTimeline, timeline_folder
 from ..timeline.clock import next_instant
 from ..timeline.instant import COMMIT_ACTIONS, RESTORE, ROLLBACK, Instant, State
 from ..timeline.payloads import RestoreMetadata, RestorePlan, RollbackMetadata, RollbackPlan
@@ -59,12 +59,14 @@ class Transaction:
     @property
     def timeline(self) -> ActiveTimeline:
         """The active timeline, listed now."""
-        timeline = ActiveTimeline(self.storage)
+        timeline = ActiveTimeline(self.storage, folder=timeline_folder(self.config.props))
         timeline.archive_folder = self.config.archive_folder
         return timeline
 
     def lock(self) -> LockProvider:
-        """The table lock (`hoodie.write.lock.provider`, default `.hoodie/lock`)."""
+        """The table lock (`hoodie.write.lock.provider`, default `.hoodie/lock`): taken by every
+        change, so a table version we do not write is refused here, before anything changes."""
+        self.config.check_writable(self.storage.uri)
         return table_lock(self.storage, self.ctx.options, mode=self.option(WriteOptions.CONCURRENCY_MODE),
                           provider=lock_provider_name(self.storage.uri, self.ctx.options, self.config.props),
                           expire_ms=int(self.option(WriteOptions.LOCK_EXPIRE_MINUTES) * 60_000),

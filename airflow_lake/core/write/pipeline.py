@@ -18,8 +18,8 @@ from typing import Any, Protocol
 
 import pyarrow as pa
 
-from ..config import TableOptions, WriteOptions
-from ..errors import LakeError, UnsupportedTableVersionError, WriteConflictError
+from ..config import WriteOptions
+from ..errors import LakeError, WriteConflictError
 from ..index import check_index_type
 from ..merge import KEY
 from ..model import WriteStat
@@ -136,10 +136,7 @@ def write_frame(table, ops: FrameOps, data: Any, operation: str = "upsert",
     where = f"table {table.storage.uri}"
     cfg = table.config
     operation = OPERATIONS.parse(operation, where)
-    if cfg.version != 6 or cfg.get(TableOptions.TIMELINE_LAYOUT) != 1:
-        raise UnsupportedTableVersionError(
-            f"{where}: table version {cfg.version} (timeline layout {cfg.get(TableOptions.TIMELINE_LAYOUT)}) "
-            "cannot be written; airflow-lake writes table version 6, layout 1")
+    cfg.check_writable(table.storage.uri)
     table.check_write_support()  # key generator, payload and merge options we implement
     data = ops.source(data)
     index_type = check_index_type(table.option(WriteOptions.INDEX_TYPE), where)
