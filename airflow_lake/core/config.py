@@ -195,13 +195,23 @@ class TableConfig:
         return int(raw) if raw else (2 if self.version >= 8 else 1)
 
     def check_writable(self, uri: str) -> None:
-        """Refuse, before anything is touched, to write or run a service on a table whose
-        version we read but do not write (8 and 9: Hudi 1.x)."""
-        if self.version != TABLE_VERSION or self.timeline_layout != TIMELINE_LAYOUT_VERSION:
+        """Refuse, before anything is touched, to write or run a service on a table we read but
+        do not write: a version other than 6, 8 and 9 or a layout not its own, and a version 8
+        or 9 table whose metadata table is on (Hudi 1.x readers, hudi-rs too, list its files
+        through the metadata table, which we do not keep current yet)."""
+        layout = TIMELINE_LAYOUT_VERSION if self.version == TABLE_VERSION else 2
+        if self.version not in (TABLE_VERSION, 8, 9) or self.timeline_layout != layout:
             raise UnsupportedTableVersionError(
                 f"table {uri}: table version {self.version} (timeline layout {self.timeline_layout}) is read by "
-                f"airflow-lake, not written: writes and table services need table version {TABLE_VERSION} "
-                f"(timeline layout {TIMELINE_LAYOUT_VERSION}); nothing was changed")
+                "airflow-lake, not written: writes and table services need table version 6 (timeline layout 1), "
+                "8 or 9 (layout 2); nothing was changed")
+        partitions = self.get(TableOptions.METADATA_PARTITIONS).strip()
+        if self.version != TABLE_VERSION and partitions:
+            raise UnsupportedTableVersionError(
+                f"table {uri}: table version {self.version} with a metadata table "
+                f"(hoodie.table.metadata.partitions={partitions}) is read by airflow-lake, not written: Hudi 1.x and "
+                "hudi-rs list its files through the metadata table, which airflow-lake does not keep current yet; "
+                "nothing was changed")
 
     @property
     def record_key_fields(self) -> list[str]:

@@ -50,6 +50,7 @@ from .timeline.archived import ArchivedTimeline
 from .timeline.instant import Instant
 from .txn.transaction import Transaction
 from .txn.undo import RollbackResult
+from .versions import WRITE_TABLE_VERSION, hudi1x_properties, write_table_version
 from .vocabulary import COPY_ON_WRITE, MERGE_ON_READ, TABLE_TYPES
 from .write.client import WriteResult
 from .write.pipeline import write_arrow
@@ -57,6 +58,7 @@ from .write.pipeline import write_arrow
 log = logging.getLogger(__name__)
 _INIT_FOLDERS = (".hoodie", ".hoodie/.schema", ".hoodie/archived", ".hoodie/.temp", ".hoodie/.aux",
                  ".hoodie/.aux/.bootstrap/.partitions", ".hoodie/.aux/.bootstrap/.fileids")
+_LAYOUT_2_FOLDERS = (".hoodie/timeline", ".hoodie/timeline/history")
 
 
 def _counted(method):
@@ -168,13 +170,16 @@ class Table:
             else:
                 write_options[key] = value
         _complete_keygen_props(storage.uri, props)
+        version = write_table_version(storage.uri, write_options)
+        if version != 6:
+            props = hudi1x_properties(props, version)
         props.setdefault(WriteOptions.INDEX_TYPE.key, WriteOptions.INDEX_TYPE.default)  # the index it is written with
         problem = unsupported_merge(props, write_options, write=True)
         if problem:
             raise UnsupportedFeatureError(f"table {storage.uri}: {problem} is not implemented by airflow-lake "
                                           "(DefaultHoodieRecordPayload and OverwriteWithLatestAvroPayload are)")
         KeyGenerator.for_table(TableConfig(props), storage.uri, write_options).check_writable()
-        for folder in _INIT_FOLDERS:
+        for folder in _INIT_FOLDERS + (_LAYOUT_2_FOLDERS if version != 6 else ()):
             storage.mkdirs(folder)
         config = TableConfig(props)
         properties.save(storage, config, create=True)
@@ -256,6 +261,7 @@ class Table:
         one and passes it along)."""
         timeline = ActiveTimeline(self.storage, folder=timeline_folder(self.config.props))
         timeline.archive_folder = self.config.archive_folder
+        timeline.zone = "UTC" if self.config.timezone == "UTC" else "LOCAL"
         return timeline
 
     def schema_avro(self, timeline: ActiveTimeline | None = None) -> dict | None:
@@ -282,6 +288,11 @@ class Table:
     def check_write_support(self) -> None:
         """Before a write touches the timeline: key generator and merge settings we implement."""
         self.check_merge_support("a write", write=True)
+        asked = self.options.get(WRITE_TABLE_VERSION)
+        if asked is not None and str(asked).strip() != str(self.config.version):
+            raise InvalidOptionError(f"table {self.storage.uri}: {WRITE_TABLE_VERSION}={asked!r} differs from the "
+                                     f"table's version {self.config.version}; airflow-lake never upgrades or "
+                                     "downgrades a table (nothing was written)")
         self.keygen.check_writable()
         check_index_switch(self.storage.uri, self.config.props, self.options)
         check_table_settings(self.storage.uri, self.config, options=self.options)

@@ -148,12 +148,14 @@ def test_newer_table_versions_are_refused(table_path):
     open(props, "w").write(text.replace("hoodie.table.version=6", "hoodie.table.version=10"))
     with pytest.raises(UnsupportedTableVersionError, match="version 10 .*reads table versions 6, 8 and 9"):
         Table.open(table_path)
-    # version 8 is read (its timeline is in .hoodie/timeline/: empty here), never written
+    # version 8 is known: its timeline is in .hoodie/timeline/ (empty here: no commit to read)
     open(props, "w").write(text.replace("hoodie.table.version=6", "hoodie.table.version=8"))
-    t = Table.open(table_path)
-    assert t.read().num_rows == 0
-    with pytest.raises(UnsupportedTableVersionError, match="table version 8 .*not written"):
-        t.write(pa.table({"id": ["b"]}), operation="insert")
+    assert Table.open(table_path).read().num_rows == 0
+    # a version 8 table whose layout says 1 is neither, and is not written
+    open(props, "w").write(text.replace("hoodie.table.version=6", "hoodie.table.version=8").replace(
+        "hoodie.timeline.layout.version=2", "hoodie.timeline.layout.version=1"))
+    with pytest.raises(UnsupportedTableVersionError, match="table version 8 .timeline layout 1. .*not written"):
+        Table.open(table_path).write(pa.table({"id": ["b"]}), operation="insert")
 
 
 def test_foreign_timeline_files_are_ignored_and_empty_commits_read(table_path):

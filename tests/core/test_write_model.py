@@ -4,7 +4,7 @@ snapshot, as of every instant, and incremental between instants."""
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 
 import pyarrow as pa
@@ -208,10 +208,28 @@ def test_three_judges_agree(layout, seed, table_path):
     judge(layout, table, model, table_path)
 
 
+# Hudi 1.x tables (versions 8 and 9, timeline layout 2), written by us and judged alike
+HUDI1X_LAYOUTS = [
+    replace(layout, name=f"v{version}_{layout.name}", options={**layout.options, "hoodie.write.table.version": version})
+    for version, names in ((9, ("simple", "mor_bloom", "mor_bucket", "mor_global_bloom", "mor_no_meta",
+                                "complex_hive")), (8, ("mor_nonpartitioned", "cow_bucket")))
+    for layout in LAYOUTS if layout.name in names
+]
+
+
+@pytest.mark.parametrize("layout", HUDI1X_LAYOUTS, ids=lambda layout: layout.name)
+def test_three_judges_agree_on_hudi1x_tables(layout, table_path):
+    table, model = run_scenario(layout, table_path, 1)
+    assert table.config.version == layout.options["hoodie.write.table.version"]
+    judge(layout, table, model, table_path)
+
+
 def judge(layout: Layout, table: Table, model: Model, table_path: str, storage_options=None) -> None:
     """Our reader, hudi-rs and the model agree: snapshot, read-optimized, as of every instant,
-    incremental between instants, and partition filters."""
+    incremental between instants (on a Hudi 1.x table: between their completion times), and
+    partition filters."""
     so = storage_options
+    completion = {i.time: i.completion or i.time for i in table.timeline.commits().completed()}
     cols = ["id", "k2", "ts", "part", "sub", "val", "name", "event_ms", "at"]
     if layout.meta_fields:
         cols.append("_hoodie_commit_time")
@@ -233,12 +251,12 @@ def judge(layout: Layout, table: Table, model: Model, table_path: str, storage_o
     for start, end in zip([instants[0]] + instants[:-1], instants, strict=True):
         if start == end:
             continue
-        ours = rows(table.read_incremental(start, end), cols)
+        ours = rows(table.read_incremental(completion[start], completion[end]), cols)
         if layout.meta_fields:  # without them a row's instant is its file's or block's, as hudi-rs
             assert ours == model_rows(model.incremental(start, end), cols), f"({start}, {end}]"
         theirs = hudi_read(table_path, so, **{"hoodie.read.query.type": "incremental",
-                                          "hoodie.read.start.timestamp": start,
-                                          "hoodie.read.end.timestamp": end})
+                                          "hoodie.read.start.timestamp": completion[start],
+                                          "hoodie.read.end.timestamp": completion[end]})
         theirs = rows(theirs, cols)
         if layout.table_type == MOR:
             # Known hudi-rs 0.5.0 gap: its MOR incremental query returns a log record even when

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 
 from ..config import Option
 from ..context import TableContext
-from ..errors import InvalidOptionError
+from ..errors import InvalidOptionError, UnsupportedFeatureError
 from ..formats.log import DataBlock, read_log_file
 from ..formats.log.blocks import avro_block_bytes
 from ..timeline import tokens
@@ -159,6 +159,11 @@ def archive(txn: Transaction, *, min_commits: int = 20, max_commits: int = 30, b
     if max_commits <= min_commits or min_commits < 1 or batch < 1:
         raise InvalidOptionError(f"table {uri}: need max_commits > min_commits >= 1 and batch >= 1 "
                                  f"(got {min_commits}, {max_commits}, {batch})")
+    if txn.config.timeline_layout == 2:
+        raise UnsupportedFeatureError(
+            f"table {uri}: archiving a table of version {txn.config.version} moves instants into its LSM history "
+            "(.hoodie/timeline/history/), which airflow-lake does not write yet; nothing was changed (the active "
+            "timeline only grows)")
     folder = txn.config.archive_folder
     storage = txn.storage
     result = ArchiveResult()

@@ -16,10 +16,11 @@ import functools
 import json
 from collections.abc import Collection, Iterable, Iterator
 
-from ..errors import InstantNotFoundError, TimelineError, UnsupportedTableVersionError
+from ..errors import InstantNotFoundError, TimelineError
 from ..storage import Storage
 from . import tokens
-from .instant import CLEAN, COMMIT_ACTIONS, WRITE_ACTIONS, Instant, State
+from .clock import next_instant
+from .instant import CLEAN, COMMIT_ACTIONS, REPLACE_COMMIT, WRITE_ACTIONS, Instant, State
 from .metadata import CommitMetadata, read_avro
 
 META = ".hoodie"
@@ -45,6 +46,7 @@ class Timeline:
     """An ordered, immutable selection of instants with Hudi's filters."""
 
     archive_folder = ".hoodie/archived"  # `hoodie.archivelog.folder`; `Table.timeline` sets it
+    zone = "UTC"  # the clock of completion times (`hoodie.table.timeline.timezone`: UTC or LOCAL)
 
     def __init__(self, storage: Storage, instants: Iterable[Instant], mtimes: dict[str, int] | None = None,
                  details: dict[str, bytes] | None = None, *, ordered: bool = False, folder: str = META):
@@ -316,7 +318,7 @@ class ActiveTimeline(Timeline):
         """A fresh listing of `.hoodie/` (other writers' instants included), keeping the
         cached contents of state files that are still there."""
         timeline = ActiveTimeline(self.storage, details=self._details, folder=self.folder)
-        timeline.archive_folder = self.archive_folder
+        timeline.archive_folder, timeline.zone = self.archive_folder, self.zone
         return timeline
 
     def has_file(self, name: str) -> bool:
@@ -333,10 +335,10 @@ class ActiveTimeline(Timeline):
     def create(self, instant: Instant, content: bytes = b"", *, token: str | None = None) -> Instant:
         """Create a state file; fail if it exists. Completed files are never empty. A run
         `token` is recorded in the token index first (see `timeline.tokens`)."""
-        if self.layout != 1:
-            raise UnsupportedTableVersionError(
-                f"table {self.storage.uri}: cannot create {instant.file_name} on a timeline of layout "
-                f"{self.layout} (table version 8 or 9): airflow-lake reads these tables and does not write them yet")
+        if self.layout == 2:  # Avro commit metadata; a completed name carries the completion time
+            content = layout2_content(instant, content)
+            if instant.is_completed and instant.completion is None:
+                instant = Instant(instant.time, instant.action, instant.state, self.next_completion())
         if instant.is_completed and not content:
             raise TimelineError(f"table {self.storage.uri}: refusing to write an empty completed {instant}")
         tokens.record(self.storage, token, instant.time, instant.action)
@@ -347,6 +349,12 @@ class ActiveTimeline(Timeline):
         self._details[name] = content
         self._changed(instant.time)
         return instant
+
+    def next_completion(self) -> str:
+        """A completion time later than every instant and completion time of this listing
+        (layout 2: taken under the table lock, v8 spec §2.4)."""
+        last = max((t for i in self._raw.values() for t in (i.time, i.completion) if t), default=None)
+        return next_instant(last, self.zone)
 
     def transition(self, instant: Instant, state: State, content: bytes = b"") -> Instant:
         """Move a pending instant to `state`: its previous state file must exist."""
@@ -373,6 +381,16 @@ class ActiveTimeline(Timeline):
                 self.delete_file(n)
         for n in reversed(pending):
             self.delete_file(n)
+
+
+def layout2_content(instant: Instant, content: bytes) -> bytes:
+    """A state file's content in layout 2: commit metadata (JSON in layout 1) as the Avro
+    `HoodieCommitMetadata`, or `HoodieReplaceCommitMetadata` for a completed replacecommit;
+    everything else is Avro (or empty) in both layouts."""
+    if not content.startswith(b"{") or instant.state == State.REQUESTED:
+        return content
+    meta = CommitMetadata.from_bytes(content)
+    return meta.to_avro(replace=instant.is_completed and instant.comparable_action == REPLACE_COMMIT)
 
 
 _parse = functools.lru_cache(maxsize=1 << 16)(Instant.parse)  # names recur in every listing

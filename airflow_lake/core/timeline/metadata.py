@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -13,15 +14,16 @@ from ..errors import InvalidTableError
 from ..model import WriteStat
 from . import avro_schemas
 
-_PARSED: dict[str, Any] = {}
+_PARSED: dict[int, Any] = {}
+_PARSED_TEXT: dict[str, Any] = {}
 AVRO_MAGIC = b"Obj\x01"  # an Avro object container's first bytes
 
 
 def _parsed(schema: dict) -> Any:
-    name = schema["name"]
-    if name not in _PARSED:
-        _PARSED[name] = fastavro.parse_schema(schema)
-    return _PARSED[name]
+    key = id(schema)  # (module constants; two schemas may share a record name: layout 1's and 2's)
+    if key not in _PARSED:
+        _PARSED[key] = fastavro.parse_schema(schema)
+    return _PARSED[key]
 
 
 def write_avro(schema: dict, record: dict) -> bytes:
@@ -29,6 +31,31 @@ def write_avro(schema: dict, record: dict) -> bytes:
     buf = io.BytesIO()
     fastavro.writer(buf, _parsed(schema), [record], codec="null")
     return buf.getvalue()
+
+
+def write_avro_text(schema_text: str, record: dict) -> bytes:
+    """An Avro object container holding one record, codec null, whose header carries
+    `schema_text` exactly as given (fastavro's writer would re-serialise the schema): for the
+    state files of timeline layout 2, byte-alike with Hudi 1.x's in their schema."""
+    body = io.BytesIO()
+    fastavro.schemaless_writer(body, _parsed_text(schema_text), record)
+    out = io.BytesIO()
+    out.write(AVRO_MAGIC)
+    fastavro.schemaless_writer(out, {"type": "map", "values": "bytes"},
+                               {"avro.schema": schema_text.encode(), "avro.codec": b"null"})
+    sync = os.urandom(16)
+    out.write(sync)
+    fastavro.schemaless_writer(out, "long", 1)
+    fastavro.schemaless_writer(out, "long", len(body.getvalue()))
+    out.write(body.getvalue())
+    out.write(sync)
+    return out.getvalue()
+
+
+def _parsed_text(text: str) -> Any:
+    if text not in _PARSED_TEXT:
+        _PARSED_TEXT[text] = fastavro.parse_schema(json.loads(text))
+    return _PARSED_TEXT[text]
 
 
 def read_avro(data: bytes) -> dict | None:
@@ -85,6 +112,23 @@ class CommitMetadata:
             doc["partitionToReplaceFileIds"] = self.partition_to_replace_file_ids
         return json.dumps(doc, indent=2).encode()
 
+    def to_avro(self, *, replace: bool = False) -> bytes:
+        """The metadata as timeline layout 2 stores it: an Avro container of Hudi 1.x's
+        `HoodieCommitMetadata` (or, `replace`, `HoodieReplaceCommitMetadata`) writer schema."""
+        from .avro_commit_v2 import COMMIT_METADATA_TEXT, REPLACE_COMMIT_METADATA_TEXT
+
+        record: dict[str, Any] = {
+            "partitionToWriteStats": {p: [_avro_stat(s) for s in stats]
+                                      for p, stats in self.partition_to_write_stats.items()},
+            "compacted": self.compacted,
+            "extraMetadata": self.extra_metadata,
+            "version": None,  # (what Hudi 1.x's Spark writer leaves)
+            "operationType": self.operation_type,
+        }
+        if replace:
+            record["partitionToReplaceFileIds"] = self.partition_to_replace_file_ids or {}
+        return write_avro_text(REPLACE_COMMIT_METADATA_TEXT if replace else COMMIT_METADATA_TEXT, record)
+
     @staticmethod
     def from_bytes(data: bytes, where: str = "") -> CommitMetadata:
         """Parse commit metadata: JSON (timeline layout 1) or an Avro container (layout 2,
@@ -118,6 +162,15 @@ class CommitMetadata:
         for s in stats:
             by_partition.setdefault(s.partition, []).append(s.to_json())
         return CommitMetadata(operation, by_partition, dict(extra))
+
+
+def _avro_stat(stat: dict) -> dict:
+    """A write stat (JSON form) for the Avro `HoodieWriteStat`: Java's `"null"` string stands
+    for an absent previous commit there too."""
+    out = dict(stat)
+    if out.get("prevCommit") is None:
+        out["prevCommit"] = "null"
+    return out
 
 
 def workload_metadata(operation: str, inserts: dict[str, int],

@@ -61,6 +61,7 @@ class Transaction:
         """The active timeline, listed now."""
         timeline = ActiveTimeline(self.storage, folder=timeline_folder(self.config.props))
         timeline.archive_folder = self.config.archive_folder
+        timeline.zone = "UTC" if self.config.timezone == "UTC" else "LOCAL"
         return timeline
 
     def lock(self) -> LockProvider:
@@ -79,7 +80,7 @@ class Transaction:
     def new_instant_time(self, timeline: ActiveTimeline | None = None) -> str:
         """A new instant, greater than every instant on the timeline (call under the lock)."""
         timeline = self.timeline if timeline is None else timeline
-        last = max((i.time for i in timeline), default=None)
+        last = max((t for i in timeline for t in (i.time, i.completion) if t), default=None)
         return next_instant(last, "UTC" if self.config.timezone == "UTC" else "LOCAL")
 
     # -- heartbeats ------------------------------------------------------------------------
@@ -134,6 +135,8 @@ class Transaction:
                     yield timeline, found
                     return
                 if self.is_expired(found.time):
+                    if found.action in COMMIT_ACTIONS:  # expired since `repair` looked: roll it back now
+                        self.rollback(timeline, found)
                     yield timeline, None  # a dead attempt (or a plan nobody executes): the caller takes it over
                     return
             log.info("table %s: %s of run token %r is still running: waiting for it", self.storage.uri, found, token)
@@ -172,7 +175,7 @@ class Transaction:
         """Before completing: our inflight file must still be there (not rolled back), in
         `timeline` (a listing taken under the lock) or on storage."""
         there = timeline.has_file(inflight.file_name) if timeline is not None \
-            else self.storage.exists(f".hoodie/{inflight.file_name}")
+            else self.storage.exists(f"{timeline_folder(self.config.props)}/{inflight.file_name}")
         if not there:
             raise TimelineError(f"table {self.storage.uri}: {inflight} was rolled back by another "
                                 "writer while this write ran; nothing was committed")

@@ -178,7 +178,8 @@ class WriteClient:
                               self.opt(WriteOptions.BLOOM_DYNAMIC_MAX_ENTRIES)) if cfg.populate_meta_fields else None
         return WriteContext(self.storage, instant, avro_schema, from_avro(avro_schema), bloom,
                             self.opt(WriteOptions.COMPRESSION), cfg.populate_meta_fields, cfg.precombine_field,
-                            cfg.payload_class == DEFAULT_PAYLOAD, self.table.keygen)
+                            cfg.payload_class == DEFAULT_PAYLOAD, self.table.keygen,
+                            log_by_instant=cfg.timeline_layout == 2)
 
     def commit(self, timeline: ActiveTimeline, inflight: Instant, seen: set[str], operation: str,
                stats: list[WriteStat], extra: dict[str, str], avro_schema: dict, touched: set[tuple[str, str]],

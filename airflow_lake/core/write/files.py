@@ -33,6 +33,7 @@ class WriteContext:
     ordering_field: str | None
     ordering_wins: bool  # DefaultHoodieRecordPayload: the base record survives a smaller update
     keygen: KeyGenerator
+    log_by_instant: bool = False  # timeline layout 2: a log file is named by the write's own instant
 
     @cached_property
     def avro_with_meta(self) -> dict:

@@ -1,4 +1,6 @@
-"""MOR append task: one new log file per file group per commit (we never append to a file).
+"""MOR append task: one new log file per file group per commit (we never append to a file),
+named by the slice's base instant and the next version (table version 6), or by the write's
+own instant, version 1 (versions 8 and 9: v8 spec §2.7).
 
 The file holds a data block with the updated (and, for the bucket index, inserted)
 records, then, when the batch deletes keys of the group, one delete block per ordering type.
@@ -36,8 +38,9 @@ def append_log(ctx: WriteContext, task: int, target: SliceRef, batch: Batch, *, 
     """Write the batch's records (and deletes) of one file group as a new log file."""
     start = time.monotonic()
     token = ctx.token(task)
-    log = LogFile(target.partition, target.file_id, target.base_instant, target.next_version, token)
-    fake_base = BaseFile(target.partition, target.file_id, token, target.base_instant)
+    named = ctx.instant if ctx.log_by_instant else target.base_instant
+    log = LogFile(target.partition, target.file_id, named, 1 if ctx.log_by_instant else target.next_version, token)
+    fake_base = BaseFile(target.partition, target.file_id, token, named)
     create_marker(ctx.storage, ctx.instant, fake_base.path, APPEND)
     schema = ctx.avro_with_meta
     parts = []
@@ -63,15 +66,17 @@ def append_log(ctx: WriteContext, task: int, target: SliceRef, batch: Batch, *, 
                                             [target.partition] * len(rows), [ordering[i] for i in rows]))
     content = b"".join(parts)
     ctx.storage.write(log.path, content)
-    stat = WriteStat(target.file_id, target.partition, log.path, target.base_instant,
+    # Hudi 1.x's stat of a log write: the writing instant as previous commit, no base file,
+    # only the file written (v8 spec §2.3)
+    stat = WriteStat(target.file_id, target.partition, log.path, named,
                      num_writes=len(records), num_deletes=len(deletes),
                      num_update_writes=len(records) - inserts, num_inserts=inserts,
                      total_write_bytes=len(content), file_size=len(content),
                      upsert_ms=int((time.monotonic() - start) * 1000), delta={
                          "logVersion": log.version,
                          "logOffset": 0,
-                         "baseFile": target.base_file.name if target.base_file else "",
-                         "logFiles": [f.name for f in target.log_files] + [log.name],
+                         "baseFile": target.base_file.name if target.base_file and not ctx.log_by_instant else "",
+                         "logFiles": ([] if ctx.log_by_instant else [f.name for f in target.log_files]) + [log.name],
                          "recordsStats": {"val": None},
                      }, new_keys=records.keys if inserts else None)
     return stat

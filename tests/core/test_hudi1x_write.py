@@ -1,0 +1,152 @@
+"""Table versions 8 and 9 (Hudi 1.x) written in their own version: new tables
+(`hoodie.write.table.version`), and tables Apache Hudi wrote without a metadata table appended
+to, compacted, cleaned and rolled back, hudi-rs agreeing after every step; what we write has
+the layout Hudi 1.x writes (names, folders, properties, Avro writer schemas)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import fastavro
+import pyarrow as pa
+import pytest
+
+from airflow_lake.core.errors import InvalidOptionError, UnsupportedFeatureError
+from airflow_lake.core.table import Table
+from airflow_lake.core.timeline.metadata import read_avro
+from tests.conftest import rows
+from tests.core.test_hudi1x_read import TABLES, same_rows, snapshot_of, theirs, unpack
+
+
+def agree(table: Table, path: Path) -> pa.Table:
+    """Our snapshot and read-optimized reads equal hudi-rs's; the snapshot."""
+    ours = table.read()
+    same_rows(ours, theirs(path))
+    same_rows(table.read(query_type="read_optimized"), theirs(path, query_type="read_optimized"))
+    return ours
+
+
+def avro_schema_text(path: Path) -> str:
+    with open(path, "rb") as f:
+        return fastavro.reader(f).metadata["avro.schema"]
+
+
+def test_apache_hudi_v8_cow_table_appended_to(tmp_path):
+    path = unpack(TABLES["v8_complexkeygen"], tmp_path / "t")
+    table = Table.open(str(path))
+    before = agree(table, path)
+    data = before.select([c for c in before.schema.names if not c.startswith("_hoodie")])
+    changed = data.slice(0, 2).set_column(data.schema.get_field_index("longField"), "longField",
+                                          pa.array([10**12, 10**12], data.schema.field("longField").type))
+    new = changed.set_column(data.schema.get_field_index("id"), "id",
+                             pa.array([900, 901], data.schema.field("id").type))
+    first = table.write(pa.concat_tables([changed, new]), operation="upsert")
+    assert first.num_inserts == 2 and first.num_updates == 2
+    after = agree(table, path)
+    assert after.num_rows == before.num_rows + 2
+    table.write(new.slice(0, 1), operation="delete")
+    assert agree(table, path).num_rows == before.num_rows + 1
+    commit = table.timeline.commits().completed().instants[-2]
+    same_rows(table.read(as_of=commit.completion), theirs(path, as_of_timestamp=commit.completion))
+    # what we wrote looks like what Hudi wrote: T_C.commit, an Avro container of Hudi's schema
+    timeline = path / ".hoodie" / "timeline"
+    ours = timeline / commit.file_name
+    assert ours.name == f"{commit.time}_{commit.completion}.commit" and ours.is_file()
+    hudi_made = sorted(p for p in timeline.glob("*_*.commit") if not p.name.startswith(commit.time))[0]
+    assert avro_schema_text(ours) == avro_schema_text(hudi_made)
+    workload = read_avro((timeline / f"{commit.time}.inflight").read_bytes())
+    assert workload["operationType"] == "UPSERT" and workload["partitionToWriteStats"]
+
+
+def test_apache_hudi_v9_mor_table_appended_to_compacted_cleaned_and_rolled_back(tmp_path):
+    path = unpack(TABLES["v9_mor_nometa"], tmp_path / "t")
+    table = Table.open(str(path), options={"hoodie.cleaner.commits.retained": "1"})
+    before = agree(table, path)
+    keys = sorted(before.column("txn_id").to_pylist())
+    data = before.select([c for c in before.schema.names if not c.startswith("_hoodie")])
+    ts = data.schema.get_field_index("txn_ts")
+    update = data.filter(pa.compute.is_in(data.column("txn_id"), pa.array(keys[:3])))
+    update = update.set_column(ts, "txn_ts", pa.array([2 * 10**12] * 3, data.schema.field("txn_ts").type))
+    result = table.write(update, operation="upsert")
+    assert result.num_updates == 3
+    assert [i.action for i in table.timeline.completed() if i.time == result.instant] == ["deltacommit"]
+    agree(table, path)
+    logs = sorted(p.name for p in path.rglob(f".*_{result.instant}.log.*"))
+    assert logs and all(".log.1_" in n for n in logs)  # named by our own deltacommit, version 1
+
+    planned = table.schedule_compaction(max_delta_commits=1)
+    assert planned is not None
+    done = table.run_compaction(planned)
+    assert done.instant == planned
+    timeline = table.timeline
+    compaction = [i for i in timeline.completed() if i.time == planned]
+    assert [i.action for i in compaction] == ["commit"]
+    names = sorted(p.name for p in (path / ".hoodie" / "timeline").glob(f"{planned}*"))
+    assert names == [f"{planned}.compaction.inflight", f"{planned}.compaction.requested",
+                     f"{planned}_{compaction[0].completion}.commit"]
+    meta = timeline.commit_metadata(compaction[0])
+    assert meta.compacted and meta.operation_type == "COMPACT"
+    after_compaction = agree(table, path)
+
+    late = table.write(update.slice(0, 1).set_column(ts, "txn_ts", pa.array([3 * 10**12],
+                                                                             data.schema.field("txn_ts").type)))
+    assert agree(table, path).num_rows == after_compaction.num_rows
+    rolled = table.rollback(late.instant)
+    assert rolled.rolled_back == late.instant and not list(path.rglob(f".*_{late.instant}.log.*"))
+    same_rows(agree(table, path), after_compaction)
+    cleaned = table.clean()
+    assert cleaned.instant is not None and cleaned.files
+    same_rows(agree(table, path), after_compaction)
+
+
+@pytest.mark.parametrize("version", [8, 9])
+def test_a_new_table_has_hudi1x_layout_and_properties(tmp_path, version):
+    path = tmp_path / "t"
+    table = Table.create(str(path), name="t", table_type="MERGE_ON_READ", record_key="id", precombine_field="ts",
+                         partition_fields="p", options={"hoodie.write.table.version": version})
+    props = table.config.props
+    assert (props["hoodie.table.version"], props["hoodie.table.initial.version"]) == (str(version), str(version))
+    assert props["hoodie.timeline.layout.version"] == "2" and props["hoodie.timeline.path"] == "timeline"
+    assert props["hoodie.table.keygenerator.type"] == "SIMPLE" and "hoodie.table.keygenerator.class" not in props
+    assert props["hoodie.record.merge.mode"] == "EVENT_TIME_ORDERING"
+    if version == 8:
+        assert props["hoodie.table.precombine.field"] == "ts"
+        assert props["hoodie.record.merge.strategy.id"] == "eeb8d96f-b1e4-49fd-bbf8-28ac514178e5"
+        assert props["hoodie.compaction.payload.class"].endswith("DefaultHoodieRecordPayload")
+    else:
+        assert props["hoodie.table.ordering.fields"] == "ts" and props["hoodie.table.format"] == "native"
+        assert "hoodie.table.precombine.field" not in props and "hoodie.compaction.payload.class" not in props
+    assert (path / ".hoodie" / "timeline" / "history").is_dir()
+    first = table.write(pa.table({"id": ["a", "b"], "p": ["x", "y"], "ts": [1, 1], "v": [1.0, 2.0]}),
+                        operation="insert")
+    second = table.write(pa.table({"id": ["a"], "p": ["x"], "ts": [2], "v": [3.0]}))
+    assert rows(theirs(path), ["id", "v"]) == rows(table.read(), ["id", "v"]) == [("a", 3.0), ("b", 2.0)]
+    instants = table.timeline.commits().completed().instants
+    assert [i.time for i in instants] == [first.instant, second.instant]
+    # completion times: after their own instant, before the next one's
+    assert instants[0].time < instants[0].completion < instants[1].time < instants[1].completion
+    commit = path / ".hoodie" / "timeline" / instants[1].file_name
+    fixture = unpack(TABLES["v8_trips"], tmp_path / "fixture")
+    hudi_made = sorted((fixture / ".hoodie" / "timeline").glob("*_*.deltacommit"))[0]
+    assert avro_schema_text(commit) == avro_schema_text(hudi_made)
+    [stat] = read_avro(commit.read_bytes())["partitionToWriteStats"]["x"]
+    assert stat["path"] == f"x/.{stat['fileId']}_{second.instant}.log.1_{stat['path'].rsplit('_', 1)[1]}"
+    assert stat["prevCommit"] == second.instant and stat["baseFile"] == "" and stat["logFiles"] == [
+        stat["path"].rsplit("/", 1)[1]]
+
+
+def test_versions_are_chosen_at_creation_and_never_changed(tmp_path):
+    path = tmp_path / "t"
+    with pytest.raises(InvalidOptionError, match="hoodie.write.table.version='7'"):
+        Table.create(str(path), name="t", record_key="id", options={"hoodie.write.table.version": 7})
+    assert not path.exists() or not (path / ".hoodie" / "hoodie.properties").exists()
+    Table.create(str(path), name="t", record_key="id", options={"hoodie.write.table.version": "9"})
+    Table.open(str(path)).write(pa.table({"id": ["a"]}), operation="insert")
+    before = snapshot_of(path)
+    for asked in ("6", "8"):
+        with pytest.raises(InvalidOptionError, match=r"differs from the table's version 9.*never upgrades"):
+            Table.open(str(path), options={"hoodie.write.table.version": asked}).write(
+                pa.table({"id": ["b"]}), operation="insert")
+    with pytest.raises(UnsupportedFeatureError, match="LSM history"):
+        Table.open(str(path)).archive(min_commits=1, max_commits=2)
+    assert snapshot_of(path) == before
