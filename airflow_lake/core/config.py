@@ -275,6 +275,11 @@ class TableConfig:
 
     @property
     def archive_folder(self) -> str:
+        """Where archived instants go: `hoodie.archivelog.folder` (layout 1), or the LSM history
+        `.hoodie/<hoodie.timeline.path>/<hoodie.timeline.history.path>` (layout 2)."""
+        if self.timeline_layout == 2:
+            timeline = (self.props.get("hoodie.timeline.path") or "timeline").strip("/")
+            return f".hoodie/{timeline}/{(self.props.get('hoodie.timeline.history.path') or 'history').strip('/')}"
         folder = self.get(TableOptions.ARCHIVE_FOLDER)
         return folder if folder.startswith(".hoodie") else f".hoodie/{folder}"
 

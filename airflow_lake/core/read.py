@@ -33,7 +33,7 @@ from .slice_reader import (
     read_group_records,
     read_slice,
 )
-from .timeline.archived import archive_files
+from .timeline.archived import has_archived
 from .timeline.clock import as_of_instant
 from .timeline.instant import SAVEPOINT, check_instant_time
 from .view import FileSystemView
@@ -139,7 +139,7 @@ class Reader:
         """Time travel to before the table's first commit reads no rows, as in Hudi: said, not
         silent (a date means its midnight: today's date reads the table before today's commits)."""
         first = timeline.commits().completed().first
-        if first is not None and as_of < first.time and not archive_files(
+        if first is not None and as_of < first.time and not has_archived(
                 self.storage, self.table.config.archive_folder):
             log.warning("table %s: as of %s is before the table's first commit %s: the read has no rows",
                         self.storage.uri, as_of, first.time)
@@ -149,7 +149,7 @@ class Reader:
         timeline = self.timeline
         self._check_retained(timeline, start, "an incremental read from")
         first = timeline.commits().first
-        if first is not None and start < first.time and archive_files(self.storage, self.table.config.archive_folder):
+        if first is not None and start < first.time and has_archived(self.storage, self.table.config.archive_folder):
             archived = self.table.archived_timeline.last_time
             if archived is not None and start < archived:
                 raise LakeError(f"table {self.storage.uri}: an incremental read from {start} needs commits that "

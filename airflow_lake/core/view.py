@@ -115,6 +115,8 @@ class FileSystemView:
             if pending is not None:
                 instants.add(pending)
             done = completion.get(log.base_instant)
+            if done is None and self.timeline.is_before_start(log.base_instant):
+                done = log.base_instant  # archived: completed, when is no longer known here (v8 spec §2.5)
             if done is None:
                 out[log.name] = max(instants, default=log.base_instant)
             else:

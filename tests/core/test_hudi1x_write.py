@@ -5,13 +5,15 @@ the layout Hudi 1.x writes (names, folders, properties, Avro writer schemas)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import fastavro
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
-from airflow_lake.core.errors import InvalidOptionError, UnsupportedFeatureError
+from airflow_lake.core.errors import InvalidOptionError
 from airflow_lake.core.table import Table
 from airflow_lake.core.timeline.metadata import read_avro
 from tests.conftest import rows
@@ -147,6 +149,70 @@ def test_versions_are_chosen_at_creation_and_never_changed(tmp_path):
         with pytest.raises(InvalidOptionError, match=r"differs from the table's version 9.*never upgrades"):
             Table.open(str(path), options={"hoodie.write.table.version": asked}).write(
                 pa.table({"id": ["b"]}), operation="insert")
-    with pytest.raises(UnsupportedFeatureError, match="LSM history"):
-        Table.open(str(path)).archive(min_commits=1, max_commits=2)
     assert snapshot_of(path) == before
+
+
+def test_archiving_moves_instants_into_the_lsm_history(tmp_path):
+    path = tmp_path / "t"
+    table = Table.create(str(path), name="t", table_type="MERGE_ON_READ", record_key="id", precombine_field="ts",
+                         partition_fields="p", options={"hoodie.write.table.version": 9})
+    first = None
+    for i in range(12):
+        done = table.write(pa.table({"id": [f"k{i % 5}"], "p": ["x"], "ts": [i], "v": [float(i)]}),
+                           extra_metadata={"airflow_lake.token": f"run/{i}"})
+        first = first or done
+        if i in (7, 10):  # (updates since i=5: log files to compact)
+            table.run_compaction(table.schedule_compaction(max_delta_commits=1))
+    before = rows(table.read(), ["id", "v"])
+    active = table.timeline.commits().completed().instants
+    result = table.archive(min_commits=3, max_commits=5)
+    assert result.archived and result.archive_file.startswith(".hoodie/timeline/history/")
+    history = path / ".hoodie" / "timeline" / "history"
+    version = (history / "_version_").read_text()
+    manifest = json.loads((history / f"manifest_{version}").read_text())
+    assert [f["fileName"] for f in manifest["files"]] == [result.archive_file.rsplit("/", 1)[1]]
+    assert (history / f"manifest_{version}").read_text().startswith('{\n  "files" : [ {\n    "fileName" : ')
+    archived_times = {a.split(".")[0] for a in result.archived}
+    left = {p.name.split(".")[0].split("_")[0] for p in (path / ".hoodie" / "timeline").iterdir() if p.is_file()}
+    assert not archived_times & left  # every state file of an archived instant is gone
+    entries = table.archived_timeline.entries
+    assert {e.instant.time for e in entries} == archived_times
+    by_time = {i.time: i.completion for i in active}
+    assert all(e.instant.completion == by_time[e.instant.time] for e in entries)
+    rows_file = pq.read_table(history / result.archive_file.rsplit("/", 1)[1])
+    assert rows_file.schema.names == ["instantTime", "completionTime", "action", "metadata", "plan", "version"]
+    assert b"parquet.avro.schema" in rows_file.schema.metadata
+    compacted = [r for r in rows_file.to_pylist() if r["action"] == "commit"]
+    assert compacted and all(r["plan"] for r in compacted)  # a compaction keeps its plan
+    assert rows(table.read(), ["id", "v"]) == before == rows(theirs(path), ["id", "v"])
+    oldest = table.timeline.commits().completed().first
+    same_rows(table.read(as_of=oldest.completion), theirs(path, as_of_timestamp=oldest.completion))
+    # a retry of an archived write finds its run token in the history
+    again = Table.open(str(path)).write(pa.table({"id": ["zz"], "p": ["x"], "ts": [0], "v": [0.0]}),
+                                        extra_metadata={"airflow_lake.token": "run/0"})
+    assert again.already_done and again.instant == first.instant
+
+
+def test_lsm_history_compacts_levels_and_readers_trust_only_the_manifest(tmp_path):
+    from airflow_lake.core.storage import open_storage
+    from airflow_lake.core.timeline import lsm
+
+    storage = open_storage(str(tmp_path))
+    folder = "h"
+    for n in range(11):
+        t = f"2026010100000{n:04d}"[:17].ljust(17, "0")
+        lsm.append(storage, folder, [lsm.LsmInstant(t, t[:-1] + "9", "commit", b"m", None)])
+    assert lsm.compact(storage, folder) == 1
+    files = lsm.manifest(storage, folder, lsm.latest_version(storage, folder))
+    names = sorted(f["fileName"] for f in files)
+    assert len(names) == 2 and names[0].endswith("_1.parquet") and names[1].endswith("_0.parquet")
+    assert len(lsm.read_history(storage, folder)) == 11
+    on_disk = sorted(p.name for p in (tmp_path / folder).iterdir())
+    kept = [n for n in on_disk if n.startswith("manifest_")]
+    assert len(kept) == 4  # the newest 3 + one per level merged; data files only they list
+    listed = {f["fileName"] for m in kept for f in lsm.manifest(storage, folder, int(m.split("_")[1]))}
+    assert {n for n in on_disk if n.endswith(".parquet")} == listed
+    # an orphan data file (a crash before its manifest) is ignored; a lost _version_ falls back
+    (tmp_path / folder / "29990101000000000_29990101000000000_0.parquet").write_bytes(b"junk")
+    (tmp_path / folder / "_version_").unlink()
+    assert len(lsm.read_history(storage, folder)) == 11

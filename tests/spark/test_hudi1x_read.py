@@ -66,3 +66,37 @@ def test_spark_writes_a_version_9_table_hudi_rs_reads(spark, tmp_path, table_typ
         assert dict(rows(theirs(tmp_path / "t"), ["id", "v"])) == expected
         same_rows(Table.open(path).read(query_type="read_optimized"),
                   theirs(tmp_path / "t", query_type="read_optimized"))
+
+
+def test_the_spark_jobs_run_every_service_on_a_version_9_table(spark, tmp_path):
+    """The packaged jobs (their `main`, on this run's SparkSession) create a v9 MOR table, upsert
+    into it, schedule and execute a compaction, clean and archive it; hudi-rs agrees."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from tests.conftest import rows
+    from tests.spark.test_jobs import load
+
+    path = str(tmp_path / "t")
+    for n in range(6):
+        source = tmp_path / f"src{n}"
+        source.mkdir()
+        pq.write_table(pa.table({"id": [f"k{i}" for i in range(n, n + 4)], "ts": [n] * 4, "part": ["a", "b"] * 2,
+                                 "v": [float(n)] * 4}), source / "part-0.parquet")
+        done = load("upsert").main(["--table", path, "--source", str(source), "--create-if-missing",
+                                    "--table-type", "MERGE_ON_READ", "--record-key", "id", "--precombine-field", "ts",
+                                    "--partition-fields", "part", "--option", "hoodie.write.table.version=9"])
+        assert done["instant"]
+    table = Table.open(path)
+    assert table.config.version == 9 and table.config.props["hoodie.table.ordering.fields"] == "ts"
+    planned = load("compaction_schedule").main(["--table", path, "--max-delta-commits", "1"])
+    assert planned["instant"]
+    executed = load("compaction_execute").main(["--table", path])
+    assert executed["instant"] == planned["instant"]
+    load("clean").main(["--table", path, "--option", "hoodie.cleaner.commits.retained=1"])
+    archived = load("archive").main(["--table", path, "--min-commits", "2", "--max-commits", "3"])
+    assert archived["archived"]
+    assert (tmp_path / "t" / ".hoodie" / "timeline" / "history" / "_version_").is_file()
+    expected = {f"k{i}": float(min(i, 5)) for i in range(9)}
+    assert dict(rows(theirs(tmp_path / "t"), ["id", "v"])) == expected
+    assert dict(rows(read_table(spark, path).toArrow(), ["id", "v"])) == expected

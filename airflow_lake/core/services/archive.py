@@ -17,11 +17,10 @@ from dataclasses import asdict, dataclass, field
 
 from ..config import Option
 from ..context import TableContext
-from ..errors import InvalidOptionError, UnsupportedFeatureError
+from ..errors import InvalidOptionError
 from ..formats.log import DataBlock, read_log_file
 from ..formats.log.blocks import avro_block_bytes
-from ..timeline import tokens
-from ..timeline.active import META
+from ..timeline import lsm, tokens
 from ..timeline.archived import MERGE_PLAN, archive_files
 from ..timeline.avro_schemas import ARCHIVED_META_ENTRY, MERGE_ARCHIVE_PLAN
 from ..timeline.clock import format_instant
@@ -30,6 +29,7 @@ from ..timeline.instant import (
     COMMIT,
     COMPACTION,
     DELTA_COMMIT,
+    LOG_COMPACTION,
     REPLACE_COMMIT,
     ROLLBACK,
     SAVEPOINT,
@@ -130,7 +130,7 @@ def _avro_commit(meta: CommitMetadata, replace: bool = False) -> dict:
 def _entry(timeline, name: str, transition_times: dict) -> dict:
     """The HoodieArchivedMetaEntry of one state file (payload by action and state, spec §8)."""
     instant = Instant.parse(name)
-    data = timeline.storage.read(f"{META}/{name}")
+    data = timeline.storage.read(f"{timeline.folder}/{name}")
     entry = {"commitTime": instant.time, "actionType": instant.action, "actionState": instant.state.name,
              "version": 1, "stateTransitionTime": transition_times.get(name)}
     action, state = instant.action, instant.state
@@ -153,23 +153,39 @@ def _entry(timeline, name: str, transition_times: dict) -> dict:
     return entry
 
 
+def _lsm_instant(timeline, instant: Instant) -> lsm.LsmInstant:
+    """The LSM history row of a completed instant: its completed file's bytes, and its plan's
+    (a clean's or compaction's requested file; a replacecommit's requested file, or its
+    inflight file when that is not empty), v8 spec §3.1."""
+    plan = None
+    for name in timeline.state_files(instant.time):
+        state = Instant.parse(name)
+        if state.is_completed or state.comparable_action != instant.comparable_action:
+            continue
+        data = timeline.storage.read(f"{timeline.folder}/{name}")
+        if state.state == State.REQUESTED and (state.action in (CLEAN, COMPACTION, LOG_COMPACTION)
+                                               or state.comparable_action == REPLACE_COMMIT):
+            plan = data
+        elif state.state == State.INFLIGHT and state.comparable_action == REPLACE_COMMIT and data.strip():
+            plan = data
+    return lsm.LsmInstant(instant.time, instant.completion, instant.comparable_action,
+                          timeline.read_details(instant), plan)
+
+
 def archive(txn: Transaction, *, min_commits: int = 20, max_commits: int = 30, batch: int = 10,
             extra_metadata: dict[str, str] | None = None) -> ArchiveResult:
     uri = txn.storage.uri
     if max_commits <= min_commits or min_commits < 1 or batch < 1:
         raise InvalidOptionError(f"table {uri}: need max_commits > min_commits >= 1 and batch >= 1 "
                                  f"(got {min_commits}, {max_commits}, {batch})")
-    if txn.config.timeline_layout == 2:
-        raise UnsupportedFeatureError(
-            f"table {uri}: archiving a table of version {txn.config.version} moves instants into its LSM history "
-            "(.hoodie/timeline/history/), which airflow-lake does not write yet; nothing was changed (the active "
-            "timeline only grows)")
+    lsm_history = txn.config.timeline_layout == 2  # versions 8 and 9: the LSM history (v8 spec §3.3)
     folder = txn.config.archive_folder
     storage = txn.storage
     result = ArchiveResult()
     token = tokens.token_of(extra_metadata)
     with txn.start(token, (tokens.ARCHIVE,)) as (timeline, done):
-        _recover_merge(storage, folder)
+        if not lsm_history:
+            _recover_merge(storage, folder)
         if done is not None:
             stored = tokens.stored_result(storage, token, done.time, tokens.ARCHIVE)
             return ArchiveResult(**{**stored, "already_done": True})
@@ -177,23 +193,30 @@ def archive(txn: Transaction, *, min_commits: int = 20, max_commits: int = 30, b
         if chosen:
             times = {i.time for i in chosen}
             names = sorted((n for t in times for n in timeline.state_files(t)), key=lambda n: Instant.parse(n))
-            zone = "UTC" if txn.config.timezone == "UTC" else "LOCAL"
-            mtimes = {n: _format_ms(timeline.transition_time_ms(Instant.parse(n)), zone) for n in names}
-            entries = [_entry(timeline, n, mtimes) for n in names]
-            existing = archive_files(storage, folder)
-            version = (existing[0][0] + 1) if existing else 1
-            path = f"{folder}/.commits_.archive.{version}_{TOKEN}"
-            blocks = [avro_block_bytes({}, ARCHIVED_META_ENTRY, entries[i : i + batch])
-                      for i in range(0, len(entries), batch)]
-            storage.write(path, b"".join(blocks))
+            if lsm_history:
+                path = f"{folder}/{lsm.append(storage, folder, [_lsm_instant(timeline, i) for i in chosen])}"
+            else:
+                zone = "UTC" if txn.config.timezone == "UTC" else "LOCAL"
+                mtimes = {n: _format_ms(timeline.transition_time_ms(Instant.parse(n)), zone) for n in names}
+                entries = [_entry(timeline, n, mtimes) for n in names]
+                existing = archive_files(storage, folder)
+                version = (existing[0][0] + 1) if existing else 1
+                path = f"{folder}/.commits_.archive.{version}_{TOKEN}"
+                blocks = [avro_block_bytes({}, ARCHIVED_META_ENTRY, entries[i : i + batch])
+                          for i in range(0, len(entries), batch)]
+                storage.write(path, b"".join(blocks))
             for n in sorted(names, key=lambda n: Instant.parse(n).is_completed):  # pending files first
-                storage.delete(f"{META}/{n}")
+                storage.delete(f"{timeline.folder}/{n}")
             for t in times:
                 storage.delete_dir(f".hoodie/.temp/{t}")
                 storage.delete(f".hoodie/.heartbeat/{t}")
             result.archived = [f"{i.time}.{i.action}" for i in chosen]
             result.archive_file = path
-        if txn.option(MERGE_ENABLE):
+        if lsm_history:
+            if lsm.compact(storage, folder):
+                result.merged_files = [f"{folder}/{f['fileName']}"
+                                       for f in lsm.manifest(storage, folder, lsm.latest_version(storage, folder))]
+        elif txn.option(MERGE_ENABLE):
             result.merged_files = _merge_small_files(storage, folder, txn.option(MERGE_BATCH),
                                                      txn.option(MERGE_SMALL_FILE))
         tokens.record_result(storage, token, txn.new_instant_time(timeline), tokens.ARCHIVE,

@@ -8,7 +8,9 @@ from dataclasses import dataclass
 
 from ..formats.log import DataBlock, read_log_file
 from ..storage import Storage
+from . import lsm
 from .instant import Instant, State
+from .metadata import read_avro
 
 ARCHIVE_NAME = re.compile(r"^\.commits_\.archive\.([0-9]+)(_.*)?$")
 MERGE_PLAN = "mergeArchivePlan"
@@ -22,6 +24,25 @@ def archive_files(storage: Storage, folder: str) -> list[tuple[int, str]]:
         if m:
             found.append((int(m.group(1)), st.path))
     return sorted(found, reverse=True)
+
+
+def has_archived(storage: Storage, folder: str) -> bool:
+    """Whether any instant was archived (either layout)."""
+    return bool(archive_files(storage, folder)) or lsm.latest_version(storage, folder) > 0
+
+
+def _lsm_entry(row: lsm.LsmInstant) -> ArchivedEntry:
+    """An LSM history row as an archived entry: its completed state, the completed file's
+    metadata decoded as the payload."""
+    payload = None
+    if row.metadata:
+        try:  # (every completed state file of layout 2 is an Avro container)
+            payload = read_avro(row.metadata)
+        except (ValueError, EOFError, KeyError):
+            payload = None
+    return ArchivedEntry(Instant(row.time, row.action, State.COMPLETED, row.completion),
+                         {"commitTime": row.time, "actionType": row.action, "actionState": "COMPLETED",
+                          "payload": payload})
 
 
 @dataclass
@@ -47,6 +68,9 @@ class ArchivedTimeline:
         self.folder = folder
         entries: dict[tuple[str, str, int], ArchivedEntry] = {}
         self.corrupt_blocks = 0
+        if lsm.is_history(storage, folder):  # layout 2: the LSM history of completed instants
+            self.entries = [_lsm_entry(i) for i in lsm.read_history(storage, folder)]
+            return
         for _, path in archive_files(storage, folder):
             for block in read_log_file(storage.read(path)):
                 if not isinstance(block, DataBlock):
@@ -62,6 +86,11 @@ class ArchivedTimeline:
                     instant = Instant(rec["commitTime"], rec["actionType"], state)
                     entries.setdefault((instant.time, instant.action, instant.state), ArchivedEntry(instant, rec))
         self.entries = sorted(entries.values(), key=lambda e: (e.instant.time, e.instant.state))
+
+    @property
+    def completion_times(self) -> dict[str, str]:
+        """Requested -> completion time of archived instants that carry one (layout 2)."""
+        return {e.instant.time: e.instant.completion for e in self.entries if e.instant.completion}
 
     @property
     def instants(self) -> list[Instant]:
