@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from ..core.config import ServiceOptions, WriteOptions
+from ..core.config import ServiceOptions, TableOptions, WriteOptions
 from ..core.errors import LakeError
 from ..core.lock import LOCK_PATH
 from ..core.properties import PROPERTIES, PROPERTIES_BACKUP, parse_properties, table_checksum
@@ -69,6 +69,21 @@ def check_properties(path: str, storage_options: dict[str, Any]) -> list[Finding
         found.append(Finding("properties", "warn", "hoodie.properties.backup is left over (an update was "
                              "interrupted)", "the next properties update restores it; compare both files"))
     return found
+
+
+def check_version(table: Table) -> list[Finding]:
+    """The table version and layout, and whether airflow-lake writes it (`check_writable`)."""
+    cfg = table.config
+    what = f"table version {cfg.version} (timeline layout {cfg.timeline_layout}" + \
+        (", Hudi 1.x)" if cfg.version >= 8 else ")")
+    partitions = cfg.get(TableOptions.METADATA_PARTITIONS).strip()
+    try:
+        cfg.check_writable(table.storage.uri)
+    except LakeError as e:
+        why = str(e).split(": ", 1)[-1].removesuffix("; nothing was changed")
+        return [Finding("version", "info", f"{what}: read, not written", why)]
+    mdt = f"; metadata table: {partitions}" if partitions else "; no metadata table"
+    return [Finding("version", "ok", f"{what}: read and written{mdt}")]
 
 
 def check_lock(table: Table) -> list[Finding]:
@@ -227,8 +242,9 @@ def doctor(path: str, options: dict, as_json: bool) -> None:
         table = None
     if table is not None:
         timeline = table.timeline
-        findings += check_lock(table) + check_pending(table, timeline, path) + check_archival(table, timeline, path) \
-            + check_cleaning(table, timeline, path) + check_files(table, timeline) + check_archive(table)
+        findings += check_version(table) + check_lock(table) + check_pending(table, timeline, path) \
+            + check_archival(table, timeline, path) + check_cleaning(table, timeline, path) \
+            + check_files(table, timeline) + check_archive(table)
     worst = max((LEVELS.index(f.level) for f in findings), default=0)
     doc = {"table": path, "healthy": worst < LEVELS.index("warn"), "findings": [asdict(f) for f in findings]}
 

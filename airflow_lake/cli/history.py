@@ -59,7 +59,9 @@ def active_records(table: Table, timeline: ActiveTimeline, *, with_times: bool =
         if with_times:
             for name in names:
                 state = Instant.parse(name)
-                mtime = timeline.transition_time_ms(state) or None
+                # layout 2 names the completion time; other states: the file's modification time
+                mtime = instant_epoch_ms(state.completion, zone) if state.completion \
+                    else timeline.transition_time_ms(state) or None
                 rec.state_ms[state.state.name] = mtime
         records.append(rec)
     return records

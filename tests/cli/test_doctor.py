@@ -149,3 +149,26 @@ def test_after_a_restore_the_retained_bound_is_an_instant_that_exists(trips):
     assert f"the latest clean retains from {compaction}" in cleaning and write not in cleaning
     assert f"the latest clean retains commits from {compaction}" in found["archival"][0]["message"]
     assert invoke_json("timeline", path)["clean_retains_from"] == compaction
+
+
+def test_hudi1x_tables_say_their_version_and_whether_they_are_written(tmp_path):
+    """A v9 table we write (no metadata table) and one Apache Hudi wrote with a metadata table:
+    both healthy, the version finding says which is written; `timeline` shows completion times."""
+    from tests.core.test_hudi1x_read import TABLES, unpack
+
+    ours = Table.create(str(tmp_path / "ours"), name="ours", record_key="id",
+                        options={"hoodie.write.table.version": 9})
+    written = ours.write(pa.table({"id": ["a"]}), operation="insert")
+    doc = invoke_json("doctor", ours.storage.uri)
+    assert doc["healthy"]
+    assert by_check(doc)["version"][0]["message"] == \
+        "table version 9 (timeline layout 2, Hudi 1.x): read and written; no metadata table"
+    completion = ours.timeline.completed().last.completion
+    line = next(x for x in invoke("timeline", ours.storage.uri).stdout.splitlines() if x.startswith(written.instant))
+    assert f"completed {completion[8:10]}:{completion[10:12]}:{completion[12:14]}.{completion[14:]}Z" in line
+    hudi = unpack(TABLES["v9_cow_meta"], tmp_path / "hudi")
+    doc = invoke_json("doctor", str(hudi))
+    assert doc["healthy"]
+    [version] = by_check(doc)["version"]
+    assert version["level"] == "info" and version["message"].endswith("read, not written")
+    assert "list its files through the metadata table" in version["advice"]
