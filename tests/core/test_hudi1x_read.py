@@ -196,3 +196,39 @@ def test_commit_time_ordering_merges_by_arrival():
     event = TableConfig({"hoodie.table.version": "9", "hoodie.table.ordering.fields": "ts",
                          "hoodie.record.merge.mode": "EVENT_TIME_ORDERING"})
     assert MergeSpec.of(event) == MergeSpec("ts", True)
+
+
+def test_delete_records_with_an_ordering_value_array_are_read():
+    """The array form of `orderingVal` (a newer Hudi revision, for several ordering fields) is
+    read when the scalar form does not decode the block; the scalar form stays the one written."""
+    import io
+    import struct
+
+    import fastavro
+
+    from airflow_lake.core.formats.log.blocks import (
+        CONTENT_VERSION,
+        DELETE_RECORD_LIST_ARRAY,
+        BlockType,
+        DeleteBlock,
+        HeaderKey,
+        delete_block_bytes,
+        encode_block,
+        read_log_file,
+    )
+
+    ns = "org.apache.hudi.avro.model."
+    records = [{"recordKey": "a", "partitionPath": "p", "orderingVal": [(ns + "IntWrapper", {"value": 7})]},
+               {"recordKey": "b", "partitionPath": "p", "orderingVal": None},
+               {"recordKey": "c", "partitionPath": "p", "orderingVal": [None, (ns + "LongWrapper", {"value": 9})]}]
+    buf = io.BytesIO()
+    fastavro.schemaless_writer(buf, fastavro.parse_schema(DELETE_RECORD_LIST_ARRAY), {"deleteRecordList": records})
+    content = struct.pack(">ii", CONTENT_VERSION, len(buf.getvalue())) + buf.getvalue()
+    array_form = encode_block(BlockType.DELETE, {HeaderKey.INSTANT_TIME: "20260101000000000"}, content)
+    scalar_form = delete_block_bytes("20260101000000001", {"type": "record", "name": "r", "fields": []},
+                                     ["d"], ["p"], [(ns + "IntWrapper", {"value": 0})])
+    [array_block, scalar_block] = read_log_file(array_form + scalar_form)
+    assert isinstance(array_block, DeleteBlock) and isinstance(scalar_block, DeleteBlock)
+    assert array_block.keys == ["a", "b", "c"]
+    assert array_block.ordering == [("IntWrapper", 7), None, ("LongWrapper", 9)]
+    assert scalar_block.ordering == [("IntWrapper", 0)]

@@ -61,6 +61,23 @@ DELETE_RECORD_LIST = {
     }],
 }
 _DELETE_SCHEMA = fastavro.parse_schema(DELETE_RECORD_LIST)
+# A newer Hudi revision of HoodieDeleteRecordList (for several ordering fields) makes
+# orderingVal an array of wrappers (v8 spec §4.1); no released table version was seen writing
+# it: read it when the scalar form does not decode the payload exactly, never written.
+DELETE_RECORD_LIST_ARRAY = {**DELETE_RECORD_LIST, "fields": [{
+    "name": "deleteRecordList",
+    "type": {"type": "array", "items": {
+        "type": "record",
+        "name": "HoodieDeleteRecord",
+        "fields": [
+            {"name": "recordKey", "type": ["null", "string"], "default": None},
+            {"name": "partitionPath", "type": ["null", "string"], "default": None},
+            {"name": "orderingVal", "type": ["null", {"type": "array", "items": ["null", *WRAPPERS]}],
+             "default": None},
+        ],
+    }},
+}]}
+_DELETE_SCHEMA_ARRAY = fastavro.parse_schema(DELETE_RECORD_LIST_ARRAY)
 
 
 def wrapper_name(arrow_type: pa.DataType | None) -> str | None:
@@ -214,17 +231,35 @@ def _decode_delete(raw: RawBlock) -> LogBlock:
     if version != CONTENT_VERSION:
         return CorruptBlock(raw.offset, raw.header, f"delete block content version {version} is not supported",
                             len(raw.content))
-    payload = io.BytesIO(raw.content[8 : 8 + length])
-    record = fastavro.schemaless_reader(payload, _DELETE_SCHEMA, None, return_record_name=True)
+    record = _delete_records(raw.content[8 : 8 + length])
     block = DeleteBlock(raw.offset, raw.header)
     for entry in record["deleteRecordList"]:
         block.keys.append(entry["recordKey"])
         block.partitions.append(entry["partitionPath"])
         val = entry["orderingVal"]
+        if isinstance(val, list):  # the array form: one ordering field's value (or none)
+            val = next((v for v in val if v is not None), None)
         if isinstance(val, tuple):
             val = (val[0].rsplit(".", 1)[-1], val[1]["value"])
         block.ordering.append(val)
     return block
+
+
+def _delete_records(payload: bytes) -> dict:
+    """The delete records of a payload: the scalar orderingVal form when it decodes the payload
+    exactly, else the array form (`DELETE_RECORD_LIST_ARRAY`)."""
+    error: Exception | None = None
+    for schema in (_DELETE_SCHEMA, _DELETE_SCHEMA_ARRAY):
+        buf = io.BytesIO(payload)
+        try:
+            record = fastavro.schemaless_reader(buf, schema, None, return_record_name=True)
+        except _DECODE_ERRORS as e:
+            error = error or e
+            continue
+        if buf.tell() == len(payload):
+            return record
+        error = error or ValueError(f"{len(payload) - buf.tell()} bytes left after the delete records")
+    raise error
 
 
 def read_log_file(data: bytes, source: str = "") -> list[LogBlock]:
