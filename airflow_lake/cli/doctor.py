@@ -18,6 +18,7 @@ import click
 from ..core.config import ServiceOptions, TableOptions, WriteOptions
 from ..core.errors import LakeError
 from ..core.lock import LOCK_PATH
+from ..core.metadata_table import has_files_partition, read_file_listing
 from ..core.properties import PROPERTIES, PROPERTIES_BACKUP, parse_properties, table_checksum
 from ..core.services import archive as archive_service
 from ..core.services.clean import savepointed_files
@@ -84,6 +85,30 @@ def check_version(table: Table) -> list[Finding]:
         return [Finding("version", "info", f"{what}: read, not written", why)]
     mdt = f"; metadata table: {partitions}" if partitions else "; no metadata table"
     return [Finding("version", "ok", f"{what}: read and written{mdt}")]
+
+
+def check_metadata_table(table: Table, timeline: ActiveTimeline) -> list[Finding]:
+    """A Hudi 1.x table whose readers list files through the metadata table: does its `files`
+    partition list exactly the data files on storage? (A stale listing hides rows.)"""
+    if table.config.version < 8 or not has_files_partition(table.config.props):
+        return []
+    try:
+        listing = read_file_listing(table.storage, timeline)
+    except (LakeError, OSError, ValueError) as e:
+        return [Finding("metadata", "error", f"the metadata table's files partition is unreadable ({e})",
+                        "Hudi readers list files through it: restore .hoodie/metadata or rebuild it with Hudi")]
+    on_disk = {p: {st.name for st in sts} for p, sts in list_partition_files(table.storage).items()}
+    listed = {p: set(files) for p, files in listing.files.items()}
+    missing = sorted(f"{p}/{f}".lstrip("/") for p, names in on_disk.items() for f in names - listed.get(p, set()))
+    extra = sorted(f"{p}/{f}".lstrip("/") for p, names in listed.items() for f in names - on_disk.get(p, set()))
+    if not missing and not extra:
+        count = sum(len(n) for n in on_disk.values())
+        return [Finding("metadata", "ok", f"the metadata table's files partition lists the {count} data files "
+                        "on storage")]
+    return [Finding("metadata", "warn", f"the metadata table's files partition misses {len(missing)} data files "
+                    f"on storage ({', '.join(missing[:3])}) and lists {len(extra)} that are not there "
+                    f"({', '.join(extra[:3])})",
+                    "Hudi 1.x readers and hudi-rs list files through it: rows of unlisted files are not read")]
 
 
 def check_lock(table: Table) -> list[Finding]:
@@ -242,7 +267,8 @@ def doctor(path: str, options: dict, as_json: bool) -> None:
         table = None
     if table is not None:
         timeline = table.timeline
-        findings += check_version(table) + check_lock(table) + check_pending(table, timeline, path) \
+        findings += check_version(table) + check_metadata_table(table, timeline) + check_lock(table) \
+            + check_pending(table, timeline, path) \
             + check_archival(table, timeline, path) + check_cleaning(table, timeline, path) \
             + check_files(table, timeline) + check_archive(table)
     worst = max((LEVELS.index(f.level) for f in findings), default=0)

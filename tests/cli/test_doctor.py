@@ -172,3 +172,11 @@ def test_hudi1x_tables_say_their_version_and_whether_they_are_written(tmp_path):
     [version] = by_check(doc)["version"]
     assert version["level"] == "info" and version["message"].endswith("read, not written")
     assert "list its files through the metadata table" in version["advice"]
+    [listing] = by_check(doc)["metadata"]
+    assert listing["level"] == "ok" and listing["message"].endswith("lists the 17 data files on storage")
+    # a file the metadata table does not list is one Hudi 1.x readers never read: said
+    (hudi / "region=us" / "stray.parquet").write_bytes(b"x")
+    doc = invoke_json("doctor", str(hudi), code=3)
+    [listing] = by_check(doc)["metadata"]
+    assert listing["level"] == "warn" and "misses 1 data files on storage (region=us/stray.parquet)" in \
+        listing["message"]

@@ -188,6 +188,18 @@ class DeleteBlock(LogBlock):
 
 
 @dataclass
+class HFileBlock(LogBlock):
+    """HFILE_DATA (metadata table logs): a complete HFile of records keyed by record key."""
+
+    content: bytes = b""
+
+    def hfile(self):
+        from ..hfile import read_hfile
+
+        return read_hfile(self.content, f"{self.source} @ {self.offset}")
+
+
+@dataclass
 class CommandBlock(LogBlock):
     """A ROLLBACK command: blocks of TARGET_INSTANT_TIME are void."""
 
@@ -210,7 +222,11 @@ class CorruptBlock(LogBlock):
     payload: bool = False
 
 
-def decode_block(raw: RawBlock) -> LogBlock:
+def decode_block(raw: RawBlock, hfile_blocks: bool = False) -> LogBlock:
+    """A block by its type; HFILE_DATA only where `hfile_blocks` (the metadata table's logs;
+    in a data table's log it is not a block any reader of ours or Hudi's writes)."""
+    if hfile_blocks and raw.block_type == BlockType.HFILE_DATA:
+        return HFileBlock(raw.offset, raw.header, raw.content)
     if raw.block_type == BlockType.CORRUPT:
         return CorruptBlock(raw.offset, {}, raw.corrupt_reason, len(raw.content))
     if raw.block_type in (BlockType.PARQUET_DATA, BlockType.AVRO_DATA):
@@ -262,10 +278,10 @@ def _delete_records(payload: bytes) -> dict:
     raise error
 
 
-def read_log_file(data: bytes, source: str = "") -> list[LogBlock]:
+def read_log_file(data: bytes, source: str = "", *, hfile_blocks: bool = False) -> list[LogBlock]:
     """Every block of a log file, corrupt ranges included as `CorruptBlock`s (never fatal);
-    `source` names the file in errors."""
-    blocks = [decode_block(raw) for raw in split_blocks(data)]
+    `source` names the file in errors; `hfile_blocks`: a metadata table's log (HFILE_DATA)."""
+    blocks = [decode_block(raw, hfile_blocks) for raw in split_blocks(data)]
     for block in blocks:
         block.source = source
     return blocks

@@ -1,0 +1,346 @@
+"""HFile version 3 as Hudi writes it for the metadata table (v8 spec §6): base files of MDT
+partitions and the content of HFILE_DATA log blocks.
+
+`read_hfile` reads both writers' files (HBase's, Hudi 1.0: CRC32C checksums, full cell keys in
+the index; Hudi 1.1's native writer: no checksums, row-only index keys) by scanning the data
+blocks in order; `write_hfile` writes the native form: GZ-compressed blocks, a single-level root
+index, the file info and the 4096-byte trailer. Cells are (row, value): the row is the record
+key (UTF-8), the value an Avro datum; the cell key's tail is always that of a Put."""
+
+from __future__ import annotations
+
+import gzip
+import math
+import struct
+import time
+import zlib
+from dataclasses import dataclass, field
+
+from ..errors import InvalidTableError
+
+DATA, META, ROOT_INDEX, FILE_INFO = b"DATABLK*", b"METABLKc", b"IDXROOT2", b"FILEINF2"
+DATA_ENCODED = b"DATABLKE"
+TRAILER_MAGIC = b'TRABLK"$'
+HEADER = 33
+BYTES_PER_CHECKSUM = 16384
+TRAILER_SIZE = 4096
+GZ, NONE = 1, 2
+KEY_TAIL = b"\x00" + b"\x7f\xff\xff\xff\xff\xff\xff\xff" + b"\x04"  # no family, latest timestamp, Put
+COMPARATOR = b"org.apache.hudi.io.storage.HoodieHBaseKVComparator"
+BLOCK_SIZE = 1 << 20
+
+
+@dataclass
+class HFile:
+    """The cells (row, value) in key order, and the file info (key -> value bytes)."""
+
+    cells: list[tuple[bytes, bytes]]
+    info: dict[bytes, bytes] = field(default_factory=dict)
+    meta: dict[str, bytes] = field(default_factory=dict)
+
+    def get(self, row: bytes) -> bytes | None:
+        """The value of `row` (binary search: cells are sorted)."""
+        lo, hi = 0, len(self.cells)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self.cells[mid][0] < row:
+                lo = mid + 1
+            else:
+                hi = mid
+        if lo < len(self.cells) and self.cells[lo][0] == row:
+            return self.cells[lo][1]
+        return None
+
+
+# -- reading ---------------------------------------------------------------------------------
+def read_hfile(data: bytes, where: str = "") -> HFile:
+    """Every cell of an HFile, its file info and meta blocks; a malformed file is an
+    `InvalidTableError` naming `where`."""
+    try:
+        return _read(data)
+    except (IndexError, ValueError, struct.error, zlib.error, EOFError, OSError) as e:
+        raise InvalidTableError(f"{where or 'HFile'}: not a readable HFile ({e})") from e
+
+
+def _read(data: bytes) -> HFile:
+    if len(data) < TRAILER_SIZE:
+        raise ValueError("shorter than its trailer")
+    trailer = data[-TRAILER_SIZE:]
+    if trailer[:8] != TRAILER_MAGIC:
+        raise ValueError("no trailer magic")
+    version = int.from_bytes(trailer[-4:], "big")
+    if version & 0x00FFFFFF != 3:
+        raise ValueError(f"HFile major version {version & 0x00FFFFFF}, not 3")
+    length, pos = _varint(trailer, 8)
+    fields = _protobuf(trailer[pos:pos + length])
+    codec = fields.get(12, NONE)
+    load_on_open = fields[2]
+    info_offset = fields[1]
+    meta_count = fields.get(6, 0)
+    cells: list[tuple[bytes, bytes]] = []
+    offset = 0
+    while offset < load_on_open:  # the scanned section: data (and meta or leaf index) blocks
+        magic, payload, offset_next = _block(data, offset, codec)
+        if magic in (DATA, DATA_ENCODED):
+            cells.extend(_cells(payload))
+        offset = offset_next
+    if len(cells) != fields.get(7, len(cells)):
+        raise ValueError(f"{len(cells)} cells, the trailer says {fields.get(7)}")
+    magic, payload, after_root = _block(data, load_on_open, codec)
+    meta: dict[str, bytes] = {}
+    if meta_count:
+        magic, payload, _ = _block(data, after_root, codec)  # the meta index
+        pos = 0
+        while pos < len(payload):
+            block_offset, _size = struct.unpack_from(">qi", payload, pos)
+            name_len, pos = _vint(payload, pos + 12)
+            name = payload[pos:pos + name_len].decode()
+            pos += name_len
+            meta[name] = _block(data, block_offset, codec)[1]
+    magic, payload, _ = _block(data, info_offset, codec)
+    if magic != FILE_INFO or payload[:4] != b"PBUF":
+        raise ValueError("no file info block")
+    length, pos = _varint(payload, 4)
+    info = {}
+    for first, second in _pairs(payload[pos:pos + length]):
+        info[first] = second
+    return HFile(cells, info, meta)
+
+
+def _block(data: bytes, offset: int, codec: int) -> tuple[bytes, bytes, int]:
+    """(magic, uncompressed payload, next block's offset) of the block at `offset`."""
+    magic = data[offset:offset + 8]
+    on_disk, uncompressed, _prev, _checksum, _per, with_header = struct.unpack_from(">iiqbii", data, offset + 8)
+    raw = data[offset + HEADER:offset + with_header]
+    payload = gzip.decompress(raw) if codec == GZ and raw else raw
+    if codec not in (GZ, NONE):
+        raise ValueError(f"compression codec {codec} is not supported (GZ and NONE are)")
+    if len(payload) != uncompressed:
+        raise ValueError(f"block at {offset}: {len(payload)} bytes, its header says {uncompressed}")
+    return magic, payload, offset + HEADER + on_disk
+
+
+def _cells(payload: bytes) -> list[tuple[bytes, bytes]]:
+    out = []
+    pos = 0
+    while pos < len(payload):
+        key_len, value_len = struct.unpack_from(">ii", payload, pos)
+        key = payload[pos + 8:pos + 8 + key_len]
+        value = payload[pos + 8 + key_len:pos + 8 + key_len + value_len]
+        pos += 8 + key_len + value_len
+        _, pos = _hadoop_vlong(payload, pos)  # the MVCC timestamp (KEY_VALUE_VERSION 1)
+        (row_len,) = struct.unpack_from(">h", key, 0)
+        out.append((key[2:2 + row_len], value))
+    return out
+
+
+# -- writing ---------------------------------------------------------------------------------
+def write_hfile(cells: list[tuple[bytes, bytes]], info: dict[bytes, bytes] | None = None,
+                meta: dict[str, bytes] | None = None, *, codec: int = GZ, block_size: int = BLOCK_SIZE,
+                create_time_ms: int | None = None) -> bytes:
+    """An HFile of `cells` (sorted by row, each row once) as Hudi 1.1's native writer makes it;
+    `info`: file-info entries besides the writer's own (e.g. `schema`), `meta`: meta blocks
+    (e.g. `bloomFilter`)."""
+    rows = [r for r, _ in cells]
+    if any(a >= b for a, b in zip(rows, rows[1:], strict=False)):
+        raise ValueError("HFile cells must be sorted by row, each row once")
+    out = bytearray()
+    index: list[tuple[int, int, bytes]] = []
+    block: list[bytes] = []
+    first_row = b""
+    size = 0
+    raw_total = 0
+
+    def flush() -> None:
+        nonlocal block, size
+        if block:
+            start = len(out)
+            written = _write_block(out, DATA, b"".join(block), codec)
+            index.append((start, written, struct.pack(">h", len(first_row)) + first_row))
+            block, size = [], 0
+
+    for row, value in cells:
+        key = struct.pack(">h", len(row)) + row + KEY_TAIL
+        cell = struct.pack(">ii", len(key), len(value)) + key + value + b"\x00"
+        if block and size + len(cell) > block_size:
+            flush()
+        if not block:
+            first_row = row
+        block.append(cell)
+        size += len(cell)
+        raw_total += len(cell)
+    flush()
+    meta_index = []
+    for name, value in (meta or {}).items():
+        start = len(out)
+        meta_index.append((start, _write_block(out, META, value, codec), name.encode()))
+    root_offset = len(out)
+    _write_block(out, ROOT_INDEX, b"".join(struct.pack(">qi", o, s) + _hadoop_vint(len(k)) + k
+                                            for o, s, k in index), codec)
+    _write_block(out, ROOT_INDEX, b"".join(struct.pack(">qi", o, s) + _hadoop_vint(len(n)) + n
+                                            for o, s, n in meta_index), codec)
+    n = len(cells)
+    key_total = sum(len(r) + 2 + len(KEY_TAIL) for r in rows)
+    value_total = sum(len(v) for _, v in cells)
+    own = {  # (inserted after the caller's entries, as Hudi's writer does)
+        b"hfile.LASTKEY": struct.pack(">h", len(rows[-1])) + rows[-1] if rows else b"",
+        b"hfile.AVG_KEY_LEN": struct.pack(">i", key_total // n if n else 0),
+        b"hfile.AVG_VALUE_LEN": struct.pack(">i", value_total // n if n else 0),
+        b"MAX_MEMSTORE_TS_KEY": struct.pack(">q", 0),
+        b"KEY_VALUE_VERSION": struct.pack(">i", 1),
+        b"hfile.CREATE_TIME_TS": struct.pack(">q", int(time.time() * 1000) if create_time_ms is None
+                                             else create_time_ms),
+    }
+    entries = {**(info or {}), **{k: (info or {}).get(k, v) for k, v in own.items()}}
+    body = b"".join(_pb_bytes(1, _pb_bytes(1, k) + _pb_bytes(2, v)) for k, v in _java_map_order(entries))
+    info_offset = len(out)
+    _write_block(out, FILE_INFO, b"PBUF" + _pb_varint(len(body)) + body, codec)
+    proto = (_pb_int(1, info_offset) + _pb_int(2, root_offset) + _pb_int(3, raw_total) + _pb_int(5, len(index))
+             + _pb_int(6, len(meta_index)) + _pb_int(7, n) + _pb_int(8, 1)
+             + _pb_int(9, 0 if index else (1 << 64) - 1) + _pb_int(10, index[-1][0] if index else 0)
+             + _pb_bytes(11, COMPARATOR) + _pb_int(12, codec))
+    trailer = TRAILER_MAGIC + _pb_varint(len(proto)) + proto
+    out += trailer + b"\x00" * (TRAILER_SIZE - len(trailer) - 4) + struct.pack(">i", 3)
+    return bytes(out)
+
+
+def _write_block(out: bytearray, magic: bytes, payload: bytes, codec: int) -> int:
+    """Append one block (no checksums: type 0, zero bytes); returns its size on disk."""
+    body = _java_gzip(payload) if codec == GZ else payload
+    with_header = HEADER + len(body)
+    checksums = 4 * math.ceil(with_header / BYTES_PER_CHECKSUM)
+    out += magic + struct.pack(">iiqbii", len(body) + checksums, len(payload), -1, 0, BYTES_PER_CHECKSUM,
+                               with_header)
+    out += body + b"\x00" * checksums
+    return HEADER + len(body) + checksums
+
+
+def _java_map_order(entries: dict[bytes, bytes]) -> list[tuple[bytes, bytes]]:
+    """The entries in the iteration order of the Java `HashMap<String, byte[]>` Hudi keeps the
+    file info in (by bucket of the key's hash, then insertion order)."""
+    capacity = 16
+    while len(entries) > capacity * 3 // 4:
+        capacity *= 2
+
+    def bucket(key: bytes) -> int:
+        h = 0
+        for ch in key.decode("utf-8", "replace"):
+            h = (31 * h + ord(ch)) & 0xFFFFFFFF
+        return (h ^ (h >> 16)) & (capacity - 1)
+
+    return sorted(entries.items(), key=lambda kv: bucket(kv[0]))  # (stable: insertion order within one)
+
+
+def _java_gzip(payload: bytes) -> bytes:
+    """A gzip stream as Java's `GZIPOutputStream` writes it (default level, a 10-byte header
+    with no time, no extra flags, OS 0): byte-alike with Hudi's own HFiles."""
+    deflate = zlib.compressobj(6, zlib.DEFLATED, -15)
+    body = deflate.compress(payload) + deflate.flush()
+    return (b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x00" + body
+            + struct.pack("<II", zlib.crc32(payload), len(payload) & 0xFFFFFFFF))
+
+
+# -- encodings: protobuf varints and Hadoop's vint ---------------------------------------------
+def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    result = shift = 0
+    while True:
+        b = data[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return result, pos
+        shift += 7
+
+
+def _pb_varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        b = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def _pb_int(number: int, value: int) -> bytes:
+    return _pb_varint(number << 3) + _pb_varint(value)
+
+
+def _pb_bytes(number: int, value: bytes) -> bytes:
+    return _pb_varint(number << 3 | 2) + _pb_varint(len(value)) + value
+
+
+def _protobuf(data: bytes) -> dict[int, int | bytes]:
+    """The scalar fields of a protobuf message (the last of a repeated one)."""
+    out: dict[int, int | bytes] = {}
+    pos = 0
+    while pos < len(data):
+        key, pos = _varint(data, pos)
+        number, wire = key >> 3, key & 7
+        if wire == 0:
+            out[number], pos = _varint(data, pos)
+        elif wire == 2:
+            length, pos = _varint(data, pos)
+            out[number] = data[pos:pos + length]
+            pos += length
+        elif wire == 1:
+            out[number] = struct.unpack_from("<q", data, pos)[0]
+            pos += 8
+        elif wire == 5:
+            out[number] = struct.unpack_from("<i", data, pos)[0]
+            pos += 4
+        else:
+            raise ValueError(f"protobuf wire type {wire}")
+    return out
+
+
+def _pairs(data: bytes) -> list[tuple[bytes, bytes]]:
+    """The `BytesBytesPair` entries (field 1) of an `InfoProto`."""
+    out = []
+    pos = 0
+    while pos < len(data):
+        key, pos = _varint(data, pos)
+        length, pos = _varint(data, pos)
+        entry = data[pos:pos + length]
+        pos += length
+        if key >> 3 == 1:
+            pair = _protobuf(entry)
+            out.append((bytes(pair.get(1, b"")), bytes(pair.get(2, b""))))
+    return out
+
+
+def _hadoop_vint(value: int) -> bytes:
+    """Hadoop's `WritableUtils.writeVLong` (what HBase writes index key lengths with)."""
+    if -112 <= value <= 127:
+        return struct.pack(">b", value)
+    length = -112
+    if value < 0:
+        value = ~value
+        length = -120
+    tmp = value
+    while tmp:
+        tmp >>= 8
+        length -= 1
+    out = bytearray(struct.pack(">b", length))
+    n = -(length + 120) if length < -120 else -(length + 112)
+    for i in range(n - 1, -1, -1):
+        out.append((value >> (8 * i)) & 0xFF)
+    return bytes(out)
+
+
+def _hadoop_vlong(data: bytes, pos: int) -> tuple[int, int]:
+    first = struct.unpack_from(">b", data, pos)[0]
+    if first >= -112:
+        return first, pos + 1
+    size = (-119 - first) if first < -120 else (-111 - first)
+    value = 0
+    for i in range(1, size):
+        value = (value << 8) | data[pos + i]
+    negative = first < -120 or (-112 <= first < 0)
+    return (~value if negative else value), pos + size
+
+
+def _vint(data: bytes, pos: int) -> tuple[int, int]:
+    return _hadoop_vlong(data, pos)
