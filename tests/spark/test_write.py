@@ -12,7 +12,7 @@ from airflow_lake.core import LakeError, Table
 from airflow_lake.core.errors import RecordKeyError
 from airflow_lake.spark.write import write
 from tests.conftest import hudi_read, rows
-from tests.core.test_write_model import LAYOUTS, judge, run_scenario
+from tests.core.test_write_model import HUDI1X_LAYOUTS, LAYOUTS, judge, run_scenario
 
 # The layouts whose features the engine conformance suite (tests/conformance, every index type on
 # both table types, every operation and key generator, partition moves) does not cover: random
@@ -22,6 +22,10 @@ SPARK_LAYOUTS = [layout for layout in LAYOUTS if layout.name in {
     "global_simple", "mor_global_bloom", "mor_complex_avro", "cow_no_meta", "mor_no_meta", "mor_url_encoded",
     "cow_slashes", "cow_nesting_encoded"}]
 assert len(SPARK_LAYOUTS) == 8, "a layout named here was renamed"
+# and a Hudi 1.x table (version 9: completion times, log files named by their deltacommit) of
+# each type, the model tests' v9 layouts run on Spark
+SPARK_LAYOUTS += [layout for layout in HUDI1X_LAYOUTS if layout.name in {"v9_simple", "v9_mor_bloom"}]
+assert len(SPARK_LAYOUTS) == 10, "a layout named here was renamed"
 
 
 @pytest.mark.parametrize("layout", SPARK_LAYOUTS, ids=lambda layout: layout.name)
