@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import InvalidOptionError, UnsupportedTableVersionError
+from .errors import InvalidOptionError, UnsupportedFeatureError, UnsupportedTableVersionError
 from .vocabulary import (
     COPY_ON_WRITE,
     KEEP_LATEST_BY_HOURS,
@@ -196,22 +196,20 @@ class TableConfig:
 
     def check_writable(self, uri: str) -> None:
         """Refuse, before anything is touched, to write or run a service on a table we read but
-        do not write: a version other than 6, 8 and 9 or a layout not its own, and a version 8
-        or 9 table whose metadata table is on (Hudi 1.x readers, hudi-rs too, list its files
-        through the metadata table, which we do not keep current yet)."""
+        do not write: a version other than 6, 8 and 9, a layout not its own, base files other
+        than parquet (Lance: read only)."""
         layout = TIMELINE_LAYOUT_VERSION if self.version == TABLE_VERSION else 2
         if self.version not in (TABLE_VERSION, 8, 9) or self.timeline_layout != layout:
             raise UnsupportedTableVersionError(
                 f"table {uri}: table version {self.version} (timeline layout {self.timeline_layout}) is read by "
                 "airflow-lake, not written: writes and table services need table version 6 (timeline layout 1), "
                 "8 or 9 (layout 2); nothing was changed")
-        partitions = self.get(TableOptions.METADATA_PARTITIONS).strip()
-        if self.version != TABLE_VERSION and partitions:
-            raise UnsupportedTableVersionError(
-                f"table {uri}: table version {self.version} with a metadata table "
-                f"(hoodie.table.metadata.partitions={partitions}) is read by airflow-lake, not written: Hudi 1.x and "
-                "hudi-rs list its files through the metadata table, which airflow-lake does not keep current yet; "
-                "nothing was changed")
+        base_format = self.get(TableOptions.BASE_FILE_FORMAT).strip().upper()
+        if base_format != "PARQUET":
+            raise UnsupportedFeatureError(
+                f"table {uri}: its base files are {base_format} (hoodie.table.base.file.format); airflow-lake "
+                f"reads {'Lance' if base_format == 'LANCE' else base_format} base files but writes parquet only, so "
+                "it does not write this table; nothing was changed")
 
     @property
     def record_key_fields(self) -> list[str]:

@@ -49,13 +49,14 @@ def read_file_listing(storage: Storage, data_timeline: ActiveTimeline | None = N
     """The `files` partition's listing, merged over the latest file slice of `files-0000-0`.
     With `data_timeline`, MDT deltacommits of data-table instants not completed there are
     skipped (Java's rule; hudi-rs reads every completed MDT deltacommit)."""
-    mdt_props = properties.load(_MdtStorage(storage)).props
+    mdt_props = properties.load(MdtStorage(storage)).props
     timeline = ActiveTimeline(storage, folder=f"{MDT}/{timeline_folder(mdt_props)}")
     valid = {i.time for i in timeline.completed() if i.comparable_action in ("deltacommit", "commit")}
     if data_timeline is not None:
         done = {i.time for i in data_timeline.completed()}
         compactions = {i.time for i in timeline.completed() if i.comparable_action == "commit"}
-        valid = {t for t in valid if t in done or t.startswith(INIT_PREFIX) or t in compactions}
+        valid = {t for t in valid if t in done or data_timeline.is_before_start(t) or t.startswith(INIT_PREFIX)
+                 or t in compactions}
     partition = f"{MDT}/{FILES}"
     view = FileSystemView(storage, timeline, partition_files={partition: storage.list(partition)})
     listing = FileListing()
@@ -122,7 +123,7 @@ def _merge(older: dict | None, newer: dict) -> dict:
     return out
 
 
-class _MdtStorage:
+class MdtStorage:
     """The table's storage seen from the metadata table's root (for `properties.load`)."""
 
     def __init__(self, storage: Storage):

@@ -170,8 +170,13 @@ def test_hudi1x_tables_say_their_version_and_whether_they_are_written(tmp_path):
     doc = invoke_json("doctor", str(hudi))
     assert doc["healthy"]
     [version] = by_check(doc)["version"]
-    assert version["level"] == "info" and version["message"].endswith("read, not written")
-    assert "list its files through the metadata table" in version["advice"]
+    assert version["level"] == "ok" and version["message"].endswith("read and written; metadata table: "
+                                                                     "column_stats,files,partition_stats,record_index,"
+                                                                     "secondary_index_merchant_idx,"
+                                                                     "secondary_index_txn_date_idx")
+    lance = invoke_json("doctor", str(unpack(TABLES["v9_lance"], tmp_path / "lance")))
+    [version] = by_check(lance)["version"]
+    assert version["level"] == "info" and "writes parquet only" in version["advice"]
     [listing] = by_check(doc)["metadata"]
     assert listing["level"] == "ok" and listing["message"].endswith("lists the 17 data files on storage")
     # a file the metadata table does not list is one Hudi 1.x readers never read: said

@@ -20,6 +20,8 @@ from ..context import TableContext
 from ..errors import InvalidOptionError
 from ..formats.log import DataBlock, read_log_file
 from ..formats.log.blocks import avro_block_bytes
+from ..metadata_writer import MetadataWriter
+from ..metadata_writer import is_on as metadata_on
 from ..timeline import lsm, tokens
 from ..timeline.archived import MERGE_PLAN, archive_files
 from ..timeline.avro_schemas import ARCHIVED_META_ENTRY, MERGE_ARCHIVE_PLAN
@@ -92,7 +94,24 @@ def blockers(ctx: TableContext, timeline, beyond_savepoint: bool | None = None) 
                 if not clean_bound or i.time >= clean_bound]
     if replaces:
         bounds.append((replaces[0], f"replacecommit {replaces[0]}: its replaced files are not cleaned yet"))
+    mdt = _metadata_table_bound(ctx, timeline)
+    if mdt is not None:
+        bounds.append(mdt)
     return sorted(bounds)
+
+
+def _metadata_table_bound(ctx: TableContext, timeline) -> tuple[str, str] | None:
+    """A Hudi 1.x table's instants that completed after its metadata table's latest compaction
+    stay active (v8 spec §3.3: the MDT's log records of them are checked against the active
+    timeline)."""
+    if ctx.config.version < 8 or not metadata_on(ctx.storage, ctx.config.props):
+        return None
+    mdt = MetadataWriter(ctx.storage).timeline()
+    compactions = [i for i in mdt.completed() if i.action == COMMIT]
+    last = compactions[-1].time if compactions else "0" * 17
+    later = [i.time for i in timeline.completed() if (i.completion or i.time) > last]
+    return (min(later), f"{min(later)} completed after the metadata table's latest compaction {last}") \
+        if later else None
 
 
 def _select(ctx: TableContext, timeline, min_commits: int, max_commits: int) -> tuple[list[Instant], str | None]:

@@ -24,10 +24,13 @@ from ..context import TableContext
 from ..engine import Engine
 from ..errors import InvalidTableError, TimelineError, WriteConflictError
 from ..lock import LockProvider, lock_provider_name, table_lock
+from ..metadata_writer import MetadataWriter, files_change, switch_off_unmaintained
+from ..metadata_writer import is_on as metadata_on
 from ..paths import Deleter
 from ..timeline.active import ActiveTimeline, timeline_folder
 from ..timeline.clock import next_instant
-from ..timeline.instant import COMMIT_ACTIONS, RESTORE, ROLLBACK, Instant, State
+from ..timeline.instant import COMMIT_ACTIONS, DELTA_COMMIT, RESTORE, ROLLBACK, Instant, State
+from ..timeline.metadata import CommitMetadata
 from ..timeline.payloads import RestoreMetadata, RestorePlan, RollbackMetadata, RollbackPlan
 from . import undo
 from .conflicts import ConflictCheck, find_conflict
@@ -100,6 +103,7 @@ class Transaction:
         (expired heartbeats), drop marker folders of instants no longer pending; returns the
         timeline. One listing of `.hoodie/`: the repairs update it in memory."""
         timeline = self.timeline
+        self.prepare_metadata_table()
         self.finish_rollbacks(timeline)
         self.finish_restores(timeline)
         undo.forget_rolled_back(self.storage, timeline)
@@ -143,7 +147,10 @@ class Transaction:
             sleep(poll)
 
     def drop_metadata_table(self) -> None:
-        """Spec §1.4: a table with the metadata table on loses it before our first write."""
+        """Spec §1.4: a table version 6 with the metadata table on loses it before our first
+        write (a Hudi 1.x table keeps it: `prepare_metadata_table`)."""
+        if self.config.version >= 8:
+            return
         partitions = self.config.get(TableOptions.METADATA_PARTITIONS)
         if not partitions and not self.storage.exists(".hoodie/metadata"):
             return
@@ -196,12 +203,63 @@ class Transaction:
                 if conflict:
                     self.rollback(timeline, inflight)
                     raise WriteConflictError(conflict)
+            self.sync_metadata_table(inflight, content)
             timeline.transition(inflight, State.COMPLETED, content)
         delete_markers(self.storage, inflight.time)
 
     def complete(self, timeline: ActiveTimeline, instant: Instant, content: bytes) -> Instant:
         """Complete `instant` with `content`; the caller holds the table lock."""
+        self.sync_metadata_table(instant, content)
         return timeline.transition(instant, State.COMPLETED, content)
+
+    # -- the metadata table (Hudi 1.x tables) -------------------------------------------------
+    def metadata_writer(self) -> MetadataWriter | None:
+        """The writer of this table's metadata table, when readers list files through it (a
+        version 8 or 9 table with the `files` partition)."""
+        if self.config.version < 8 or not metadata_on(self.storage, self.config.props):
+            return None
+        return MetadataWriter(self.storage, "UTC" if self.config.timezone == "UTC" else "LOCAL")
+
+    def sync_metadata_table(self, instant: Instant, content: bytes) -> None:
+        """Before `instant` completes: its MDT deltacommit at the same instant, completed (v8
+        spec §2.4: a reader never sees a data commit whose files the MDT lacks)."""
+        writer = self.metadata_writer()
+        change = files_change(instant, content) if writer is not None else None
+        if change is None:
+            return
+        timeline = writer.timeline()
+        if timeline.contains(instant.time):  # left by a crash: this instant's commit is being redone
+            self.rollback_metadata_table(writer, None, instant.time)
+            timeline = writer.timeline()
+        path, block, meta = writer.deltacommit(instant.time, change)
+        requested = timeline.create(Instant(instant.time, DELTA_COMMIT, State.REQUESTED))
+        inflight = timeline.transition(requested, State.INFLIGHT, CommitMetadata("UPSERT_PREPPED").to_bytes())
+        self.storage.write(path, block)
+        timeline.transition(inflight, State.COMPLETED, meta.to_bytes())
+
+    def rollback_metadata_table(self, writer: MetadataWriter, by: str | None, target: str) -> None:
+        """Roll back the MDT deltacommit of data-table instant `target`, if the MDT has one: its
+        log files and state files deleted, recorded (`by`) as an MDT rollback instant (§5.6)."""
+        timeline = writer.timeline()
+        if not timeline.contains(target):
+            return
+        start = time.time()
+        current, plan = writer.rollback_plan(timeline, target)
+        rb = None
+        if by is not None and not timeline.contains(by):
+            rb = timeline.create(Instant(by, ROLLBACK, State.REQUESTED), plan.to_bytes())
+            rb = timeline.transition(rb, State.INFLIGHT)
+        for path in writer.written_by(target):
+            self.storage.delete(path)
+        timeline.delete_instant_files(target)
+        if rb is not None:
+            timeline.transition(rb, State.COMPLETED, writer.rollback_metadata(by, current, plan, start).to_bytes())
+
+    def prepare_metadata_table(self) -> None:
+        """Under the lock, before anything changes: a Hudi 1.x table's MDT partitions that we
+        do not maintain are switched off as Java switches them off (with a warning)."""
+        if self.config.version >= 8:
+            switch_off_unmaintained(self.storage, self.config)
 
     def abort(self, instant: str | None = None) -> undo.RollbackResult | None:
         """Roll back what the pending `instant` (default: this transaction's) wrote, under the
@@ -236,6 +294,9 @@ class Transaction:
         groups = undo.plan_files(self.storage, plan, rb.time)  # refuses a plan naming files outside the table
         if rb.state == State.REQUESTED:
             rb = timeline.transition(rb, State.INFLIGHT)
+        writer = self.metadata_writer()
+        if writer is not None:  # the MDT deltacommit of the instant rolled back goes first (§5.6)
+            self.rollback_metadata_table(writer, rb.time, plan.instant)
 
         def finish(metadata: RollbackMetadata) -> None:
             timeline.transition(rb, State.COMPLETED, metadata.to_bytes())

@@ -1,0 +1,224 @@
+"""Keeping a Hudi 1.x table's metadata table (MDT) current: its `files` partition (v8 spec
+§5.4, §5.6, §5.7), and the partitions we do not maintain switched off as Java switches them off.
+
+Every data-table action that changes files gets an MDT deltacommit at its own instant T,
+completed before the data-table instant completes (spec §2.4): a log file
+`.files-0000-0_T.log.1_<token>` with one HFILE_DATA block holding a type-2 record per touched
+partition (its written files, or a clean's deleted ones as tombstones) and the type-1
+`__all_partitions__` record. A rollback of X rolls X's MDT deltacommit back at the rollback's
+instant (its MDT log files deleted). The transaction writes what this module builds (it is
+the one writer of timeline files). Not done yet: the MDT's own compaction, clean and archive
+(its log files accumulate; Hudi's writers compact it when they next write), and building an MDT
+for a table that has none."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+
+import fastavro
+
+from . import properties
+from .config import TableConfig
+from .formats.hfile import read_hfile, write_hfile
+from .formats.log import encode_block
+from .formats.log.framing import BlockType, HeaderKey
+from .metadata_table import ALL_PARTITIONS, FILE_LIST, FILES, MDT, NON_PARTITIONED, PARTITION_LIST, MdtStorage
+from .model import WriteStat
+from .paths import absolute_path
+from .storage import Storage
+from .timeline.active import ActiveTimeline, timeline_folder
+from .timeline.instant import CLEAN, COMMIT_ACTIONS, Instant
+from .timeline.metadata import CommitMetadata, read_avro
+from .timeline.payloads import ActionInstant, RollbackMetadata, RollbackPlan, RollbackRequest
+
+log = logging.getLogger(__name__)
+FILES_GROUP = "files-0000-0"
+INDEX_DEFS = "hoodie.table.index.defs.path"
+
+
+@dataclass
+class FilesChange:
+    """What one data-table action changes in the file listing: files written (partition ->
+    name -> size), files deleted, partitions dropped."""
+
+    written: dict[str, dict[str, int]] = field(default_factory=dict)
+    deleted: dict[str, list[str]] = field(default_factory=dict)
+    dropped: list[str] = field(default_factory=list)
+
+    @property
+    def partitions(self) -> list[str]:
+        return sorted(set(self.written) | set(self.deleted) | set(self.dropped))
+
+
+def files_change(instant: Instant, content: bytes) -> FilesChange | None:
+    """The listing change of completing `instant` with `content` (None: the action changes no
+    file: a savepoint, an index)."""
+    change = FilesChange()
+    if instant.comparable_action in COMMIT_ACTIONS:
+        meta = CommitMetadata.from_bytes(content)
+        for partition, stats in meta.partition_to_write_stats.items():
+            for stat in stats:
+                if stat.get("path"):
+                    name = stat["path"].rsplit("/", 1)[-1]
+                    change.written.setdefault(partition, {})[name] = int(stat.get("fileSizeInBytes") or 0)
+        if meta.operation_type == "DELETE_PARTITION":
+            change.dropped = sorted(meta.partition_to_replace_file_ids or {})
+        for partition in meta.partition_to_replace_file_ids or {}:
+            change.written.setdefault(partition, {})
+        return change
+    if instant.action == CLEAN:
+        record = read_avro(content) or {}
+        for partition, meta in (record.get("partitionMetadata") or {}).items():
+            names = [f.rsplit("/", 1)[-1] for f in meta.get("successDeleteFiles") or []]
+            if names:
+                change.deleted[partition] = names
+        return change
+    return None
+
+
+def is_on(storage: Storage, props: dict[str, str]) -> bool:
+    """Whether the table's readers list files through its metadata table (which we then keep)."""
+    listed = [p.strip() for p in props.get("hoodie.table.metadata.partitions", "").split(",")]
+    return FILES in listed and storage.exists(f"{MDT}/.hoodie/hoodie.properties")
+
+
+class MetadataWriter:
+    """The MDT of one table, written under the data table's lock."""
+
+    def __init__(self, storage: Storage, zone: str = "UTC"):
+        self.storage = storage
+        self.zone = zone
+        self.props = properties.load(MdtStorage(storage)).props
+        self.folder = f"{MDT}/{timeline_folder(self.props)}"
+
+    def timeline(self) -> ActiveTimeline:
+        timeline = ActiveTimeline(self.storage, folder=self.folder)
+        timeline.zone = self.zone
+        return timeline
+
+    def schema_text(self) -> str:
+        """The `HoodieMetadataRecord` writer schema of this MDT (reused byte for byte, §5.3)."""
+        partition = f"{MDT}/{FILES}"
+        for st in sorted(self.storage.list(partition), key=lambda s: s.name):
+            if st.name.endswith(".hfile"):
+                return read_hfile(self.storage.read(st.path), st.path).info[b"schema"].decode()
+        raise FileNotFoundError(f"{self.storage.uri}/{partition}: no base HFile to take the record schema from")
+
+    def deltacommit(self, instant: str, change: FilesChange) -> tuple[str, bytes, CommitMetadata]:
+        """What the MDT deltacommit at `instant` writes for `change`: its log file (path,
+        bytes: one HFILE_DATA block) and its commit metadata (the transaction writes them)."""
+        schema_text = self.schema_text()
+        name = f".{FILES_GROUP}_{instant}.log.1_0-{int(instant[-9:])}-0"
+        cells = _cells(schema_text, change)
+        block = encode_block(BlockType.HFILE_DATA, {HeaderKey.SCHEMA: schema_text, HeaderKey.INSTANT_TIME: instant},
+                             write_hfile(cells, {b"schema": schema_text.encode()}))
+        stat = WriteStat(FILES_GROUP, FILES, f"{FILES}/{name}", instant, num_writes=len(cells),
+                         num_update_writes=len(cells), total_write_bytes=len(block), file_size=len(block),
+                         delta={"logVersion": 1, "logOffset": 0, "baseFile": "", "logFiles": [name]})
+        meta = CommitMetadata.from_stats("UPSERT_PREPPED", [stat], {"schema": _without_meta(schema_text)})
+        return f"{MDT}/{FILES}/{name}", block, meta
+
+    def written_by(self, instant: str) -> list[str]:
+        """The MDT log files the deltacommit at `instant` wrote."""
+        return sorted(st.path for st in self.storage.list(f"{MDT}/{FILES}")
+                      if st.name.startswith(f".{FILES_GROUP}_{instant}.log."))
+
+    def rollback_plan(self, timeline: ActiveTimeline, target: str) -> tuple[Instant, RollbackPlan]:
+        """The MDT deltacommit `target` (its highest state) and the plan rolling it back."""
+        current = max((i for i in timeline if i.time == target), key=lambda i: i.state)
+        full = tuple(absolute_path(self.storage, p) for p in self.written_by(target))
+        return current, RollbackPlan(target, current.action, (RollbackRequest(FILES, full),))
+
+    @staticmethod
+    def rollback_metadata(by: str, current: Instant, plan: RollbackPlan, start: float) -> RollbackMetadata:
+        files = plan.requests[0].files if plan.requests else ()
+        return RollbackMetadata(by, (ActionInstant(current.time, current.action),), {FILES: files},
+                                int((time.time() - start) * 1000))
+
+
+def switch_off_unmaintained(storage: Storage, config: TableConfig) -> list[str]:
+    """Remove every MDT partition but `files` the way Java switches one off (§5.7): from
+    `hoodie.table.metadata.partitions` (and `.inflight`), its folder, its index definition;
+    with a warning naming each and how to rebuild it. Returns the partitions switched off."""
+    listed = [p.strip() for p in config.props.get("hoodie.table.metadata.partitions", "").split(",") if p.strip()]
+    inflight = [p.strip() for p in config.props.get("hoodie.table.metadata.partitions.inflight", "").split(",")
+                if p.strip()]
+    off = sorted({p for p in listed + inflight if p != FILES})
+    if not off:
+        return []
+    for partition in off:
+        log.warning("table %s: switching off the metadata table's %s partition (airflow-lake does not keep it "
+                    "current yet); Hudi rebuilds it when a writer asks for it again: %s", storage.uri, partition,
+                    _how_to_rebuild(partition))
+    defs_path = config.props.get(INDEX_DEFS)
+    if defs_path and storage.exists(defs_path):
+        doc = json.loads(storage.read(defs_path))
+        defs = doc.get("indexDefinitions") or {}
+        doc["indexDefinitions"] = {k: v for k, v in defs.items() if k not in off}
+        storage.write(defs_path, jackson_pretty(doc).encode())
+    config.props["hoodie.table.metadata.partitions"] = ",".join(p for p in listed if p not in off)
+    config.props["hoodie.table.metadata.partitions.inflight"] = ",".join(p for p in inflight if p not in off)
+    properties.save(storage, config)
+    for partition in off:
+        storage.delete_dir(f"{MDT}/{partition}")
+    return off
+
+
+def _how_to_rebuild(partition: str) -> str:
+    if partition == "record_index":
+        return "hoodie.metadata.record.index.enable=true"
+    if partition in ("column_stats", "partition_stats"):
+        return f"hoodie.metadata.index.{partition.replace('_stats', '')}.stats.enable=true"
+    if partition.startswith("secondary_index_"):
+        return f"CREATE INDEX {partition.removeprefix('secondary_index_')} ... in Spark SQL"
+    return "enable it in Hudi's writer"
+
+
+def jackson_pretty(value, indent: int = 0) -> str:
+    """JSON as Jackson's default pretty printer writes it (Hudi's index.json)."""
+    pad = "  " * indent
+    if isinstance(value, dict):
+        if not value:
+            return "{ }"
+        items = [f'{pad}  {json.dumps(k)} : {jackson_pretty(v, indent + 1)}' for k, v in value.items()]
+        return "{\n" + ",\n".join(items) + f"\n{pad}}}"
+    if isinstance(value, list):
+        if not value:
+            return "[ ]"
+        return "[ " + ", ".join(jackson_pretty(v, indent + 1) for v in value) + " ]"
+    return json.dumps(value)
+
+
+def _cells(schema_text: str, change: FilesChange) -> list[tuple[bytes, bytes]]:
+    schema = fastavro.parse_schema(json.loads(schema_text))
+    records: dict[str, tuple[int, dict]] = {}
+    partitions = {NON_PARTITIONED if p == "" else p: {"size": 0, "isDeleted": p in change.dropped}
+                  for p in change.partitions}
+    records[ALL_PARTITIONS] = (PARTITION_LIST, partitions)
+    for partition in change.partitions:
+        if partition in change.dropped:
+            continue
+        entries = {name: {"size": size, "isDeleted": False} for name, size in change.written.get(partition, {}).items()}
+        entries.update({name: {"size": 0, "isDeleted": True} for name in change.deleted.get(partition, [])})
+        records[NON_PARTITIONED if partition == "" else partition] = (FILE_LIST, entries)
+    out = []
+    for key in sorted(records, key=lambda k: k.encode()):
+        kind, entries = records[key]
+        datum = {"_hoodie_commit_time": None, "_hoodie_commit_seqno": None, "_hoodie_record_key": None,
+                 "_hoodie_partition_path": None, "_hoodie_file_name": None, "key": "", "type": kind,
+                 "filesystemMetadata": entries, "BloomFilterMetadata": None, "ColumnStatsMetadata": None,
+                 "recordIndexMetadata": None, "SecondaryIndexMetadata": None}
+        buf = io.BytesIO()
+        fastavro.schemaless_writer(buf, schema, datum)
+        out.append((key.encode(), buf.getvalue()))
+    return out
+
+
+def _without_meta(schema_text: str) -> str:
+    schema = json.loads(schema_text)
+    schema["fields"] = [f for f in schema["fields"] if not f["name"].startswith("_hoodie_")]
+    return json.dumps(schema, separators=(",", ":"))
