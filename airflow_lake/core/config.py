@@ -63,6 +63,12 @@ class Option:
             raise InvalidOptionError(f"option {self.key}={raw!r} is not a valid {self.kind.__name__}") from e
 
 
+class MetadataOptions:
+    """Write options of a Hudi 1.x table's metadata table."""
+
+    COMPACT_MAX_DELTA_COMMITS = Option("hoodie.metadata.compact.max.delta.commits", 10, int)
+
+
 class TableOptions:
     """Keys persisted in `hoodie.properties`."""
 

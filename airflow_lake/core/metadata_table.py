@@ -63,24 +63,8 @@ def read_file_listing(storage: Storage, data_timeline: ActiveTimeline | None = N
     state: dict[str, dict | None] = {}  # key -> merged filesystemMetadata (None: deleted)
     for group in view.file_groups(partition):
         base, logs = view.read_slice(group)
-        if base is not None:
-            hfile = read_hfile(storage.read(base.path), f"{storage.uri}/{base.path}")
-            for key, record in _records(hfile, hfile.info.get(b"schema", b"").decode()):
-                state[key] = _merge(state.get(key), record)
-            listing.instants.append(base.instant)
-        for log in logs:
-            for block in read_log_file(storage.read(log.path), f"{storage.uri}/{log.path}", hfile_blocks=True):
-                if block.instant not in valid:
-                    continue
-                if isinstance(block, HFileBlock):
-                    hfile = block.hfile()
-                    schema = block.header.get(HeaderKey.SCHEMA) or hfile.info.get(b"schema", b"").decode()
-                    for key, record in _records(hfile, schema):
-                        state[key] = _merge(state.get(key), record)
-                elif isinstance(block, DeleteBlock):
-                    for key in block.keys:
-                        state[key] = None
-                listing.instants.append(block.instant)
+        listing.instants += merge_files_slice(storage, base.path if base else None, [lf.path for lf in logs],
+                                              valid, state)
     partitions = state.get(ALL_PARTITIONS) or {}
     listing.partitions = sorted("" if p == NON_PARTITIONED else p for p, info in partitions.items()
                                 if not info["isDeleted"])
@@ -91,6 +75,33 @@ def read_file_listing(storage: Storage, data_timeline: ActiveTimeline | None = N
         listing.files[name] = {f: info["size"] for f, info in entries.items() if not info["isDeleted"]}
     listing.instants = sorted(set(listing.instants))
     return listing
+
+
+def merge_files_slice(storage: Storage, base: str | None, logs: list[str], valid: set[str],
+                      state: dict[str, dict | None]) -> list[str]:
+    """Merge one `files` file slice into `state` (key -> filesystemMetadata, None: deleted):
+    the base HFile's records, then the log blocks of `valid` instants in order. Returns the
+    instants read."""
+    read: list[str] = []
+    if base is not None:
+        hfile = read_hfile(storage.read(base), f"{storage.uri}/{base}")
+        for key, record in _records(hfile, hfile.info.get(b"schema", b"").decode()):
+            state[key] = _merge(state.get(key), record)
+        read.append(base.rsplit("_", 1)[-1].split(".")[0])
+    for path in logs:
+        for block in read_log_file(storage.read(path), f"{storage.uri}/{path}", hfile_blocks=True):
+            if block.instant not in valid:
+                continue
+            if isinstance(block, HFileBlock):
+                hfile = block.hfile()
+                schema = block.header.get(HeaderKey.SCHEMA) or hfile.info.get(b"schema", b"").decode()
+                for key, record in _records(hfile, schema):
+                    state[key] = _merge(state.get(key), record)
+            elif isinstance(block, DeleteBlock):
+                for key in block.keys:
+                    state[key] = None
+            read.append(block.instant)
+    return read
 
 
 def _records(hfile: HFile, schema_text: str):

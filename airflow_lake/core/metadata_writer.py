@@ -20,23 +20,44 @@ import time
 from dataclasses import dataclass, field
 
 import fastavro
+import pyarrow as pa
 
 from . import properties
 from .config import TableConfig
+from .formats.bloom import BloomFilter
 from .formats.hfile import read_hfile, write_hfile
 from .formats.log import encode_block
 from .formats.log.framing import BlockType, HeaderKey
-from .metadata_table import ALL_PARTITIONS, FILE_LIST, FILES, MDT, NON_PARTITIONED, PARTITION_LIST, MdtStorage
+from .metadata_table import (
+    ALL_PARTITIONS,
+    FILE_LIST,
+    FILES,
+    INIT_PREFIX,
+    MDT,
+    NON_PARTITIONED,
+    PARTITION_LIST,
+    MdtStorage,
+    merge_files_slice,
+)
 from .model import WriteStat
 from .paths import absolute_path
 from .storage import Storage
 from .timeline.active import ActiveTimeline, timeline_folder
-from .timeline.instant import CLEAN, COMMIT_ACTIONS, Instant
+from .timeline.instant import CLEAN, COMMIT, COMMIT_ACTIONS, DELTA_COMMIT, Instant
 from .timeline.metadata import CommitMetadata, read_avro
-from .timeline.payloads import ActionInstant, RollbackMetadata, RollbackPlan, RollbackRequest
+from .timeline.payloads import (
+    ActionInstant,
+    CompactionOperation,
+    CompactionPlan,
+    RollbackMetadata,
+    RollbackPlan,
+    RollbackRequest,
+)
+from .view import FileSystemView
 
 log = logging.getLogger(__name__)
 FILES_GROUP = "files-0000-0"
+MDT_BLOOM_ENTRIES, MDT_BLOOM_FPP = 10000, 1e-9  # the MDT base files' bloom filter (as Hudi's fixtures have)
 INDEX_DEFS = "hoodie.table.index.defs.path"
 
 
@@ -140,6 +161,64 @@ class MetadataWriter:
                                 int((time.time() - start) * 1000))
 
 
+def compaction_due(timeline: ActiveTimeline, max_delta_commits: int) -> bool:
+    """Whether `max_delta_commits` MDT deltacommits completed since its latest compaction (the
+    partition initialisations, `0000…`, do not count)."""
+    done = [i for i in timeline.completed() if i.action == COMMIT]
+    after = done[-1].time if done else ""
+    deltas = [i for i in timeline.completed() if i.action == DELTA_COMMIT and i.time > after
+              and not i.time.startswith(INIT_PREFIX)]
+    return len(deltas) >= max_delta_commits
+
+
+def compaction_plan(storage: Storage, timeline: ActiveTimeline, instant: str) -> tuple[CompactionPlan, list[str]]:
+    """The MDT compaction at `instant` of `files-0000-0`: its latest slice's base HFile and the
+    log files of deltacommits that completed before `instant` (a later one, e.g. the data
+    instant still completing, stays in the next slice: v8 spec §5.8). Returns the plan and the
+    log paths."""
+    partition = f"{MDT}/{FILES}"
+    view = FileSystemView(storage, timeline, partition_files={partition: storage.list(partition)})
+    group = view.groups[partition][FILES_GROUP]
+    base, logs = view.read_slice(group)
+    completion = {i.time: i.completion or i.time for i in timeline.completed()}
+    logs = [lf for lf in logs if completion.get(lf.base_instant, "9" * 17) < instant]
+    operation = CompactionOperation(FILES, FILES_GROUP, base.instant if base else logs[0].base_instant,
+                                    base.name if base else None, tuple(lf.name for lf in logs))
+    return CompactionPlan((operation,)), [lf.path for lf in logs]
+
+
+def compacted_base(storage: Storage, timeline: ActiveTimeline, plan: CompactionPlan, logs: list[str],
+                   instant: str, schema_text: str) -> tuple[str, bytes, CommitMetadata]:
+    """The new base HFile of an MDT compaction (records merged, tombstones applied and dropped,
+    `_hoodie_file_name` set to its own name, a DYNAMIC_V0 bloom filter of its keys, as Hudi
+    writes MDT base files) and the compaction's commit metadata."""
+    op = plan.operations[0]
+    valid = {i.time for i in timeline.completed()}
+    state: dict[str, dict | None] = {}
+    base = f"{MDT}/{FILES}/{op.data_file}" if op.data_file else None
+    merge_files_slice(storage, base, logs, valid, state)
+    name = f"{FILES_GROUP}_0-{int(instant[-9:])}-0_{instant}.hfile"
+    schema = fastavro.parse_schema(json.loads(schema_text))
+    cells = []
+    for key in sorted((k for k, v in state.items() if v is not None), key=lambda k: k.encode()):
+        kind = PARTITION_LIST if key == ALL_PARTITIONS else FILE_LIST
+        entries = {n: i for n, i in state[key].items() if not i["isDeleted"]}
+        buf = io.BytesIO()
+        fastavro.schemaless_writer(buf, schema, _datum(kind, entries, name))
+        cells.append((key.encode(), buf.getvalue()))
+    keys = pa.array([c[0].decode() for c in cells], pa.string())
+    bloom = BloomFilter.build(keys, num_entries=MDT_BLOOM_ENTRIES, fpp=MDT_BLOOM_FPP)
+    info = {b"schema": schema_text.encode(), b"bloomFilterTypeCode": b"DYNAMIC_V0",
+            b"minRecordKey": cells[0][0] if cells else b"", b"maxRecordKey": cells[-1][0] if cells else b""}
+    data = write_hfile(cells, info, {"bloomFilter": bloom.to_base64().encode()})
+    stat = WriteStat(FILES_GROUP, FILES, f"{FILES}/{name}", op.base_instant, num_writes=len(cells),
+                     total_write_bytes=len(data), file_size=len(data),
+                     delta={"prevBaseFile": op.data_file})
+    meta = CommitMetadata.from_stats("COMPACT", [stat], {"schema": _without_meta(schema_text)})
+    meta.compacted = True
+    return f"{MDT}/{FILES}/{name}", data, meta
+
+
 def switch_off_unmaintained(storage: Storage, config: TableConfig) -> list[str]:
     """Remove every MDT partition but `files` the way Java switches one off (§5.7): from
     `hoodie.table.metadata.partitions` (and `.inflight`), its folder, its index definition;
@@ -208,14 +287,18 @@ def _cells(schema_text: str, change: FilesChange) -> list[tuple[bytes, bytes]]:
     out = []
     for key in sorted(records, key=lambda k: k.encode()):
         kind, entries = records[key]
-        datum = {"_hoodie_commit_time": None, "_hoodie_commit_seqno": None, "_hoodie_record_key": None,
-                 "_hoodie_partition_path": None, "_hoodie_file_name": None, "key": "", "type": kind,
-                 "filesystemMetadata": entries, "BloomFilterMetadata": None, "ColumnStatsMetadata": None,
-                 "recordIndexMetadata": None, "SecondaryIndexMetadata": None}
         buf = io.BytesIO()
-        fastavro.schemaless_writer(buf, schema, datum)
+        fastavro.schemaless_writer(buf, schema, _datum(kind, entries, None))
         out.append((key.encode(), buf.getvalue()))
     return out
+
+
+def _datum(kind: int, entries: dict, file_name: str | None) -> dict:
+    """A `HoodieMetadataRecord` of the files partition (its key is the HFile row: `key` empty)."""
+    return {"_hoodie_commit_time": None, "_hoodie_commit_seqno": None, "_hoodie_record_key": None,
+            "_hoodie_partition_path": None, "_hoodie_file_name": file_name, "key": "", "type": kind,
+            "filesystemMetadata": entries, "BloomFilterMetadata": None, "ColumnStatsMetadata": None,
+            "recordIndexMetadata": None, "SecondaryIndexMetadata": None}
 
 
 def _without_meta(schema_text: str) -> str:

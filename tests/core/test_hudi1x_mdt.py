@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+from datetime import timedelta
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -139,3 +140,45 @@ def test_restore_is_refused_on_a_table_with_a_metadata_table(tmp_path):
     with pytest.raises(UnsupportedFeatureError, match="restore the metadata table too.*nothing was changed"):
         table.restore(saved)
     assert snapshot_of(path) == before
+
+
+def test_the_metadata_table_is_compacted_as_hudi_compacts_it(tmp_path):
+    """Every `hoodie.metadata.compact.max.delta.commits` MDT deltacommits, `files-0000-0` is
+    compacted at the completing data instant minus 1 ms (that instant's own deltacommit stays
+    out): a base HFile laid out as Hudi's (bloom filter, file info, its own name in each
+    record); hudi-rs agrees after each write."""
+    import io
+
+    import fastavro
+
+    from airflow_lake.core.formats.bloom import BloomFilter
+    from airflow_lake.core.formats.hfile import read_hfile
+    from airflow_lake.core.timeline.clock import format_instant, parse_instant
+    from airflow_lake.core.timeline.payloads import CompactionPlan
+
+    path = unpack(TABLES["v9_cow_meta"], tmp_path / "t")
+    table = Table.open(str(path), options={"hoodie.metadata.compact.max.delta.commits": "2"})
+    mdt = path / ".hoodie" / "metadata"
+    hudi_base = read_hfile(sorted((mdt / "files").glob("*.hfile"))[-1].read_bytes())
+    before = table.read()
+    writes = []
+    for i in range(5):
+        writes.append(table.write(later(table, before.slice(i, 1), 10**6)).instant)
+        agree(table, path)
+    timeline = mdt / ".hoodie" / "timeline"
+    ours = sorted(p.name.split(".")[0] for p in timeline.glob("*.compaction.requested") if p.name > "2026030800")
+    assert len(ours) >= 2  # (the first write found the fixture's MDT already due)
+    for requested in ours:
+        data_instant = next(w for w in writes if format_instant(parse_instant(w) - timedelta(milliseconds=1))
+                            == requested)
+        plan = CompactionPlan.from_bytes((timeline / f"{requested}.compaction.requested").read_bytes())
+        assert not any(data_instant in name for name in plan.operations[0].delta_files)
+        base = next((mdt / "files").glob(f"*_{requested}.hfile"))
+        h = read_hfile(base.read_bytes())
+        assert set(h.info) == set(hudi_base.info) and set(h.meta) == {"bloomFilter"}
+        keys = [r.decode() for r, _ in h.cells]
+        assert h.meta["bloomFilter"].decode() == BloomFilter.build(pa.array(keys), num_entries=10000,
+                                                                    fpp=1e-9).to_base64()
+        schema = fastavro.parse_schema(json.loads(h.info[b"schema"]))
+        assert {fastavro.schemaless_reader(io.BytesIO(v), schema, None)["_hoodie_file_name"]
+                for _, v in h.cells} == {base.name}

@@ -17,21 +17,24 @@ import logging
 import time
 from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
+from datetime import timedelta
 
 from .. import properties
-from ..config import TableOptions, WriteOptions
+from ..config import MetadataOptions, TableOptions, WriteOptions
 from ..context import TableContext
 from ..engine import Engine
 from ..errors import InvalidTableError, TimelineError, WriteConflictError
 from ..lock import LockProvider, lock_provider_name, table_lock
-from ..metadata_writer import MetadataWriter, files_change, switch_off_unmaintained
+from ..metadata_table import MDT as MDT_PATH
+from ..metadata_writer import MetadataWriter, compacted_base, compaction_due, files_change, switch_off_unmaintained
+from ..metadata_writer import compaction_plan as metadata_compaction_plan
 from ..metadata_writer import is_on as metadata_on
 from ..paths import Deleter
 from ..timeline.active import ActiveTimeline, timeline_folder
-from ..timeline.clock import next_instant
-from ..timeline.instant import COMMIT_ACTIONS, DELTA_COMMIT, RESTORE, ROLLBACK, Instant, State
+from ..timeline.clock import format_instant, next_instant, parse_instant
+from ..timeline.instant import COMMIT_ACTIONS, COMPACTION, DELTA_COMMIT, RESTORE, ROLLBACK, Instant, State
 from ..timeline.metadata import CommitMetadata
-from ..timeline.payloads import RestoreMetadata, RestorePlan, RollbackMetadata, RollbackPlan
+from ..timeline.payloads import CompactionPlan, RestoreMetadata, RestorePlan, RollbackMetadata, RollbackPlan
 from . import undo
 from .conflicts import ConflictCheck, find_conflict
 from .heartbeat import Clock, Heartbeat, is_expired
@@ -236,6 +239,32 @@ class Transaction:
         inflight = timeline.transition(requested, State.INFLIGHT, CommitMetadata("UPSERT_PREPPED").to_bytes())
         self.storage.write(path, block)
         timeline.transition(inflight, State.COMPLETED, meta.to_bytes())
+        self.compact_metadata_table(writer, instant.time)
+
+    def compact_metadata_table(self, writer: MetadataWriter, pending_data: str) -> None:
+        """Finish an MDT compaction a crash left pending; else, when enough MDT deltacommits
+        followed the last one, compact `files-0000-0` at `pending_data` minus 1 ms (v8 spec
+        §5.8: the MDT deltacommit of the data instant still completing stays out of it)."""
+        timeline = writer.timeline()
+        pending = [i for i in timeline.pending() if i.action == COMPACTION]
+        if pending:
+            plan = CompactionPlan.from_bytes(timeline.read_details(pending[0].to(State.REQUESTED)))
+            requested = pending[0]
+        else:
+            if not compaction_due(timeline, int(self.option(MetadataOptions.COMPACT_MAX_DELTA_COMMITS))):
+                return
+            at = format_instant(parse_instant(pending_data) - timedelta(milliseconds=1))
+            if timeline.contains(at) or any(i.time > at for i in timeline if i.action == COMPACTION):
+                return  # (an instant there already: the next commit compacts)
+            plan, _ = metadata_compaction_plan(self.storage, timeline, at)
+            requested = timeline.create(Instant(at, COMPACTION, State.REQUESTED), plan.to_bytes())
+        op = plan.operations[0]
+        logs = [f"{MDT_PATH}/{op.partition}/{name}" for name in op.delta_files]
+        if requested.state == State.REQUESTED:
+            requested = timeline.transition(requested, State.INFLIGHT)
+        path, data, meta = compacted_base(self.storage, timeline, plan, logs, requested.time, writer.schema_text())
+        self.storage.write(path, data)
+        timeline.transition(requested, State.COMPLETED, meta.to_bytes())
 
     def rollback_metadata_table(self, writer: MetadataWriter, by: str | None, target: str) -> None:
         """Roll back the MDT deltacommit of data-table instant `target`, if the MDT has one: its
