@@ -138,11 +138,14 @@ class MdtStorage:
     """The table's storage seen from the metadata table's root (for `properties.load`)."""
 
     def __init__(self, storage: Storage):
-        self._storage = storage
+        self.storage = storage
         self.uri = f"{storage.uri}/{MDT}"
 
     def exists(self, path: str) -> bool:
-        return self._storage.exists(f"{MDT}/{path}")
+        return self.storage.exists(f"{MDT}/{path}")
 
     def read(self, path: str, **kwargs) -> bytes:
-        return self._storage.read(f"{MDT}/{path}", **kwargs)
+        return self.storage.read(f"{MDT}/{path}", **kwargs)
+
+    def create(self, path: str, data: bytes) -> bool:
+        return self.storage.create(f"{MDT}/{path}", data)

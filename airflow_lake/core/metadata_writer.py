@@ -39,7 +39,7 @@ from .metadata_table import (
     MdtStorage,
     merge_files_slice,
 )
-from .model import WriteStat
+from .model import BaseFile, LogFile, WriteStat
 from .paths import absolute_path
 from .storage import Storage
 from .timeline.active import ActiveTimeline, timeline_folder
@@ -53,10 +53,12 @@ from .timeline.payloads import (
     RollbackPlan,
     RollbackRequest,
 )
-from .view import FileSystemView
+from .view import PARTITION_METAFILE, FileSystemView, list_partition_files
 
 log = logging.getLogger(__name__)
 FILES_GROUP = "files-0000-0"
+PAYLOAD_STRATEGY = "00000000-0000-0000-0000-000000000000"
+METADATA_ENABLE = "hoodie.metadata.enable"  # a write option: true builds the files partition, false drops the MDT
 MDT_BLOOM_ENTRIES, MDT_BLOOM_FPP = 10000, 1e-9  # the MDT base files' bloom filter (as Hudi's fixtures have)
 INDEX_DEFS = "hoodie.table.index.defs.path"
 
@@ -198,6 +200,18 @@ def compacted_base(storage: Storage, timeline: ActiveTimeline, plan: CompactionP
     base = f"{MDT}/{FILES}/{op.data_file}" if op.data_file else None
     merge_files_slice(storage, base, logs, valid, state)
     name = f"{FILES_GROUP}_0-{int(instant[-9:])}-0_{instant}.hfile"
+    data, count = _base_hfile(state, name, schema_text)
+    stat = WriteStat(FILES_GROUP, FILES, f"{FILES}/{name}", op.base_instant, num_writes=count,
+                     total_write_bytes=len(data), file_size=len(data),
+                     delta={"prevBaseFile": op.data_file})
+    meta = CommitMetadata.from_stats("COMPACT", [stat], {"schema": _without_meta(schema_text)})
+    meta.compacted = True
+    return f"{MDT}/{FILES}/{name}", data, meta
+
+
+def _base_hfile(state: dict[str, dict | None], name: str, schema_text: str) -> tuple[bytes, int]:
+    """A base HFile `name` of the files partition from merged `state` (tombstones dropped), as
+    Hudi writes MDT base files; and its number of records."""
     schema = fastavro.parse_schema(json.loads(schema_text))
     cells = []
     for key in sorted((k for k, v in state.items() if v is not None), key=lambda k: k.encode()):
@@ -210,13 +224,74 @@ def compacted_base(storage: Storage, timeline: ActiveTimeline, plan: CompactionP
     bloom = BloomFilter.build(keys, num_entries=MDT_BLOOM_ENTRIES, fpp=MDT_BLOOM_FPP)
     info = {b"schema": schema_text.encode(), b"bloomFilterTypeCode": b"DYNAMIC_V0",
             b"minRecordKey": cells[0][0] if cells else b"", b"maxRecordKey": cells[-1][0] if cells else b""}
-    data = write_hfile(cells, info, {"bloomFilter": bloom.to_base64().encode()})
-    stat = WriteStat(FILES_GROUP, FILES, f"{FILES}/{name}", op.base_instant, num_writes=len(cells),
-                     total_write_bytes=len(data), file_size=len(data),
-                     delta={"prevBaseFile": op.data_file})
-    meta = CommitMetadata.from_stats("COMPACT", [stat], {"schema": _without_meta(schema_text)})
-    meta.compacted = True
-    return f"{MDT}/{FILES}/{name}", data, meta
+    return write_hfile(cells, info, {"bloomFilter": bloom.to_base64().encode()}), len(cells)
+
+
+# -- building the files partition (partition initialisation, v8 spec §5.6) --------------------
+def mdt_properties(config: TableConfig) -> dict[str, str]:
+    """`hoodie.properties` of a new metadata table (§5.1)."""
+    version = str(config.version)
+    return {
+        "hoodie.table.name": f"{config.name}_metadata", "hoodie.table.type": "MERGE_ON_READ",
+        "hoodie.table.version": version, "hoodie.table.initial.version": version,
+        "hoodie.timeline.layout.version": "2", "hoodie.timeline.path": "timeline",
+        "hoodie.timeline.history.path": "history", "hoodie.archivelog.folder": "history",
+        "hoodie.table.base.file.format": "HFILE", "hoodie.table.recordkey.fields": "key",
+        "hoodie.table.keygenerator.type": "HOODIE_TABLE_METADATA", "hoodie.populate.meta.fields": "false",
+        "hoodie.record.merge.mode": "CUSTOM", "hoodie.record.merge.strategy.id": PAYLOAD_STRATEGY,
+        "hoodie.compaction.payload.class": "org.apache.hudi.metadata.HoodieMetadataPayload",
+        "hoodie.datasource.write.drop.partition.columns": "false",
+    }
+
+
+def init_instant(timeline: ActiveTimeline) -> str:
+    """The smallest `0000000000000000k` not on the MDT timeline (§5.6)."""
+    k = 0
+    while timeline.contains(f"{k:017d}"):
+        k += 1
+    return f"{k:017d}"
+
+
+def committed_files(storage: Storage, data_timeline: ActiveTimeline) -> FilesChange:
+    """Every data file on storage that a completed (or archived) instant wrote: the first
+    content of the files partition."""
+    done = {i.time for i in data_timeline.completed()}
+    change = FilesChange()
+    for partition, statuses in list_partition_files(storage).items():
+        files = change.written.setdefault(partition, {})
+        for st in statuses:
+            base = BaseFile.parse(partition, st.name, st.size)
+            log_file = None if base is not None else LogFile.parse(partition, st.name, st.size)
+            instant = base.instant if base is not None else log_file.base_instant if log_file is not None else None
+            if instant is not None and (instant in done or data_timeline.is_before_start(instant)):
+                files[st.name] = st.size
+    return change
+
+
+def init_files(instant: str, change: FilesChange, schema_text: str) -> tuple[dict[str, bytes], CommitMetadata]:
+    """The files of the files partition's initialisation at `instant` (relative to the table):
+    its partition metadata, the log file with one empty DELETE block, the base HFile of the
+    listing; and the initialisation's commit metadata."""
+    state: dict[str, dict | None] = {}
+    for key, (_, entries) in _records_of(change).items():
+        state[key] = entries
+    name = f"{FILES_GROUP}_0-0-0_{instant}.hfile"
+    base, count = _base_hfile(state, name, schema_text)
+    empty_delete = encode_block(BlockType.DELETE, {HeaderKey.INSTANT_TIME: instant},
+                                b"\x00\x00\x00\x03\x00\x00\x00\x01\x00")
+    files = {
+        f"{MDT}/{FILES}/{PARTITION_METAFILE}": (f"#partition metadata\n#{_java_date()}\ncommitTime={instant}\n"
+                                                "partitionDepth=1\n").encode(),
+        f"{MDT}/{FILES}/.{FILES_GROUP}_{instant}.log.1_0-0-0": empty_delete,
+        f"{MDT}/{FILES}/{name}": base,
+    }
+    stat = WriteStat(FILES_GROUP, FILES, f"{FILES}/{name}", None, num_writes=count, num_inserts=count,
+                     total_write_bytes=len(base), file_size=len(base))
+    return files, CommitMetadata.from_stats("BULK_INSERT_PREPPED", [stat], {"schema": _without_meta(schema_text)})
+
+
+def _java_date() -> str:
+    return time.strftime("%a %b %d %H:%M:%S UTC %Y", time.gmtime())
 
 
 def switch_off_unmaintained(storage: Storage, config: TableConfig) -> list[str]:
@@ -272,8 +347,8 @@ def jackson_pretty(value, indent: int = 0) -> str:
     return json.dumps(value)
 
 
-def _cells(schema_text: str, change: FilesChange) -> list[tuple[bytes, bytes]]:
-    schema = fastavro.parse_schema(json.loads(schema_text))
+def _records_of(change: FilesChange) -> dict[str, tuple[int, dict]]:
+    """The files partition's records of `change`: key -> (type, filesystemMetadata)."""
     records: dict[str, tuple[int, dict]] = {}
     partitions = {NON_PARTITIONED if p == "" else p: {"size": 0, "isDeleted": p in change.dropped}
                   for p in change.partitions}
@@ -284,6 +359,12 @@ def _cells(schema_text: str, change: FilesChange) -> list[tuple[bytes, bytes]]:
         entries = {name: {"size": size, "isDeleted": False} for name, size in change.written.get(partition, {}).items()}
         entries.update({name: {"size": 0, "isDeleted": True} for name in change.deleted.get(partition, [])})
         records[NON_PARTITIONED if partition == "" else partition] = (FILE_LIST, entries)
+    return records
+
+
+def _cells(schema_text: str, change: FilesChange) -> list[tuple[bytes, bytes]]:
+    schema = fastavro.parse_schema(json.loads(schema_text))
+    records = _records_of(change)
     out = []
     for key in sorted(records, key=lambda k: k.encode()):
         kind, entries = records[key]

@@ -182,3 +182,46 @@ def test_the_metadata_table_is_compacted_as_hudi_compacts_it(tmp_path):
         schema = fastavro.parse_schema(json.loads(h.info[b"schema"]))
         assert {fastavro.schemaless_reader(io.BytesIO(v), schema, None)["_hoodie_file_name"]
                 for _, v in h.cells} == {base.name}
+
+
+@pytest.mark.parametrize("version", [8, 9])
+def test_metadata_enable_builds_the_files_partition_and_false_switches_the_table_off(tmp_path, version, caplog):
+    """`hoodie.metadata.enable=true`: a new table gets a metadata table laid out as Hudi's
+    (initialisation instant 00000000000000000, an empty DELETE block log, a base HFile of the
+    listing), as does an existing one from a listing of its committed files; `false` switches it
+    off as Java's writer does (deleted, with a warning)."""
+    fresh = tmp_path / "fresh"
+    table = Table.create(str(fresh), name="fresh", table_type="MERGE_ON_READ", record_key="id",
+                         precombine_field="ts", partition_fields="p",
+                         options={"hoodie.write.table.version": version, "hoodie.metadata.enable": "true"})
+    table.write(pa.table({"id": ["a", "b"], "p": ["x", "y"], "ts": [1, 1], "v": [1.0, 2.0]}), operation="insert")
+    table.write(pa.table({"id": ["a"], "p": ["x"], "ts": [2], "v": [3.0]}))
+    assert Table.open(str(fresh)).config.props["hoodie.table.metadata.partitions"] == "files"
+    mdt = fresh / ".hoodie" / "metadata"
+    props = (mdt / ".hoodie" / "hoodie.properties").read_text()
+    for line in (f"hoodie.table.version={version}", "hoodie.table.name=fresh_metadata",
+                 "hoodie.table.base.file.format=HFILE", "hoodie.table.keygenerator.type=HOODIE_TABLE_METADATA",
+                 "hoodie.record.merge.mode=CUSTOM"):
+        assert line in props
+    init = sorted(p.name for p in (mdt / "files").iterdir() if "00000000000000000" in p.name)
+    init_log = ".files-0000-0_00000000000000000.log.1_0-0-0"
+    assert init == [init_log, "files-0000-0_0-0-0_00000000000000000.hfile"]
+    hudi = unpack(TABLES["v9_cow_meta"], tmp_path / "hudi") / ".hoodie" / "metadata" / "files"
+    assert (mdt / "files" / init_log).read_bytes() == (hudi / init_log).read_bytes()  # byte for byte
+    agree(table, fresh)
+
+    later_on = tmp_path / "later"
+    plain = Table.create(str(later_on), name="later", record_key="id", options={"hoodie.write.table.version": version})
+    plain.write(pa.table({"id": ["a", "b"]}), operation="insert")
+    assert not (later_on / ".hoodie" / "metadata").exists()
+    enabled = Table.open(str(later_on), options={"hoodie.metadata.enable": "true"})
+    enabled.write(pa.table({"id": ["c"]}), operation="insert")
+    assert enabled.config.props["hoodie.table.metadata.partitions"] == "files"
+    agree(enabled, later_on)
+    with caplog.at_level(logging.WARNING):
+        off = Table.open(str(later_on), options={"hoodie.metadata.enable": "false"})
+        off.write(pa.table({"id": ["d"]}), operation="insert")
+    assert not (later_on / ".hoodie" / "metadata").exists()
+    assert Table.open(str(later_on)).config.props["hoodie.table.metadata.partitions"] == ""
+    assert any("switches the metadata table off" in r.getMessage() for r in caplog.records)
+    assert sorted(theirs(later_on).column("id").to_pylist()) == ["a", "b", "c", "d"]

@@ -214,6 +214,12 @@ HUDI1X_LAYOUTS = [
     for version, names in ((9, ("simple", "mor_bloom", "mor_bucket", "mor_global_bloom", "mor_no_meta",
                                 "complex_hive")), (8, ("mor_nonpartitioned", "cow_bucket")))
     for layout in LAYOUTS if layout.name in names
+] + [  # with a metadata table: hudi-rs lists the files through its files partition
+    replace(layout, name=f"v{version}_mdt_{layout.name}", options={
+        **layout.options, "hoodie.write.table.version": version, "hoodie.metadata.enable": "true",
+        "hoodie.metadata.compact.max.delta.commits": 3})
+    for version, names in ((9, ("simple", "mor_bloom", "mor_bucket", "mor_no_meta")), (8, ("mor_nonpartitioned",)))
+    for layout in LAYOUTS if layout.name in names
 ]
 
 

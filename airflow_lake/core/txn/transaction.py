@@ -20,17 +20,31 @@ from contextlib import contextmanager
 from datetime import timedelta
 
 from .. import properties
-from ..config import MetadataOptions, TableOptions, WriteOptions
+from ..config import MetadataOptions, TableConfig, TableOptions, WriteOptions
 from ..context import TableContext
 from ..engine import Engine
 from ..errors import InvalidTableError, TimelineError, WriteConflictError
 from ..lock import LockProvider, lock_provider_name, table_lock
+from ..metadata_table import FILES as MDT_FILES
+from ..metadata_table import INIT_PREFIX, MdtStorage
 from ..metadata_table import MDT as MDT_PATH
-from ..metadata_writer import MetadataWriter, compacted_base, compaction_due, files_change, switch_off_unmaintained
+from ..metadata_writer import (
+    METADATA_ENABLE,
+    MetadataWriter,
+    committed_files,
+    compacted_base,
+    compaction_due,
+    files_change,
+    init_files,
+    init_instant,
+    mdt_properties,
+    switch_off_unmaintained,
+)
 from ..metadata_writer import compaction_plan as metadata_compaction_plan
 from ..metadata_writer import is_on as metadata_on
 from ..paths import Deleter
 from ..timeline.active import ActiveTimeline, timeline_folder
+from ..timeline.avro_mdt import METADATA_RECORD_V8, METADATA_RECORD_V9
 from ..timeline.clock import format_instant, next_instant, parse_instant
 from ..timeline.instant import COMMIT_ACTIONS, COMPACTION, DELTA_COMMIT, RESTORE, ROLLBACK, Instant, State
 from ..timeline.metadata import CommitMetadata
@@ -216,10 +230,10 @@ class Transaction:
         return timeline.transition(instant, State.COMPLETED, content)
 
     # -- the metadata table (Hudi 1.x tables) -------------------------------------------------
-    def metadata_writer(self) -> MetadataWriter | None:
+    def metadata_writer(self, *, require_files: bool = True) -> MetadataWriter | None:
         """The writer of this table's metadata table, when readers list files through it (a
         version 8 or 9 table with the `files` partition)."""
-        if self.config.version < 8 or not metadata_on(self.storage, self.config.props):
+        if self.config.version < 8 or (require_files and not metadata_on(self.storage, self.config.props)):
             return None
         return MetadataWriter(self.storage, "UTC" if self.config.timezone == "UTC" else "LOCAL")
 
@@ -285,10 +299,60 @@ class Transaction:
             timeline.transition(rb, State.COMPLETED, writer.rollback_metadata(by, current, plan, start).to_bytes())
 
     def prepare_metadata_table(self) -> None:
-        """Under the lock, before anything changes: a Hudi 1.x table's MDT partitions that we
-        do not maintain are switched off as Java switches them off (with a warning)."""
-        if self.config.version >= 8:
-            switch_off_unmaintained(self.storage, self.config)
+        """Under the lock, before anything changes, on a Hudi 1.x table: the MDT partitions we
+        do not maintain are switched off as Java switches them off (with a warning); with
+        `hoodie.metadata.enable=true` a table without the files partition gets it (built from
+        a listing); with `false` the MDT is switched off (deleted, as Java does, with a warning)."""
+        if self.config.version < 8:
+            return
+        enable = str(self.ctx.options.get(METADATA_ENABLE, "")).strip().lower()
+        if enable == "false":
+            self.switch_off_metadata_table()
+            return
+        switch_off_unmaintained(self.storage, self.config)
+        if enable == "true" and not metadata_on(self.storage, self.config.props):
+            self.build_metadata_table()
+
+    def switch_off_metadata_table(self) -> None:
+        """`hoodie.metadata.enable=false`: as Java's writer, drop the MDT and its partitions."""
+        partitions = self.config.get(TableOptions.METADATA_PARTITIONS)
+        if not partitions and not self.storage.exists(MDT_PATH):
+            return
+        log.warning("table %s: hoodie.metadata.enable=false switches the metadata table off (%s): it is deleted, "
+                    "as Apache Hudi's writer does; Hudi rebuilds it from a listing when enabled again",
+                    self.storage.uri, partitions or "no partition")
+        self.config.props["hoodie.table.metadata.partitions"] = ""
+        self.config.props["hoodie.table.metadata.partitions.inflight"] = ""
+        properties.save(self.storage, self.config)
+        self.storage.delete_dir(MDT_PATH)
+
+    def build_metadata_table(self) -> None:
+        """The files partition of the MDT (and the MDT itself when there is none), built from a
+        listing of the committed data files at the next initialisation instant (v8 spec §5.6),
+        then registered in `hoodie.table.metadata.partitions`."""
+        storage = self.storage
+        if not storage.exists(f"{MDT_PATH}/.hoodie/hoodie.properties"):
+            storage.delete_dir(MDT_PATH)  # (a crash while creating it)
+            for folder in (".hoodie/timeline", ".hoodie/timeline/history"):
+                storage.mkdirs(f"{MDT_PATH}/{folder}")
+            properties.save(MdtStorage(storage), TableConfig(mdt_properties(self.config)), create=True)
+        writer = self.metadata_writer(require_files=False)
+        timeline = writer.timeline()
+        for instant in [i for i in timeline if i.time.startswith(INIT_PREFIX)]:  # an initialisation that died
+            timeline.delete_instant_files(instant.time)
+        storage.delete_dir(f"{MDT_PATH}/{MDT_FILES}")
+        instant = init_instant(timeline)
+        schema = METADATA_RECORD_V8 if self.config.version == 8 else METADATA_RECORD_V9
+        files, meta = init_files(instant, committed_files(storage, self.timeline), schema)
+        requested = timeline.create(Instant(instant, DELTA_COMMIT, State.REQUESTED))
+        inflight = timeline.transition(requested, State.INFLIGHT)
+        for path, data in files.items():
+            storage.write(path, data)
+        timeline.transition(inflight, State.COMPLETED, meta.to_bytes())
+        listed = [p.strip() for p in self.config.get(TableOptions.METADATA_PARTITIONS).split(",") if p.strip()]
+        self.config.props["hoodie.table.metadata.partitions"] = ",".join(sorted(set(listed) | {MDT_FILES}))
+        properties.save(storage, self.config)
+        log.info("table %s: built the metadata table's files partition at %s", storage.uri, instant)
 
     def abort(self, instant: str | None = None) -> undo.RollbackResult | None:
         """Roll back what the pending `instant` (default: this transaction's) wrote, under the

@@ -285,7 +285,8 @@ def _route_buckets(ops: FrameOps, client: WriteClient, keyed, view: FileSystemVi
     spec = BucketSpec(table.option(WriteOptions.BUCKET_NUM), tuple(client.bucket_hash_fields()))
     rows = ops.with_udf(keyed, BUCKET, partial(row_buckets, spec), [KEY], pa.int64())
     counts = ops.bucket_counts(rows)
-    plan = plan_bucket_groups(view, counts, instant=instant, is_mor=table.config.is_mor, overwrite=overwrite)
+    plan = plan_bucket_groups(view, counts, instant=instant, is_mor=table.config.is_mor, overwrite=overwrite,
+                              log_only_groups=table.config.timeline_layout == 1)
     for p, b, n, live in counts:  # MOR: deletes are checked against a stored group's records
         gid = plan.route.groups.get(f"{p}\0{b}")
         g = plan.groups.get(gid)

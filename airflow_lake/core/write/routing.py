@@ -194,11 +194,13 @@ class BucketRoute:
 
 
 def plan_bucket_groups(view: FileSystemView, counts: list[tuple[str, int, int, int]], *, instant: str,
-                       is_mor: bool, overwrite: bool) -> GroupsPlan:
+                       is_mor: bool, overwrite: bool, log_only_groups: bool = True) -> GroupsPlan:
     """The file group of every (partition, bucket) the batch writes, from its row counts
     (partition, bucket, rows, rows that are not deletes): the bucket's existing group (MOR a
     log, COW a merge of the whole file), else a new group named for the bucket (MOR a log-only
-    group); a bucket with no group and only deletes is not written."""
+    group, unless not `log_only_groups`: Hudi 1.x tables get a base file, which hudi-rs needs
+    to read a group listed by the metadata table, v8 spec §2.7); a bucket with no group and
+    only deletes is not written."""
     groups: dict[int, GroupPlan] = {}
     route: dict[str, int] = {}
     new: set[int] = set()
@@ -225,7 +227,7 @@ def plan_bucket_groups(view: FileSystemView, counts: list[tuple[str, int, int, i
                 updates[(partition, group.file_id)] = (base.instant, n)
         elif live:
             file_id = new_bucket_file_id(bucket)
-            if is_mor and not overwrite:  # a log-only group
+            if is_mor and not overwrite and log_only_groups:  # a log-only group
                 ref = SliceRef(partition, file_id, instant, None, [], 1)
                 groups[gid] = GroupPlan("log", partition, file_id, slice=ref, inserts=live)
                 updates[(partition, file_id)] = (instant, live)
