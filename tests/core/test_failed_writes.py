@@ -216,3 +216,18 @@ def test_kill_harness_small():
     print(report.line())
     assert report.kills >= 40 and report.recoveries == report.kills
     assert not report.mismatches, report.mismatches
+
+
+@pytest.mark.slow  # processes killed and recovered
+def test_kill_harness_on_a_hudi1x_table_with_a_metadata_table():
+    """The kill harness on version 9 tables whose metadata table is on: killed between the MDT
+    commit and the data commit (and everywhere else sampled), a table hudi-rs (listing files
+    through the MDT) and we read alike, repaired by the retry."""
+    from tests.reliability.harness import run
+
+    report = run(["upsert_mor", "insert_overwrite", "compaction_execute", "clean", "rollback"], size=1, commits=6,
+                 points=5, table_options={"hoodie.write.table.version": 9, "hoodie.metadata.enable": "true",
+                                          "hoodie.metadata.compact.max.delta.commits": 3})
+    print(report.line())
+    assert report.kills >= 25 and report.recoveries == report.kills
+    assert not report.mismatches, report.mismatches

@@ -103,11 +103,12 @@ def _state(path: str, report: Report, label: str, so: dict | None = None) -> lis
 
 
 def check_operation(name: str, workdir: str, report: Report, *, size: int = 1, commits: int = 10,
-                    points: int | None = None, storage_options: dict | None = None) -> None:
+                    points: int | None = None, storage_options: dict | None = None,
+                    table_options: dict | None = None) -> None:
     so = storage_options
     op = OPERATIONS[name]
     base = _join(workdir, f"{name}-base")
-    table = build(base, op.table_type, commits, size, so)
+    table = build(base, op.table_type, commits, size, so, table_options)
     op.prepare(table)
     before = _state(base, report, f"{name} before", so)
     allowed = [rows(table.read(as_of=i), COLS) for i in op.intermediate(table)]
@@ -158,15 +159,15 @@ def check_operation(name: str, workdir: str, report: Report, *, size: int = 1, c
 
 
 def run(operations: list[str], *, size: int, commits: int, points: int | None, workdir: str | None = None,
-        storage_options: dict | None = None) -> Report:
+        storage_options: dict | None = None, table_options: dict | None = None) -> Report:
     """The harness over `operations`, in a new temporary folder or under `workdir` (a URI
-    with its `storage_options`, removed at the end)."""
+    with its `storage_options`, removed at the end), on tables created with `table_options`."""
     report = Report()
     workdir = workdir or tempfile.mkdtemp(prefix="airflow-lake-kill-")
     try:
         for name in operations:
             check_operation(name, workdir, report, size=size, commits=commits, points=points,
-                            storage_options=storage_options)
+                            storage_options=storage_options, table_options=table_options)
             print(f"  {name:<20} {report.line()}", flush=True)
     finally:
         _runner.close()

@@ -28,9 +28,12 @@ def rows_of(start: int, n: int, ts: int, size: int = 1) -> pa.Table:
                      "pad": ["x" * size] * n})
 
 
-def build(path: str, table_type: str, commits: int, size: int, storage_options: dict | None = None) -> Table:
+def build(path: str, table_type: str, commits: int, size: int, storage_options: dict | None = None,
+          options: dict | None = None) -> Table:
+    """The table an operation runs on; `options` add creation options (e.g. a Hudi 1.x table
+    with its metadata table: `hoodie.write.table.version`, `hoodie.metadata.enable`)."""
     t = Table.create(path, name="h", table_type=table_type, record_key="id", precombine_field="ts",
-                     partition_fields="part", options=FAST, storage_options=storage_options)
+                     partition_fields="part", options={**FAST, **(options or {})}, storage_options=storage_options)
     t.write(rows_of(0, 30 * size, 0), operation="insert")
     for j in range(1, commits):
         t.write(rows_of(j * 3, 10 * size, j))

@@ -23,8 +23,8 @@ SPARK_LAYOUTS = [layout for layout in LAYOUTS if layout.name in {
     "cow_slashes", "cow_nesting_encoded"}]
 assert len(SPARK_LAYOUTS) == 8, "a layout named here was renamed"
 # and a Hudi 1.x table (version 9: completion times, log files named by their deltacommit) of
-# each type, the model tests' v9 layouts run on Spark
-SPARK_LAYOUTS += [layout for layout in HUDI1X_LAYOUTS if layout.name in {"v9_simple", "v9_mor_bloom"}]
+# each type, the MOR one with its metadata table on, as the model tests run them
+SPARK_LAYOUTS += [layout for layout in HUDI1X_LAYOUTS if layout.name in {"v9_simple", "v9_mdt_mor_bloom"}]
 assert len(SPARK_LAYOUTS) == 10, "a layout named here was renamed"
 
 

@@ -388,10 +388,12 @@ class Transaction:
         if rb.state == State.REQUESTED:
             rb = timeline.transition(rb, State.INFLIGHT)
         writer = self.metadata_writer()
-        if writer is not None:  # the MDT deltacommit of the instant rolled back goes first (§5.6)
-            self.rollback_metadata_table(writer, rb.time, plan.instant)
 
         def finish(metadata: RollbackMetadata) -> None:
+            # the target is invisible by now: its MDT deltacommit is rolled back before the
+            # rollback completes (§5.6), never while readers still see the target
+            if writer is not None:
+                self.rollback_metadata_table(writer, rb.time, plan.instant)
             timeline.transition(rb, State.COMPLETED, metadata.to_bytes())
 
         metadata = undo.undo(self.storage, timeline, plan, rb.time, start,
