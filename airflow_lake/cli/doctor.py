@@ -94,7 +94,7 @@ def check_metadata_table(table: Table, timeline: ActiveTimeline) -> list[Finding
         return []
     try:
         listing = read_file_listing(table.storage, timeline)
-    except (LakeError, OSError, ValueError) as e:
+    except (LakeError, OSError, ValueError, KeyError, EOFError) as e:
         return [Finding("metadata", "error", f"the metadata table's files partition is unreadable ({e})",
                         "Hudi readers list files through it: restore .hoodie/metadata or rebuild it with Hudi")]
     on_disk = {p: {st.name for st in sts} for p, sts in list_partition_files(table.storage).items()}
@@ -245,7 +245,10 @@ def check_files(table: Table, timeline: ActiveTimeline) -> list[Finding]:
 
 
 def check_archive(table: Table) -> list[Finding]:
-    archived = ArchivedTimeline(table.storage, table.config.archive_folder)
+    try:
+        archived = ArchivedTimeline(table.storage, table.config.archive_folder)
+    except LakeError as e:
+        return [Finding("archive", "error", str(e), "readers of archived instants (time travel, run tokens) fail")]
     if archived.corrupt_blocks:
         return [Finding("archive", "warn", f"{archived.corrupt_blocks} archived log blocks are unreadable",
                         "their instants are missing from the archived timeline")]

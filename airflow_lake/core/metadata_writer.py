@@ -43,7 +43,7 @@ from .model import BaseFile, LogFile, WriteStat
 from .paths import absolute_path
 from .storage import Storage
 from .timeline.active import ActiveTimeline, timeline_folder
-from .timeline.instant import CLEAN, COMMIT, COMMIT_ACTIONS, DELTA_COMMIT, Instant
+from .timeline.instant import CLEAN, COMMIT, COMMIT_ACTIONS, DELTA_COMMIT, Instant, State
 from .timeline.metadata import CommitMetadata, read_avro
 from .timeline.payloads import (
     ActionInstant,
@@ -71,6 +71,7 @@ class FilesChange:
     written: dict[str, dict[str, int]] = field(default_factory=dict)
     deleted: dict[str, list[str]] = field(default_factory=dict)
     dropped: list[str] = field(default_factory=list)
+    list_partitions: bool = True  # a write lists its partitions in `__all_partitions__`; a clean does not
 
     @property
     def partitions(self) -> list[str]:
@@ -94,6 +95,7 @@ def files_change(instant: Instant, content: bytes) -> FilesChange | None:
             change.written.setdefault(partition, {})
         return change
     if instant.action == CLEAN:
+        change.list_partitions = False
         record = read_avro(content) or {}
         for partition, meta in (record.get("partitionMetadata") or {}).items():
             names = [f.rsplit("/", 1)[-1] for f in meta.get("successDeleteFiles") or []]
@@ -189,13 +191,41 @@ def compaction_plan(storage: Storage, timeline: ActiveTimeline, instant: str) ->
     return CompactionPlan((operation,)), [lf.path for lf in logs]
 
 
+def valid_instants(timeline: ActiveTimeline, data_timeline: ActiveTimeline) -> set[str]:
+    """The MDT instants whose records count (Java's rule, §5.9): completed MDT deltacommits of
+    completed (or archived) data-table instants, initialisations and MDT compactions."""
+    done = {i.time for i in data_timeline.completed()}
+    return {i.time for i in timeline.completed() if i.comparable_action in ("deltacommit", "commit")
+            and (i.time in done or data_timeline.is_before_start(i.time) or i.time.startswith(INIT_PREFIX)
+                 or i.action == COMMIT)}
+
+
+def compacted_logs(timeline: ActiveTimeline) -> set[str]:
+    """The MDT log files that a completed MDT compaction merged into a base file."""
+    out: set[str] = set()
+    for instant in timeline.completed():
+        if instant.action == COMMIT and timeline.has_file(f"{instant.time}.compaction.requested"):
+            plan = CompactionPlan.from_bytes(timeline.read_details(Instant(instant.time, "compaction",
+                                                                           State.REQUESTED)))
+            out.update(name for op in plan.operations for name in op.delta_files)
+    return out
+
+
+def logged_files(storage: Storage, log_paths: list[str], instant: str) -> dict[str, list[str]]:
+    """The data files (partition -> names) the MDT log files of `instant` list as written."""
+    state: dict[str, dict | None] = {}
+    merge_files_slice(storage, None, log_paths, {instant}, state)
+    return {("" if key == NON_PARTITIONED else key): sorted(n for n, i in entries.items() if not i["isDeleted"])
+            for key, entries in state.items() if key != ALL_PARTITIONS and entries}
+
+
 def compacted_base(storage: Storage, timeline: ActiveTimeline, plan: CompactionPlan, logs: list[str],
-                   instant: str, schema_text: str) -> tuple[str, bytes, CommitMetadata]:
+                   instant: str, schema_text: str, valid: set[str] | None = None) -> tuple[str, bytes, CommitMetadata]:
     """The new base HFile of an MDT compaction (records merged, tombstones applied and dropped,
     `_hoodie_file_name` set to its own name, a DYNAMIC_V0 bloom filter of its keys, as Hudi
     writes MDT base files) and the compaction's commit metadata."""
     op = plan.operations[0]
-    valid = {i.time for i in timeline.completed()}
+    valid = {i.time for i in timeline.completed()} if valid is None else valid
     state: dict[str, dict | None] = {}
     base = f"{MDT}/{FILES}/{op.data_file}" if op.data_file else None
     merge_files_slice(storage, base, logs, valid, state)
@@ -350,9 +380,10 @@ def jackson_pretty(value, indent: int = 0) -> str:
 def _records_of(change: FilesChange) -> dict[str, tuple[int, dict]]:
     """The files partition's records of `change`: key -> (type, filesystemMetadata)."""
     records: dict[str, tuple[int, dict]] = {}
-    partitions = {NON_PARTITIONED if p == "" else p: {"size": 0, "isDeleted": p in change.dropped}
-                  for p in change.partitions}
-    records[ALL_PARTITIONS] = (PARTITION_LIST, partitions)
+    listed = change.partitions if change.list_partitions else change.dropped
+    partitions = {NON_PARTITIONED if p == "" else p: {"size": 0, "isDeleted": p in change.dropped} for p in listed}
+    if partitions:
+        records[ALL_PARTITIONS] = (PARTITION_LIST, partitions)
     for partition in change.partitions:
         if partition in change.dropped:
             continue

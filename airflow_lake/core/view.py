@@ -109,18 +109,20 @@ class FileSystemView:
         for file_id, instant in slices:
             bases.setdefault(file_id, set()).add(instant)
         out: dict[str, str] = {}
-        for log in logs:
-            instants = set(bases.get(log.file_id, ()))
+        # in instant order: a log that starts a slice of its own (no base at or before it) is a
+        # slice the group's later logs join (Java's `HoodieFileGroup.getBaseInstantTime`)
+        for log in sorted(logs, key=lambda lf: lf.sort_key):
+            instants = bases.setdefault(log.file_id, set())
             pending = self.pending_compaction_of(partition, log.file_id)
-            if pending is not None:
-                instants.add(pending)
+            candidates = instants | ({pending} if pending is not None else set())
             done = completion.get(log.base_instant)
             if done is None and self.timeline.is_before_start(log.base_instant):
                 done = log.base_instant  # archived: completed, when is no longer known here (v8 spec §2.5)
             if done is None:
-                out[log.name] = max(instants, default=log.base_instant)
+                out[log.name] = max(candidates, default=log.base_instant)
             else:
-                out[log.name] = max((i for i in instants if i <= done), default=log.base_instant)
+                out[log.name] = max((i for i in candidates if i <= done), default=log.base_instant)
+            instants.add(out[log.name])
         return out
 
     def _completion_times(self) -> dict[str, str]:

@@ -225,3 +225,37 @@ def test_metadata_enable_builds_the_files_partition_and_false_switches_the_table
     assert Table.open(str(later_on)).config.props["hoodie.table.metadata.partitions"] == ""
     assert any("switches the metadata table off" in r.getMessage() for r in caplog.records)
     assert sorted(theirs(later_on).column("id").to_pylist()) == ["a", "b", "c", "d"]
+
+
+def test_rolling_back_a_write_the_metadata_table_compacted_tombstones_its_files(tmp_path):
+    """A write whose MDT deltacommit a compaction merged into the base HFile cannot be rolled
+    back by deleting that log file: the rollback writes tombstones for its files instead."""
+    path = tmp_path / "t"
+    table = Table.create(str(path), name="t", record_key="id", precombine_field="ts",
+                         options={"hoodie.write.table.version": 9, "hoodie.metadata.enable": "true"})
+    table.write(pa.table({"id": ["a", "b"], "ts": [1, 1]}), operation="insert")
+    table.write(pa.table({"id": ["a"], "ts": [2]}))
+    target = table.write(pa.table({"id": ["c"], "ts": [2]}), operation="insert")
+    # a clean (still the latest write is `target`) whose MDT deltacommit triggers the compaction
+    table = Table.open(str(path), options={"hoodie.metadata.compact.max.delta.commits": 1})
+    assert table.clean(retained=1).instant is not None
+    mdt = path / ".hoodie" / "metadata"
+    from airflow_lake.core.metadata_writer import MetadataWriter, compacted_logs
+
+    merged = compacted_logs(MetadataWriter(table.storage).timeline())
+    assert any(target.instant in name for name in merged)
+    rolled = table.rollback(target.instant)
+    assert list((mdt / ".hoodie" / "timeline").glob(f"{rolled.instant}_*.deltacommit"))  # the tombstones
+    ours = agree(table, path)
+    assert sorted(ours.column("id").to_pylist()) == ["a", "b"]
+
+
+def test_a_writer_opened_before_the_metadata_table_was_built_keeps_it_current(tmp_path):
+    path = tmp_path / "t"
+    Table.create(str(path), name="t", record_key="id", options={"hoodie.write.table.version": 9})
+    early = Table.open(str(path))  # opened before another writer builds the MDT
+    Table.open(str(path), options={"hoodie.metadata.enable": "true"}).write(pa.table({"id": ["a"]}),
+                                                                              operation="insert")
+    early.write(pa.table({"id": ["b"]}), operation="insert")
+    assert sorted(theirs(path).column("id").to_pylist()) == ["a", "b"]
+    agree(early, path)

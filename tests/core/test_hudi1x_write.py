@@ -216,3 +216,29 @@ def test_lsm_history_compacts_levels_and_readers_trust_only_the_manifest(tmp_pat
     (tmp_path / folder / "29990101000000000_29990101000000000_0.parquet").write_bytes(b"junk")
     (tmp_path / folder / "_version_").unlink()
     assert len(lsm.read_history(storage, folder)) == 11
+
+
+def test_a_log_only_file_group_is_one_slice_that_clean_keeps(tmp_path, monkeypatch):
+    """Hudi's bucket-index MOR writers (and tables upgraded from version 6) leave file groups of
+    log files only; every log of such a group joins the slice its first log started, so a
+    clean keeps them all (they hold the group's records)."""
+    from airflow_lake.core.view import FileSystemView
+    from airflow_lake.core.write import pipeline
+
+    real = pipeline.plan_bucket_groups
+    monkeypatch.setattr(pipeline, "plan_bucket_groups", lambda *a, **k: real(*a, **{**k, "log_only_groups": True}))
+    path = tmp_path / "t"
+    table = Table.create(str(path), name="t", table_type="MERGE_ON_READ", record_key="id", precombine_field="ts",
+                         options={"hoodie.write.table.version": 9, "hoodie.index.type": "BUCKET",
+                                  "hoodie.bucket.index.num.buckets": 1})
+    for ts in range(3):
+        table.write(pa.table({"id": ["a", f"n{ts}"], "ts": [ts, ts], "v": [float(ts), 1.0]}))
+    logs = sorted(p.name for p in path.rglob(".*.log.*"))
+    assert len(logs) == 3 and not list(path.rglob("*.parquet"))
+    view = FileSystemView(table.storage, table.timeline)
+    [group] = view.file_groups()
+    assert len(group.slices) == 1 and len(group.slices[0].log_files) == 3
+    table.clean(policy="KEEP_LATEST_FILE_VERSIONS", retained=1)
+    assert sorted(p.name for p in path.rglob(".*.log.*")) == logs
+    assert rows(table.read(), ["id", "v"]) == rows(theirs(path), ["id", "v"]) == [
+        ("a", 2.0), ("n0", 1.0), ("n1", 1.0), ("n2", 1.0)]

@@ -58,7 +58,7 @@ def read_hfile(data: bytes, where: str = "") -> HFile:
     `InvalidTableError` naming `where`."""
     try:
         return _read(data)
-    except (IndexError, ValueError, struct.error, zlib.error, EOFError, OSError) as e:
+    except (IndexError, KeyError, ValueError, struct.error, zlib.error, EOFError, OSError) as e:
         raise InvalidTableError(f"{where or 'HFile'}: not a readable HFile ({e})") from e
 
 

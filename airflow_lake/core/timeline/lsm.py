@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..errors import InvalidTableError
 from ..storage import Storage
 
 VERSION_FILE = "_version_"
@@ -76,11 +77,17 @@ def latest_version(storage: Storage, folder: str) -> int:
 
 
 def manifest(storage: Storage, folder: str, version: int) -> list[dict]:
-    """The files (`fileName`, `fileLen`) manifest `version` lists ([] for version 0)."""
+    """The files (`fileName`, `fileLen`) manifest `version` lists ([] for version 0); a
+    missing or malformed manifest is an `InvalidTableError` naming it."""
     if version == 0:
         return []
-    doc = json.loads(storage.read(f"{folder}/manifest_{version}"))
-    return [f for f in doc.get("files") or [] if not f["fileName"].endswith(".tmp")]
+    path = f"{folder}/manifest_{version}"
+    try:
+        doc = json.loads(storage.read(path))
+        return [f for f in doc.get("files") or [] if not f["fileName"].endswith(".tmp")]
+    except (FileNotFoundError, ValueError, KeyError, TypeError, AttributeError) as e:
+        raise InvalidTableError(f"table {storage.uri}: the archived timeline's {path} is unreadable ({e}); "
+                                "restore it or the _version_ naming it") from e
 
 
 def read_history(storage: Storage, folder: str) -> list[LsmInstant]:
@@ -180,6 +187,9 @@ def _write_rows(storage: Storage, path: str, instants: list[LsmInstant]) -> int:
 
 
 def _read_rows(storage: Storage, path: str) -> list[LsmInstant]:
-    table = pq.read_table(io.BytesIO(storage.read(path)))
+    try:
+        table = pq.read_table(io.BytesIO(storage.read(path)))
+    except (FileNotFoundError, pa.ArrowException, OSError) as e:
+        raise InvalidTableError(f"table {storage.uri}: the archived timeline's {path} is unreadable ({e})") from e
     return [LsmInstant(r["instantTime"], r.get("completionTime"), r["action"], r.get("metadata"), r.get("plan"))
             for r in table.to_pylist()]

@@ -26,19 +26,23 @@ from ..engine import Engine
 from ..errors import InvalidTableError, TimelineError, WriteConflictError
 from ..lock import LockProvider, lock_provider_name, table_lock
 from ..metadata_table import FILES as MDT_FILES
-from ..metadata_table import INIT_PREFIX, MdtStorage
+from ..metadata_table import INIT_PREFIX, MdtStorage, has_files_partition
 from ..metadata_table import MDT as MDT_PATH
 from ..metadata_writer import (
     METADATA_ENABLE,
+    FilesChange,
     MetadataWriter,
     committed_files,
     compacted_base,
+    compacted_logs,
     compaction_due,
     files_change,
     init_files,
     init_instant,
+    logged_files,
     mdt_properties,
     switch_off_unmaintained,
+    valid_instants,
 )
 from ..metadata_writer import compaction_plan as metadata_compaction_plan
 from ..metadata_writer import is_on as metadata_on
@@ -233,7 +237,14 @@ class Transaction:
     def metadata_writer(self, *, require_files: bool = True) -> MetadataWriter | None:
         """The writer of this table's metadata table, when readers list files through it (a
         version 8 or 9 table with the `files` partition)."""
-        if self.config.version < 8 or (require_files and not metadata_on(self.storage, self.config.props)):
+        if self.config.version < 8:
+            return None
+        if require_files and not metadata_on(self.storage, self.config.props):
+            if has_files_partition(self.config.props):  # listed, but there is no metadata table to keep
+                raise InvalidTableError(
+                    f"table {self.storage.uri}: hoodie.table.metadata.partitions lists files but .hoodie/metadata "
+                    "holds no metadata table; Hudi readers would miss files: write with hoodie.metadata.enable=true "
+                    "to rebuild it, or =false to switch it off (nothing was changed)")
             return None
         return MetadataWriter(self.storage, "UTC" if self.config.timezone == "UTC" else "LOCAL")
 
@@ -267,7 +278,11 @@ class Transaction:
         else:
             if not compaction_due(timeline, int(self.option(MetadataOptions.COMPACT_MAX_DELTA_COMMITS))):
                 return
-            at = format_instant(parse_instant(pending_data) - timedelta(milliseconds=1))
+            # before the earliest data instant still pending whose MDT deltacommit completed
+            # (this one included): no compacted base absorbs a deltacommit that may be rolled back
+            synced = {i.time for i in timeline.completed() if i.action == DELTA_COMMIT}
+            earliest = min([pending_data] + [i.time for i in self.timeline.pending() if i.time in synced])
+            at = format_instant(parse_instant(earliest) - timedelta(milliseconds=1))
             if timeline.contains(at) or any(i.time > at for i in timeline if i.action == COMPACTION):
                 return  # (an instant there already: the next commit compacts)
             plan, _ = metadata_compaction_plan(self.storage, timeline, at)
@@ -276,7 +291,9 @@ class Transaction:
         logs = [f"{MDT_PATH}/{op.partition}/{name}" for name in op.delta_files]
         if requested.state == State.REQUESTED:
             requested = timeline.transition(requested, State.INFLIGHT)
-        path, data, meta = compacted_base(self.storage, timeline, plan, logs, requested.time, writer.schema_text())
+        valid = valid_instants(timeline, self.timeline)
+        path, data, meta = compacted_base(self.storage, timeline, plan, logs, requested.time, writer.schema_text(),
+                                          valid)
         self.storage.write(path, data)
         timeline.transition(requested, State.COMPLETED, meta.to_bytes())
 
@@ -284,15 +301,31 @@ class Transaction:
         """Roll back the MDT deltacommit of data-table instant `target`, if the MDT has one: its
         log files and state files deleted, recorded (`by`) as an MDT rollback instant (§5.6)."""
         timeline = writer.timeline()
-        if not timeline.contains(target):
+        rb = next((i for i in timeline.pending() if i.time == by and i.action == ROLLBACK), None) if by else None
+        if not timeline.contains(target) and rb is None:
             return
         start = time.time()
-        current, plan = writer.rollback_plan(timeline, target)
-        rb = None
-        if by is not None and not timeline.contains(by):
-            rb = timeline.create(Instant(by, ROLLBACK, State.REQUESTED), plan.to_bytes())
+        logs = writer.written_by(target)
+        if by is not None and rb is None and set(p.rsplit("/", 1)[-1] for p in logs) & compacted_logs(timeline):
+            # merged into an MDT base file already: its files are deleted by a deltacommit at `by`
+            # (tombstones, as Java turns a rollback's deleted files into MDT records)
+            deleted = logged_files(self.storage, logs, target)
+            path, block, meta = writer.deltacommit(by, FilesChange(deleted=deleted, list_partitions=False))
+            requested = timeline.create(Instant(by, DELTA_COMMIT, State.REQUESTED))
+            inflight = timeline.transition(requested, State.INFLIGHT, CommitMetadata("UPSERT_PREPPED").to_bytes())
+            self.storage.write(path, block)
+            timeline.transition(inflight, State.COMPLETED, meta.to_bytes())
+            return
+        if rb is not None:  # an MDT rollback a crash left pending: finish it
+            plan = RollbackPlan.from_bytes(timeline.read_details(rb.to(State.REQUESTED)))
+            current = Instant(plan.instant, plan.action, State.COMPLETED)
+        else:
+            current, plan = writer.rollback_plan(timeline, target)
+            if by is not None:
+                rb = timeline.create(Instant(by, ROLLBACK, State.REQUESTED), plan.to_bytes())
+        if rb is not None and rb.state == State.REQUESTED:
             rb = timeline.transition(rb, State.INFLIGHT)
-        for path in writer.written_by(target):
+        for path in logs:
             self.storage.delete(path)
         timeline.delete_instant_files(target)
         if rb is not None:
@@ -305,6 +338,10 @@ class Transaction:
         a listing); with `false` the MDT is switched off (deleted, as Java does, with a warning)."""
         if self.config.version < 8:
             return
+        # the properties as they are now (another writer may have built or dropped the MDT)
+        fresh = properties.load(self.storage).props
+        self.config.props.clear()
+        self.config.props.update(fresh)
         enable = str(self.ctx.options.get(METADATA_ENABLE, "")).strip().lower()
         if enable == "false":
             self.switch_off_metadata_table()
