@@ -179,7 +179,8 @@ class Reader:
             completed.between(start, end).instants
         for instant in selected:
             touched |= timeline.commit_metadata(instant).file_ids()
-        view = FileSystemView(self.storage, timeline, end)
+        view = FileSystemView(self.storage, timeline, None if by_completion else end,
+                              completed_by=end if by_completion else None)
         groups = [g for g in view.file_groups() if (g.partition, g.file_id) in touched]
         groups = self._prune(view, groups, filters)
         # without meta fields there is no per-row commit time: as hudi-rs does, a row's is that

@@ -46,10 +46,16 @@ class FileSystemView:
     """
 
     def __init__(self, storage: Storage, timeline: Timeline, as_of: str | None = None,
-                 partition_files: dict[str, list] | None = None, *, include_replaced: bool = False):
+                 partition_files: dict[str, list] | None = None, *, include_replaced: bool = False,
+                 completed_by: str | None = None):
+        """`completed_by` (timeline layout 2): only commits that completed by then count, and
+        `as_of` is the latest of them (an incremental read's end is a completion time)."""
         self.storage = storage
         self.timeline = timeline
         commits = timeline.commits().completed()
+        if completed_by is not None:
+            commits = commits.completed_by(completed_by)
+            as_of = commits.last.time if commits.last else as_of
         if as_of is not None:
             commits = commits.at_or_before(check_instant_time(as_of, storage.uri))
         self.as_of = as_of
@@ -61,6 +67,7 @@ class FileSystemView:
         self.replaced = set() if include_replaced else set(self.replaced_at)
         self._pending_compaction: dict[tuple[str, str], str] | None = None
         self._completions: dict[str, str] | None = None
+        self._archived: dict[str, str] | None = None
         files = partition_files if partition_files is not None else list_partition_files(storage)
         self.groups: dict[str, dict[str, FileGroup]] = {}
         for partition, statuses in files.items():
@@ -117,13 +124,21 @@ class FileSystemView:
             candidates = instants | ({pending} if pending is not None else set())
             done = completion.get(log.base_instant)
             if done is None and self.timeline.is_before_start(log.base_instant):
-                done = log.base_instant  # archived: completed, when is no longer known here (v8 spec §2.5)
+                # archived: its completion time from the LSM history, else (legacy) its own (v8 spec §2.5)
+                done = self._archived_completion(log.base_instant) or log.base_instant
             if done is None:
                 out[log.name] = max(candidates, default=log.base_instant)
             else:
                 out[log.name] = max((i for i in candidates if i <= done), default=log.base_instant)
             instants.add(out[log.name])
         return out
+
+    def _archived_completion(self, time: str) -> str | None:
+        if self._archived is None:
+            from .timeline.archived import ArchivedTimeline
+
+            self._archived = ArchivedTimeline(self.storage, self.timeline.archive_folder).completion_times
+        return self._archived.get(time)
 
     def _completion_times(self) -> dict[str, str]:
         """Requested time -> completion time of the completed instants (layout 2)."""

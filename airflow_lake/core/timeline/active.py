@@ -98,6 +98,11 @@ class Timeline:
     def before(self, time: str) -> Timeline:
         return self._select(lambda i: i.time < time)
 
+    def completed_by(self, time: str) -> Timeline:
+        """Completed instants that completed at or before `time` (by completion time in layout
+        2, by requested time in layout 1)."""
+        return self._select(lambda i: i.is_completed and (i.completion or i.time) <= time)
+
     def between(self, start: str, end: str) -> Timeline:
         """Instants in (start, end]."""
         return self._select(lambda i: start < i.time <= end)
