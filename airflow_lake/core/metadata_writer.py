@@ -37,6 +37,7 @@ from .metadata_table import (
     NON_PARTITIONED,
     PARTITION_LIST,
     MdtStorage,
+    has_files_partition,
     merge_files_slice,
 )
 from .model import BaseFile, LogFile, WriteStat
@@ -107,8 +108,7 @@ def files_change(instant: Instant, content: bytes) -> FilesChange | None:
 
 def is_on(storage: Storage, props: dict[str, str]) -> bool:
     """Whether the table's readers list files through its metadata table (which we then keep)."""
-    listed = [p.strip() for p in props.get("hoodie.table.metadata.partitions", "").split(",")]
-    return FILES in listed and storage.exists(f"{MDT}/.hoodie/hoodie.properties")
+    return has_files_partition(props) and storage.exists(f"{MDT}/.hoodie/hoodie.properties")
 
 
 class MetadataWriter:

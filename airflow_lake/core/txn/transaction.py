@@ -259,12 +259,18 @@ class Transaction:
         if timeline.contains(instant.time):  # left by a crash: this instant's commit is being redone
             self.rollback_metadata_table(writer, None, instant.time)
             timeline = writer.timeline()
-        path, block, meta = writer.deltacommit(instant.time, change)
-        requested = timeline.create(Instant(instant.time, DELTA_COMMIT, State.REQUESTED))
+        self.metadata_deltacommit(writer, timeline, instant.time, change)
+        self.compact_metadata_table(writer, instant.time)
+
+    def metadata_deltacommit(self, writer: MetadataWriter, timeline: ActiveTimeline, instant: str,
+                             change: FilesChange) -> None:
+        """The MDT deltacommit at `instant` recording `change`: requested, inflight, its log
+        file, completed."""
+        path, block, meta = writer.deltacommit(instant, change)
+        requested = timeline.create(Instant(instant, DELTA_COMMIT, State.REQUESTED))
         inflight = timeline.transition(requested, State.INFLIGHT, CommitMetadata("UPSERT_PREPPED").to_bytes())
         self.storage.write(path, block)
         timeline.transition(inflight, State.COMPLETED, meta.to_bytes())
-        self.compact_metadata_table(writer, instant.time)
 
     def compact_metadata_table(self, writer: MetadataWriter, pending_data: str) -> None:
         """Finish an MDT compaction a crash left pending; else, when enough MDT deltacommits
@@ -310,11 +316,7 @@ class Transaction:
             # merged into an MDT base file already: its files are deleted by a deltacommit at `by`
             # (tombstones, as Java turns a rollback's deleted files into MDT records)
             deleted = logged_files(self.storage, logs, target)
-            path, block, meta = writer.deltacommit(by, FilesChange(deleted=deleted, list_partitions=False))
-            requested = timeline.create(Instant(by, DELTA_COMMIT, State.REQUESTED))
-            inflight = timeline.transition(requested, State.INFLIGHT, CommitMetadata("UPSERT_PREPPED").to_bytes())
-            self.storage.write(path, block)
-            timeline.transition(inflight, State.COMPLETED, meta.to_bytes())
+            self.metadata_deltacommit(writer, timeline, by, FilesChange(deleted=deleted, list_partitions=False))
             return
         if rb is not None:  # an MDT rollback a crash left pending: finish it
             plan = RollbackPlan.from_bytes(timeline.read_details(rb.to(State.REQUESTED)))

@@ -43,40 +43,33 @@ WRAPPERS = [
     _wrapper("TimeMicrosWrapper", {"type": "long", "logicalType": "time-micros"}),
     _wrapper("TimestampMicrosWrapper", "long"),
 ]
-DELETE_RECORD_LIST = {
-    "type": "record",
-    "name": "HoodieDeleteRecordList",
-    "namespace": NS,
-    "fields": [{
-        "name": "deleteRecordList",
-        "type": {"type": "array", "items": {
-            "type": "record",
-            "name": "HoodieDeleteRecord",
-            "fields": [
-                {"name": "recordKey", "type": ["null", "string"], "default": None},
-                {"name": "partitionPath", "type": ["null", "string"], "default": None},
-                {"name": "orderingVal", "type": ["null", *WRAPPERS], "default": None},
-            ],
-        }},
-    }],
-}
+def _delete_record_list(ordering_type: Any) -> dict:
+    """`HoodieDeleteRecordList` with `orderingVal` of `ordering_type`."""
+    return {
+        "type": "record",
+        "name": "HoodieDeleteRecordList",
+        "namespace": NS,
+        "fields": [{
+            "name": "deleteRecordList",
+            "type": {"type": "array", "items": {
+                "type": "record",
+                "name": "HoodieDeleteRecord",
+                "fields": [
+                    {"name": "recordKey", "type": ["null", "string"], "default": None},
+                    {"name": "partitionPath", "type": ["null", "string"], "default": None},
+                    {"name": "orderingVal", "type": ordering_type, "default": None},
+                ],
+            }},
+        }],
+    }
+
+
+DELETE_RECORD_LIST = _delete_record_list(["null", *WRAPPERS])
 _DELETE_SCHEMA = fastavro.parse_schema(DELETE_RECORD_LIST)
 # A newer Hudi revision of HoodieDeleteRecordList (for several ordering fields) makes
 # orderingVal an array of wrappers (v8 spec §4.1); no released table version was seen writing
 # it: read it when the scalar form does not decode the payload exactly, never written.
-DELETE_RECORD_LIST_ARRAY = {**DELETE_RECORD_LIST, "fields": [{
-    "name": "deleteRecordList",
-    "type": {"type": "array", "items": {
-        "type": "record",
-        "name": "HoodieDeleteRecord",
-        "fields": [
-            {"name": "recordKey", "type": ["null", "string"], "default": None},
-            {"name": "partitionPath", "type": ["null", "string"], "default": None},
-            {"name": "orderingVal", "type": ["null", {"type": "array", "items": ["null", *WRAPPERS]}],
-             "default": None},
-        ],
-    }},
-}]}
+DELETE_RECORD_LIST_ARRAY = _delete_record_list(["null", {"type": "array", "items": ["null", *WRAPPERS]}])
 _DELETE_SCHEMA_ARRAY = fastavro.parse_schema(DELETE_RECORD_LIST_ARRAY)
 
 
