@@ -93,7 +93,7 @@ def _read(data: bytes) -> HFile:
         pos = 0
         while pos < len(payload):
             block_offset, _size = struct.unpack_from(">qi", payload, pos)
-            name_len, pos = _vint(payload, pos + 12)
+            name_len, pos = _hadoop_vlong(payload, pos + 12)
             name = payload[pos:pos + name_len].decode()
             pos += name_len
             meta[name] = _block(data, block_offset, codec)[1]
@@ -341,6 +341,3 @@ def _hadoop_vlong(data: bytes, pos: int) -> tuple[int, int]:
     negative = first < -120 or (-112 <= first < 0)
     return (~value if negative else value), pos + size
 
-
-def _vint(data: bytes, pos: int) -> tuple[int, int]:
-    return _hadoop_vlong(data, pos)
