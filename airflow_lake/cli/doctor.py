@@ -15,13 +15,13 @@ from typing import Any
 
 import click
 
+from ..core.clean_planner import savepointed_files
 from ..core.config import ServiceOptions, TableOptions, WriteOptions
 from ..core.errors import LakeError
 from ..core.lock import LOCK_PATH
 from ..core.metadata_table import has_files_partition, read_file_listing
 from ..core.properties import PROPERTIES, PROPERTIES_BACKUP, parse_properties, table_checksum
 from ..core.services import archive as archive_service
-from ..core.services.clean import savepointed_files
 from ..core.storage import open_storage
 from ..core.table import Table
 from ..core.timeline.active import ActiveTimeline

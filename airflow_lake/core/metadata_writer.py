@@ -7,15 +7,16 @@ completed before the data-table instant completes (spec §2.4): a log file
 partition (its written files, or a clean's deleted ones as tombstones) and the type-1
 `__all_partitions__` record. A rollback of X rolls X's MDT deltacommit back at the rollback's
 instant (its MDT log files deleted). The transaction writes what this module builds (it is
-the one writer of timeline files). Not done yet: the MDT's own compaction, clean and archive
-(its log files accumulate; Hudi's writers compact it when they next write), and building an MDT
-for a table that has none."""
+the one writer of timeline files). The MDT's own compaction and clean follow its deltacommits
+(§5.8, as Java's writer runs them); the archive service archives the MDT's timeline after the
+data table's."""
 
 from __future__ import annotations
 
 import io
 import json
 import logging
+import math
 import time
 from dataclasses import dataclass, field
 
@@ -23,6 +24,7 @@ import fastavro
 import pyarrow as pa
 
 from . import properties
+from .clean_planner import files_to_clean
 from .config import TableConfig
 from .formats.bloom import BloomFilter
 from .formats.hfile import read_hfile, write_hfile
@@ -48,6 +50,8 @@ from .timeline.instant import CLEAN, COMMIT, COMMIT_ACTIONS, DELTA_COMMIT, Insta
 from .timeline.metadata import CommitMetadata, read_avro
 from .timeline.payloads import (
     ActionInstant,
+    CleanerPlan,
+    CleanMetadata,
     CompactionOperation,
     CompactionPlan,
     RollbackMetadata,
@@ -55,6 +59,7 @@ from .timeline.payloads import (
     RollbackRequest,
 )
 from .view import PARTITION_METAFILE, FileSystemView, list_partition_files
+from .vocabulary import KEEP_LATEST_COMMITS
 
 log = logging.getLogger(__name__)
 FILES_GROUP = "files-0000-0"
@@ -163,6 +168,44 @@ class MetadataWriter:
         files = plan.requests[0].files if plan.requests else ()
         return RollbackMetadata(by, (ActionInstant(current.time, current.action),), {FILES: files},
                                 int((time.time() - start) * 1000))
+
+
+def clean_due(timeline: ActiveTimeline) -> bool:
+    """Java's rule (§5.8): the MDT is cleaned once at least 3 completed MDT instants follow its
+    latest compaction (a reader that opened the older slice's files keeps them a while)."""
+    compactions = [i for i in timeline.completed() if i.action == COMMIT]
+    return bool(compactions) and sum(1 for i in timeline.completed() if i.time > compactions[-1].time) >= 3
+
+
+def clean_retention(policy: str, retained: int) -> int:
+    """What the MDT's clean retains under the data table's policy and retention (Java's
+    `HoodieMetadataWriteUtils`: 1.2 times the data table's, and at least 20 commits)."""
+    if policy == KEEP_LATEST_COMMITS:
+        return max(20, int(retained * 1.2))
+    return math.ceil(retained * 1.2)
+
+
+def clean_plan(storage: Storage, timeline: ActiveTimeline, policy: str, retained: int) -> CleanerPlan | None:
+    """The MDT's clean of the file slices of `files-0000-0` no retained read needs (None:
+    nothing to delete): the data-table clean's rules on the MDT's own timeline."""
+    partition = f"{MDT}/{FILES}"
+    view = FileSystemView(storage, timeline, partition_files={partition: storage.list(partition)},
+                          include_replaced=True)
+    files, earliest = files_to_clean(view, timeline, policy, retained)
+    if not files:
+        return None
+    last = timeline.commits().completed().last
+    return CleanerPlan(policy, ActionInstant(earliest.time, earliest.action) if earliest else None,
+                       last.time if last else "",
+                       {FILES: tuple(absolute_path(storage, f) for paths in files.values() for f in paths)})
+
+
+def clean_metadata(instant: str, plan: CleanerPlan, start: float) -> CleanMetadata:
+    """The completed MDT clean's metadata."""
+    earliest = plan.earliest_instant_to_retain
+    return CleanMetadata(instant, plan.policy, earliest.time if earliest else "", plan.last_completed_commit,
+                         {p: tuple(f.rsplit("/", 1)[-1] for f in fs) for p, fs in plan.files.items()},
+                         int((time.time() - start) * 1000))
 
 
 def compaction_due(timeline: ActiveTimeline, max_delta_commits: int) -> bool:

@@ -87,27 +87,8 @@ def test_crash_at_every_write_is_invisible_and_repaired(tmp_path, operation, tab
     for n in range(1, total + 1):
         path = str(tmp_path / f"{operation}-{n}")
         base_table(path, table_type)
-        t = Table.open(path, options=FAST)
-        t.storage = CrashingStorage(path, crash_at=n)
-        crashed = False
-        try:
-            t.write(UPSERT, operation=operation)
-        except Crash:
-            crashed = True
-        t = Table.open(path, options=FAST)
-        if crashed:
-            # nothing of the dead write is visible, to us or to hudi-rs
-            assert rows(t.read(), COLS) == BEFORE, f"crash at write {n}"
-            assert rows(hudi_read(path), COLS) == BEFORE, f"crash at write {n}"
-        let_time_pass(path, 60)  # the dead writer's heartbeat and lock expire
-        t.write(NEXT, operation="upsert")
-        expected = dict((r[0], r) for r in (BEFORE if crashed else _after(operation)))
-        expected["b"] = ("b", 5, "y", 20.0)
-        expected = sorted(expected.values())
-        assert rows(t.read(), COLS) == expected, f"crash at write {n}"
-        assert rows(hudi_read(path), COLS) == expected, f"crash at write {n}"
+        crashed, t = crash_then_repair(path, FAST, operation, n, _after(operation))
         timeline = t.timeline
-        assert not timeline.pending().instants, f"crash at write {n}: {timeline}"
         if crashed and timeline.actions(ROLLBACK).instants:
             rb = timeline.actions(ROLLBACK).instants[-1]
             meta = read_avro(timeline.read_details(rb))
@@ -123,6 +104,33 @@ def test_crash_at_every_write_is_invisible_and_repaired(tmp_path, operation, tab
                 if ".log." in f:
                     stage = f.rsplit("_", 1)[1].split("-")[1]  # our write tokens carry the instant
                     assert any(c.endswith(stage) for c in committed), f
+
+
+def crash_then_repair(path: str, options: dict, operation: str, n: int, after: list[tuple]) -> tuple[bool, Table]:
+    """`UPSERT` with `operation` on the table at `path`, its storage failing at its `n`-th
+    write: nothing of a dead write is visible (to us, to hudi-rs); the next write (`NEXT`)
+    repairs the table, and both readers agree on the result. Returns whether it crashed and
+    the table after the repairing write."""
+    t = Table.open(path, options=options)
+    t.storage = CrashingStorage(path, crash_at=n)
+    crashed = False
+    try:
+        t.write(UPSERT, operation=operation)
+    except Crash:
+        crashed = True
+    t = Table.open(path, options=options)
+    if crashed:
+        assert rows(t.read(), COLS) == BEFORE, f"crash at write {n}"
+        assert rows(hudi_read(path), COLS) == BEFORE, f"crash at write {n}"
+    let_time_pass(path, 60)  # the dead writer's heartbeat and lock expire
+    t.write(NEXT, operation="upsert")
+    expected = dict((r[0], r) for r in (BEFORE if crashed else after))
+    expected["b"] = ("b", 5, "y", 20.0)
+    expected = sorted(expected.values())
+    assert rows(t.read(), COLS) == expected, f"crash at write {n}"
+    assert rows(hudi_read(path), COLS) == expected, f"crash at write {n}"
+    assert not t.timeline.pending().instants, f"crash at write {n}: {t.timeline}"
+    return crashed, t
 
 
 def _after(operation: str) -> list[tuple]:

@@ -15,6 +15,7 @@ import pytest
 
 from airflow_lake.core.errors import UnsupportedFeatureError
 from airflow_lake.core.metadata_table import read_file_listing
+from airflow_lake.core.metadata_writer import MetadataWriter
 from airflow_lake.core.table import Table
 from airflow_lake.core.txn.transaction import Transaction
 from airflow_lake.core.view import list_partition_files
@@ -259,3 +260,93 @@ def test_a_writer_opened_before_the_metadata_table_was_built_keeps_it_current(tm
     early.write(pa.table({"id": ["b"]}), operation="insert")
     assert sorted(theirs(path).column("id").to_pylist()) == ["a", "b"]
     agree(early, path)
+
+
+MDT_FAST = {"hoodie.client.heartbeat.interval_in_ms": 50, "hoodie.write.lock.filesystem.expire": 0.005,
+            "hoodie.metadata.compact.max.delta.commits": 3, "hoodie.cleaner.policy": "KEEP_LATEST_FILE_VERSIONS",
+            "hoodie.cleaner.fileversions.retained": 1}
+
+
+def _mdt_base(path: str, table_type: str) -> None:
+    """The v6 crash tests' table at v9 with the MDT on, written (the same rows again) until its
+    next write both cleans the MDT (3 instants after its latest compaction) and compacts it."""
+    from tests.core.test_failed_writes import BEFORE, COLS
+
+    t = Table.create(path, name="t", table_type=table_type, record_key="id", precombine_field="ts",
+                     partition_fields="part",
+                     options={**MDT_FAST, "hoodie.write.table.version": 9, "hoodie.metadata.enable": "true"})
+    same = pa.table({c: [r[i] for r in BEFORE] for i, c in enumerate(COLS)})
+    t.write(same, operation="insert")
+    for _ in range(20):
+        mdt = MetadataWriter(t.storage).timeline()
+        compactions = [i.time for i in mdt.completed() if i.action == "commit"]
+        if len(compactions) >= 2 and sum(1 for i in mdt.completed() if i.time > compactions[-1]) == 2:
+            return
+        t.write(same)
+    raise AssertionError("the MDT never reached the state before a clean and a compaction")
+
+
+@pytest.mark.parametrize(("operation", "table_type"), [("upsert", "MERGE_ON_READ"), ("upsert", "COPY_ON_WRITE"),
+                                                        ("delete", "MERGE_ON_READ")])
+def test_a_crash_at_every_write_of_a_metadata_table_write_is_invisible_and_repaired(tmp_path, operation, table_type):
+    """The storage fails at its N-th write for every N a write performs on a v9 table whose
+    MDT is on (the MDT deltacommit, its compaction, the data commit): hudi-rs, listing through
+    the MDT, and our reader see the table as before; the next write repairs both tables."""
+    import shutil
+
+    from tests.core.test_failed_writes import AFTER_UPSERT, UPSERT, CrashingStorage, crash_then_repair
+
+    template = str(tmp_path / "template")
+    _mdt_base(template, table_type)
+    counting = CrashingStorage(template + "-count", crash_at=-1)
+    shutil.copytree(template, template + "-count")
+    t = Table.open(template + "-count", options=MDT_FAST)
+    t.storage = counting
+    t.write(UPSERT, operation=operation)
+    mdt = MetadataWriter(counting).timeline()
+    before = MetadataWriter(Table.open(template).storage).timeline()
+    new = [i.action for i in mdt.completed() if not before.contains(i.time)]
+    assert sorted(new) == ["clean", "commit", "deltacommit"], new  # every MDT commit point is a crash point
+    print(f"{operation} {table_type}: {counting.count} crash points")
+    after = AFTER_UPSERT if operation == "upsert" else [("b", 1, "y", 2.0), ("c", 1, "x", 3.0)]
+    for n in range(1, counting.count + 1):
+        path = str(tmp_path / f"t{n}")
+        shutil.copytree(template, path)
+        _, t = crash_then_repair(path, MDT_FAST, operation, n, after)
+        assert not MetadataWriter(t.storage).timeline().pending().instants, f"crash at write {n}"
+        on_disk = {p: {st.name: st.size for st in sts} for p, sts in list_partition_files(t.storage).items() if sts}
+        assert read_file_listing(t.storage).files == on_disk, f"crash at write {n}"  # (a rolled-back write's
+        # new partition folder stays, empty, as Java leaves it)
+
+
+def test_the_metadata_table_cleans_its_old_file_slices_as_hudi_does(tmp_path):
+    """Java's MDT clean (§5.8): after 3 MDT instants follow its latest compaction, the file
+    slices the data table's clean policy (times 1.2) no longer retains are deleted at a new MDT
+    clean instant; readers through the MDT (ours, hudi-rs) keep agreeing with the stored files."""
+    from airflow_lake.core.timeline.metadata import read_avro
+
+    path = tmp_path / "t"
+    options = {"hoodie.metadata.compact.max.delta.commits": 3, "hoodie.cleaner.policy": "KEEP_LATEST_FILE_VERSIONS",
+               "hoodie.cleaner.fileversions.retained": 1}
+    table = Table.create(str(path), name="t", table_type="MERGE_ON_READ", record_key="id", precombine_field="ts",
+                         partition_fields="part",
+                         options={**options, "hoodie.write.table.version": 9, "hoodie.metadata.enable": "true"})
+    for ts in range(1, 13):
+        table.write(pa.table({"id": [f"k{ts % 4}", f"n{ts}"], "ts": [ts, ts], "part": ["x", "y"]}))
+        agree(table, path)
+    mdt = path / ".hoodie" / "metadata"
+    timeline = mdt / ".hoodie" / "timeline"
+    cleans = sorted(timeline.glob("*_*.clean"))
+    assert cleans, sorted(p.name for p in timeline.iterdir())
+    assert all((timeline / f"{c.name.split('_')[0]}.clean.{s}").exists() for c in cleans for s in ("requested",
+                                                                                                   "inflight"))
+    meta = read_avro(cleans[-1].read_bytes())
+    deleted = meta["partitionMetadata"]["files"]["successDeleteFiles"]
+    assert deleted and not any((mdt / "files" / name).exists() for name in deleted)
+    # 2 slices kept (1 data file version x 1.2, rounded up): the latest compaction's and the one before
+    bases = sorted(p.name for p in (mdt / "files").glob("*.hfile"))
+    compactions = sorted(p.name.split("_")[0] for p in timeline.glob("*_*.commit"))
+    assert len(compactions) >= 3 and [b.rsplit("_", 1)[1][:17] for b in bases] == compactions[-2:]
+    # the data clean's deltacommit lists its deletions; the table reads the same everywhere
+    table.clean()
+    agree(table, path)

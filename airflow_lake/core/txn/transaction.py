@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from datetime import timedelta
 
 from .. import properties
-from ..config import MetadataOptions, TableConfig, TableOptions, WriteOptions
+from ..config import MetadataOptions, ServiceOptions, TableConfig, TableOptions, WriteOptions
 from ..context import TableContext
 from ..engine import Engine
 from ..errors import InvalidTableError, TimelineError, WriteConflictError
@@ -32,6 +32,10 @@ from ..metadata_writer import (
     METADATA_ENABLE,
     FilesChange,
     MetadataWriter,
+    clean_due,
+    clean_metadata,
+    clean_plan,
+    clean_retention,
     committed_files,
     compacted_base,
     compacted_logs,
@@ -46,13 +50,21 @@ from ..metadata_writer import (
 )
 from ..metadata_writer import compaction_plan as metadata_compaction_plan
 from ..metadata_writer import is_on as metadata_on
-from ..paths import Deleter
+from ..paths import Deleter, relative_path
 from ..timeline.active import ActiveTimeline, timeline_folder
 from ..timeline.avro_mdt import METADATA_RECORD_V8, METADATA_RECORD_V9
 from ..timeline.clock import format_instant, next_instant, parse_instant
-from ..timeline.instant import COMMIT_ACTIONS, COMPACTION, DELTA_COMMIT, RESTORE, ROLLBACK, Instant, State
+from ..timeline.instant import CLEAN, COMMIT_ACTIONS, COMPACTION, DELTA_COMMIT, RESTORE, ROLLBACK, Instant, State
 from ..timeline.metadata import CommitMetadata
-from ..timeline.payloads import CompactionPlan, RestoreMetadata, RestorePlan, RollbackMetadata, RollbackPlan
+from ..timeline.payloads import (
+    CleanerPlan,
+    CompactionPlan,
+    RestoreMetadata,
+    RestorePlan,
+    RollbackMetadata,
+    RollbackPlan,
+)
+from ..vocabulary import CLEAN_POLICIES
 from . import undo
 from .conflicts import ConflictCheck, find_conflict
 from .heartbeat import Clock, Heartbeat, is_expired
@@ -260,6 +272,7 @@ class Transaction:
             self.rollback_metadata_table(writer, None, instant.time)
             timeline = writer.timeline()
         self.metadata_deltacommit(writer, timeline, instant.time, change)
+        self.clean_metadata_table(writer)
         self.compact_metadata_table(writer, instant.time)
 
     def metadata_deltacommit(self, writer: MetadataWriter, timeline: ActiveTimeline, instant: str,
@@ -271,6 +284,37 @@ class Transaction:
         inflight = timeline.transition(requested, State.INFLIGHT, CommitMetadata("UPSERT_PREPPED").to_bytes())
         self.storage.write(path, block)
         timeline.transition(inflight, State.COMPLETED, meta.to_bytes())
+
+    def clean_metadata_table(self, writer: MetadataWriter) -> None:
+        """Finish an MDT clean a crash left pending; else, once 3 MDT instants followed its latest
+        compaction, clean the MDT's old file slices at a new instant (§5.8), retaining per the
+        data table's clean policy as Java's writer derives it."""
+        timeline = writer.timeline()
+        pending = [i for i in timeline.pending() if i.action == CLEAN]
+        if pending:
+            instant = pending[0]
+            plan = CleanerPlan.from_bytes(timeline.read_details(instant.to(State.REQUESTED)))
+        else:
+            if not clean_due(timeline):
+                return
+            policy = CLEAN_POLICIES.parse(self.option(ServiceOptions.CLEAN_POLICY), f"table {self.storage.uri}",
+                                          ServiceOptions.CLEAN_POLICY.key)
+            plan = clean_plan(self.storage, timeline, policy,
+                              clean_retention(policy, self.option(ServiceOptions.RETAINED[policy])))
+            if plan is None:
+                return
+            instant = timeline.create(Instant(self.new_instant_time(timeline), CLEAN, State.REQUESTED), plan.to_bytes())
+        start = time.time()
+        paths = [relative_path(self.storage, f, instant=instant.time, what="metadata table clean plan file")
+                 for files in plan.files.values() for f in files]  # refused before anything changes
+        if any(not p.startswith(f"{MDT_PATH}/") for p in paths):
+            raise TimelineError(f"table {self.storage.uri}: metadata table clean {instant.time} names files outside "
+                                f"{MDT_PATH}: {[p for p in paths if not p.startswith(MDT_PATH)][:3]}; refused")
+        if instant.state == State.REQUESTED:
+            instant = timeline.transition(instant, State.INFLIGHT, plan.to_bytes())
+        for path in paths:
+            self.storage.delete(path)
+        timeline.transition(instant, State.COMPLETED, clean_metadata(instant.time, plan, start).to_bytes())
 
     def compact_metadata_table(self, writer: MetadataWriter, pending_data: str) -> None:
         """Finish an MDT compaction a crash left pending; else, when enough MDT deltacommits
