@@ -40,7 +40,8 @@ SCHEDULE_FIELDS = ("table", "instant", "scheduled", "reason", "file_groups")
 RUN_FIELDS = ("table", "instant", "operations", "records_written", "log_records", "files", "already_done")
 CLEAN_FIELDS = ("table", "instant", "policy", "dry_run", "earliest_instant_to_retain", "files_planned",
                 "files_deleted", "files")
-ARCHIVE_FIELDS = ("table", "archived", "archived_instants", "archive_file", "blocked_by", "merged_files")
+ARCHIVE_FIELDS = ("table", "archived", "archived_instants", "archive_file", "blocked_by", "merged_files",
+                  "metadata_table_archived")
 ROLLBACK_FIELDS = ("table", "instant", "rolled_back", "rolled_back_action", "files_deleted", "deleted")
 
 
@@ -235,7 +236,8 @@ def archive(path: str, options: dict[str, str], as_json: bool, use_spark: bool, 
     def local() -> dict:
         r = open_table(path, options).archive(min_commits=min_commits, max_commits=max_commits, batch=batch)
         return {"table": path, "archived": len(r.archived), "archived_instants": r.archived,
-                "archive_file": r.archive_file, "blocked_by": r.blocked_by, "merged_files": len(r.merged_files)}
+                "archive_file": r.archive_file, "blocked_by": r.blocked_by, "merged_files": len(r.merged_files),
+                "metadata_table_archived": len(r.metadata_table_archived)}
 
     doc = _spark_or_local(use_spark, "archive", path, _flags(min_commits=min_commits, max_commits=max_commits,
                                                              batch=batch), options, master, spark_conf, local,

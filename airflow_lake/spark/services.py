@@ -48,7 +48,7 @@ def archive(run: JobRun) -> dict[str, Any]:
     return run.result(instant=None, action=None, operation="archive", archived=len(result.archived),
                       archived_instants=result.archived, archive_file=result.archive_file,
                       blocked_by=result.blocked_by, merged_files=len(result.merged_files),
-                      already_done=result.already_done)
+                      metadata_table_archived=len(result.metadata_table_archived), already_done=result.already_done)
 
 
 # -- clean -------------------------------------------------------------------------------------

@@ -319,6 +319,16 @@ def test_a_crash_at_every_write_of_a_metadata_table_write_is_invisible_and_repai
         # new partition folder stays, empty, as Java leaves it)
 
 
+def _v9_mor_with_mdt(path) -> Table:
+    """A v9 MOR table with the MDT on, compacted every 3 MDT deltacommits, its MDT keeping 2
+    file slices (the data table keeps 1 file version)."""
+    options = {"hoodie.metadata.compact.max.delta.commits": 3, "hoodie.cleaner.policy": "KEEP_LATEST_FILE_VERSIONS",
+               "hoodie.cleaner.fileversions.retained": 1}
+    return Table.create(str(path), name="t", table_type="MERGE_ON_READ", record_key="id", precombine_field="ts",
+                        partition_fields="part",
+                        options={**options, "hoodie.write.table.version": 9, "hoodie.metadata.enable": "true"})
+
+
 def test_the_metadata_table_cleans_its_old_file_slices_as_hudi_does(tmp_path):
     """Java's MDT clean (§5.8): after 3 MDT instants follow its latest compaction, the file
     slices the data table's clean policy (times 1.2) no longer retains are deleted at a new MDT
@@ -326,11 +336,7 @@ def test_the_metadata_table_cleans_its_old_file_slices_as_hudi_does(tmp_path):
     from airflow_lake.core.timeline.metadata import read_avro
 
     path = tmp_path / "t"
-    options = {"hoodie.metadata.compact.max.delta.commits": 3, "hoodie.cleaner.policy": "KEEP_LATEST_FILE_VERSIONS",
-               "hoodie.cleaner.fileversions.retained": 1}
-    table = Table.create(str(path), name="t", table_type="MERGE_ON_READ", record_key="id", precombine_field="ts",
-                         partition_fields="part",
-                         options={**options, "hoodie.write.table.version": 9, "hoodie.metadata.enable": "true"})
+    table = _v9_mor_with_mdt(path)
     for ts in range(1, 13):
         table.write(pa.table({"id": [f"k{ts % 4}", f"n{ts}"], "ts": [ts, ts], "part": ["x", "y"]}))
         agree(table, path)
@@ -349,4 +355,41 @@ def test_the_metadata_table_cleans_its_old_file_slices_as_hudi_does(tmp_path):
     assert len(compactions) >= 3 and [b.rsplit("_", 1)[1][:17] for b in bases] == compactions[-2:]
     # the data clean's deltacommit lists its deletions; the table reads the same everywhere
     table.clean()
+    agree(table, path)
+
+
+def test_archiving_a_table_archives_its_metadata_table_behind_the_data_table(tmp_path):
+    """The MDT's timeline goes to its own LSM history (§5.8) with the data table's bounds plus
+    one, never at or after the data table's earliest active commit or the MDT's latest
+    compaction; the MDT stays readable (ours, hudi-rs) and its history is a valid LSM history."""
+    from airflow_lake.core.timeline import lsm
+
+    path = tmp_path / "t"
+    table = _v9_mor_with_mdt(path)
+    for ts in range(1, 16):
+        table.write(pa.table({"id": [f"k{ts % 4}", f"n{ts}"], "ts": [ts, ts], "part": ["x", "y"]}))
+    table.run_compaction(table.schedule_compaction(max_delta_commits=1))
+    for ts in range(16, 20):
+        table.write(pa.table({"id": [f"k{ts % 4}"], "ts": [ts], "part": ["x"]}))
+    table.clean()
+    expected = agree(table, path)
+    mdt_before = MetadataWriter(table.storage).timeline()
+    result = table.archive(min_commits=2, max_commits=3)
+    assert result.archived and result.metadata_table_archived
+    assert sum(n.endswith(".deltacommit") and not n.startswith("0000") for n in result.metadata_table_archived) >= 3
+    mdt = MetadataWriter(table.storage).timeline()
+    data_first = table.timeline.commits().first.time
+    last_compaction = [i.time for i in mdt_before.completed() if i.action == "commit"][-1]
+    for name in result.metadata_table_archived:
+        t = name.split(".")[0]
+        assert not mdt.contains(t) and mdt_before.contains(t)
+        if not name.endswith((".clean", ".rollback")):
+            assert t < data_first and t < last_compaction
+    assert mdt.contains(last_compaction)
+    history = path / ".hoodie" / "metadata" / ".hoodie" / "timeline" / "history"
+    archived = {i.time for i in lsm.read_history(table.storage, ".hoodie/metadata/.hoodie/timeline/history")}
+    assert {n.split(".")[0] for n in result.metadata_table_archived} <= archived
+    assert (history / "_version_").exists()
+    same_rows(agree(table, path), expected)
+    table.write(pa.table({"id": ["k1"], "ts": [99], "part": ["x"]}))
     agree(table, path)

@@ -15,11 +15,12 @@ from __future__ import annotations
 import logging
 from dataclasses import asdict, dataclass, field
 
-from ..config import Option
+from ..config import Option, TableConfig
 from ..context import TableContext
 from ..errors import InvalidOptionError
 from ..formats.log import DataBlock, read_log_file
 from ..formats.log.blocks import avro_block_bytes
+from ..metadata_table import MDT as MDT_PATH
 from ..metadata_writer import MetadataWriter
 from ..metadata_writer import is_on as metadata_on
 from ..timeline import lsm, tokens
@@ -60,6 +61,7 @@ class ArchiveResult:
     archive_file: str | None = None
     blocked_by: str | None = None  # why archival stopped short, if it did
     merged_files: list[str] = field(default_factory=list)
+    metadata_table_archived: list[str] = field(default_factory=list)  # "<time>.<action>" of the MDT's
     already_done: bool = False  # a retry: the result of this run token's archive
 
 
@@ -213,7 +215,7 @@ def archive(txn: Transaction, *, min_commits: int = 20, max_commits: int = 30, b
             times = {i.time for i in chosen}
             names = sorted((n for t in times for n in timeline.state_files(t)), key=lambda n: Instant.parse(n))
             if lsm_history:
-                path = f"{folder}/{lsm.append(storage, folder, [_lsm_instant(timeline, i) for i in chosen])}"
+                path = _archive_to_history(storage, timeline, folder, chosen)
             else:
                 zone = "UTC" if txn.config.timezone == "UTC" else "LOCAL"
                 mtimes = {n: _format_ms(timeline.transition_time_ms(Instant.parse(n)), zone) for n in names}
@@ -224,8 +226,7 @@ def archive(txn: Transaction, *, min_commits: int = 20, max_commits: int = 30, b
                 blocks = [avro_block_bytes({}, ARCHIVED_META_ENTRY, entries[i : i + batch])
                           for i in range(0, len(entries), batch)]
                 storage.write(path, b"".join(blocks))
-            for n in sorted(names, key=lambda n: Instant.parse(n).is_completed):  # pending files first
-                storage.delete(f"{timeline.folder}/{n}")
+                _delete_state_files(storage, timeline, names)
             for t in times:
                 storage.delete_dir(f".hoodie/.temp/{t}")
                 storage.delete(f".hoodie/.heartbeat/{t}")
@@ -235,6 +236,7 @@ def archive(txn: Transaction, *, min_commits: int = 20, max_commits: int = 30, b
             if lsm.compact(storage, folder):
                 result.merged_files = [f"{folder}/{f['fileName']}"
                                        for f in lsm.manifest(storage, folder, lsm.latest_version(storage, folder))]
+            result.metadata_table_archived = _archive_metadata_table(txn, txn.timeline, min_commits, max_commits)
         elif txn.option(MERGE_ENABLE):
             result.merged_files = _merge_small_files(storage, folder, txn.option(MERGE_BATCH),
                                                      txn.option(MERGE_SMALL_FILE))
@@ -243,6 +245,55 @@ def archive(txn: Transaction, *, min_commits: int = 20, max_commits: int = 30, b
     if chosen:
         log.info("table %s: archived %d instants into %s", uri, len(chosen), result.archive_file)
     return result
+
+
+def _archive_to_history(storage, timeline, folder: str, chosen: list[Instant]) -> str:
+    """Archive the completed `chosen` instants into the LSM history at `folder` (v8 spec §3.3:
+    the history file and its manifest first, then the instants' state files). Returns the
+    history file's path."""
+    path = f"{folder}/{lsm.append(storage, folder, [_lsm_instant(timeline, i) for i in chosen])}"
+    times = {i.time for i in chosen}
+    _delete_state_files(storage, timeline, [n for t in times for n in timeline.state_files(t)])
+    return path
+
+
+def _delete_state_files(storage, timeline, names: list[str]) -> None:
+    for n in sorted(names, key=lambda n: (Instant.parse(n).is_completed, Instant.parse(n))):  # pending files first
+        storage.delete(f"{timeline.folder}/{n}")
+
+
+def _archive_metadata_table(txn: Transaction, timeline, min_commits: int, max_commits: int) -> list[str]:
+    """Archive the MDT's own timeline into its LSM history (§5.8), with the data table's
+    bounds plus one (as Java's writer configures it), never at or after: the earliest
+    data-table commit or pending instant still active (the MDT's records of later instants are
+    checked against the data table's active timeline), the MDT's latest compaction (and the
+    deltacommits after it), a pending MDT instant, or the MDT's latest clean's bound."""
+    if not metadata_on(txn.storage, txn.config.props):
+        return []
+    writer = MetadataWriter(txn.storage)
+    mdt = writer.timeline()
+    bounds = [i.time for i in (timeline.commits().first, timeline.pending().first, mdt.pending().first) if i]
+    compactions = [i.time for i in mdt.completed() if i.action == COMMIT]
+    bounds += compactions[-1:]
+    if mdt.latest_clean_bound():
+        bounds.append(mdt.latest_clean_bound())
+    bound = min(bounds, default=None)
+    commits = mdt.commits().completed().instants
+    chosen = []
+    if len(commits) > max_commits + 1:
+        chosen = [c for c in commits[: len(commits) - (min_commits + 1)] if bound is None or c.time < bound]
+    for action in (CLEAN, ROLLBACK):
+        done = mdt.actions(action).completed().instants
+        if len(done) > max_commits + 1:
+            chosen += done[: len(done) - (min_commits + 1)]
+    if not chosen:
+        return []
+    chosen.sort(key=lambda i: i.time)
+    folder = f"{MDT_PATH}/{TableConfig(writer.props).archive_folder}"
+    _archive_to_history(txn.storage, mdt, folder, chosen)
+    lsm.compact(txn.storage, folder)
+    log.info("table %s: archived %d metadata table instants into %s", txn.storage.uri, len(chosen), folder)
+    return [f"{i.time}.{i.action}" for i in chosen]
 
 
 def _format_ms(ms: int, zone: str) -> str | None:
