@@ -41,6 +41,7 @@ from .metadata_table import (
     MdtStorage,
     has_files_partition,
     merge_files_slice,
+    read_file_listing,
 )
 from .model import BaseFile, LogFile, WriteStat
 from .paths import absolute_path
@@ -338,6 +339,25 @@ def committed_files(storage: Storage, data_timeline: ActiveTimeline) -> FilesCha
             instant = base.instant if base is not None else log_file.base_instant if log_file is not None else None
             if instant is not None and (instant in done or data_timeline.is_before_start(instant)):
                 files[st.name] = st.size
+    return change
+
+
+def restore_change(storage: Storage, data_timeline: ActiveTimeline) -> FilesChange:
+    """What a restore's MDT deltacommit records (Java's restore sync, §5.6): the committed data
+    files on storage that the listing lacks, and the listed files no longer on storage (those of
+    undone instants that an MDT compaction had absorbed). Partition folders stay, as after a
+    Java restore, so none is dropped."""
+    stored = committed_files(storage, data_timeline).written
+    listed = read_file_listing(storage).files
+    change = FilesChange()
+    for partition in sorted(set(stored) | set(listed)):
+        have, known = stored.get(partition, {}), listed.get(partition, {})
+        added = {name: size for name, size in have.items() if name not in known}
+        gone = sorted(set(known) - set(have))
+        if added:
+            change.written[partition] = added
+        if gone:
+            change.deleted[partition] = gone
     return change
 
 

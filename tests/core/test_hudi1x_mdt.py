@@ -13,13 +13,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from airflow_lake.core.errors import UnsupportedFeatureError
 from airflow_lake.core.metadata_table import read_file_listing
 from airflow_lake.core.metadata_writer import MetadataWriter
 from airflow_lake.core.table import Table
 from airflow_lake.core.txn.transaction import Transaction
 from airflow_lake.core.view import list_partition_files
-from tests.core.test_hudi1x_read import TABLES, same_rows, snapshot_of, theirs, unpack
+from tests.core.test_hudi1x_read import TABLES, same_rows, theirs, unpack
 
 MDT_TABLES = ["v8_trips", "v9_cow_meta", "v9_mor_nonpart"]
 
@@ -130,17 +129,49 @@ def test_a_crash_between_the_metadata_commit_and_the_data_commit_is_repaired(tmp
     agree(table, path)
 
 
-def test_restore_is_refused_on_a_table_with_a_metadata_table(tmp_path):
+def test_restore_restores_the_metadata_tables_listing(tmp_path):
+    """A restore on a table Hudi wrote with the MDT on: the undone instants' MDT deltacommits
+    rolled back, one MDT deltacommit at the restore instant; hudi-rs (through the MDT) reads
+    the table as it was at the savepoint."""
     path = unpack(TABLES["v9_cow_meta"], tmp_path / "t")
     table = Table.open(str(path))
     table.write(later(table, table.read().slice(0, 1), 10**6))
     saved = table.timeline.commits().completed().last.time
     table.savepoint(saved)
-    table.write(later(table, table.read().slice(1, 1), 10**6))
-    before = snapshot_of(path)
-    with pytest.raises(UnsupportedFeatureError, match="restore the metadata table too.*nothing was changed"):
-        table.restore(saved)
-    assert snapshot_of(path) == before
+    at_savepoint = agree(table, path)
+    second = table.write(later(table, table.read().slice(1, 1), 10**6))
+    result = table.restore(saved)
+    assert result.rolled_back == [second.instant]
+    same_rows(agree(table, path), at_savepoint)
+    mdt_timeline = path / ".hoodie" / "metadata" / ".hoodie" / "timeline"
+    assert not list(mdt_timeline.glob(f"{second.instant}*"))
+    assert list(mdt_timeline.glob(f"{result.instant}_*.deltacommit"))
+    table.write(later(table, at_savepoint.slice(2, 1), 10**6))
+    agree(table, path)
+
+
+def test_a_restore_past_a_metadata_table_compaction_and_cleans(tmp_path):
+    """The MDT compacted (and cleaned) after the savepoint: the compacted listing names files
+    of undone instants, and the restore's MDT deltacommit deletes them (Java's restore sync)."""
+    path = tmp_path / "t"
+    table = _v9_mor_with_mdt(path)
+    for ts in range(1, 4):
+        table.write(pa.table({"id": [f"k{ts % 2}", f"n{ts}"], "ts": [ts, ts], "part": ["x", "y"]}))
+    saved = table.timeline.commits().completed().last.time
+    table.savepoint(saved)
+    at_savepoint = agree(table, path)
+    for ts in range(4, 12):
+        table.write(pa.table({"id": [f"k{ts % 2}", f"m{ts}"], "ts": [ts, ts], "part": ["x", "z"]}))
+    table.run_compaction(table.schedule_compaction(max_delta_commits=1))
+    mdt = MetadataWriter(table.storage).timeline()
+    assert [i for i in mdt.completed() if i.action == "commit" and i.time > saved]
+    assert [i for i in mdt.completed() if i.action == "clean" and i.time > saved]
+    result = table.restore(saved)
+    assert len(result.rolled_back) == 9
+    same_rows(agree(table, path), at_savepoint)
+    assert read_file_listing(table.storage).files.get("z", {}) == {}
+    table.write(pa.table({"id": ["k1"], "ts": [99], "part": ["z"]}))
+    agree(table, path)
 
 
 def test_the_metadata_table_is_compacted_as_hudi_compacts_it(tmp_path):
@@ -393,3 +424,48 @@ def test_archiving_a_table_archives_its_metadata_table_behind_the_data_table(tmp
     same_rows(agree(table, path), expected)
     table.write(pa.table({"id": ["k1"], "ts": [99], "part": ["x"]}))
     agree(table, path)
+
+
+def test_a_restore_that_dies_at_any_storage_write_is_finished_with_its_metadata_table(tmp_path):
+    """The storage fails at each N-th write of a restore whose MDT compacted after the
+    savepoint: the next write finishes the restore, and both tables agree."""
+    import shutil
+
+    from tests.conftest import let_time_pass
+    from tests.core.test_failed_writes import Crash, CrashingStorage
+
+    template = tmp_path / "template"
+    table = _v9_mor_with_mdt(template)
+    for ts in range(1, 3):
+        table.write(pa.table({"id": [f"k{ts % 2}", f"n{ts}"], "ts": [ts, ts], "part": ["x", "y"]}))
+    saved = table.timeline.commits().completed().last.time
+    table.savepoint(saved)
+    at_savepoint = table.read()
+    for ts in range(3, 7):
+        table.write(pa.table({"id": [f"k{ts % 2}", f"m{ts}"], "ts": [ts, ts], "part": ["x", "z"]}))
+    assert [i for i in MetadataWriter(table.storage).timeline().completed() if i.action == "commit" and i.time > saved]
+    shutil.copytree(template, tmp_path / "count")
+    counting = Table.open(str(tmp_path / "count"), options=MDT_FAST)
+    counting.storage = CrashingStorage(str(tmp_path / "count"), crash_at=-1)
+    counting.restore(saved)
+    after = {"id": ["k1"], "ts": [99], "part": ["x"]}
+    assert counting.storage.count >= 8, counting.storage.count
+    print(f"restore: {counting.storage.count} crash points")
+    for n in range(1, counting.storage.count + 1):
+        path = tmp_path / f"t{n}"
+        shutil.copytree(template, path)
+        t = Table.open(str(path), options=MDT_FAST)
+        t.storage = CrashingStorage(str(path), crash_at=n)
+        try:
+            t.restore(saved)
+        except Crash:
+            pass
+        let_time_pass(str(path), 60)
+        t = Table.open(str(path), options=MDT_FAST)
+        if not t.timeline.actions("restore").instants:  # died before its plan: the task's retry restores
+            t.restore(saved)
+        t.write(pa.table(after))  # (else its repair finishes the restore)
+        expected = pa.concat_tables([at_savepoint.filter(pc.field("id") != "k1").select(["id", "ts", "part"]),
+                                     pa.table(after).cast(at_savepoint.select(["id", "ts", "part"]).schema)])
+        same_rows(agree(t, path).select(["id", "ts", "part"]), expected)
+        assert not t.timeline.pending().instants and not MetadataWriter(t.storage).timeline().pending().instants

@@ -7,7 +7,7 @@ import getpass
 import time
 from dataclasses import dataclass, field
 
-from ..errors import InstantNotFoundError, LakeError, UnsupportedFeatureError, WriteConflictError
+from ..errors import InstantNotFoundError, LakeError, WriteConflictError
 from ..timeline import tokens
 from ..timeline.instant import RESTORE, SAVEPOINT, Instant, State, check_instant_time
 from ..timeline.payloads import ActionInstant, RestoreMetadata, RestorePlan, SavepointMetadata
@@ -69,10 +69,6 @@ def restore(txn: Transaction, instant: str, *, extra_metadata: dict[str, str] | 
             return _stored_result(timeline, done, instant)
         if not timeline.actions(SAVEPOINT).completed().contains(instant):
             raise InstantNotFoundError(f"table {uri}: {instant} is not a savepoint; restore needs one")
-        if txn.metadata_writer() is not None:
-            raise UnsupportedFeatureError(
-                f"table {uri}: restoring to {instant} would have to restore the metadata table too, which "
-                "airflow-lake does not do yet; nothing was changed (roll the later instants back one by one)")
         targets = [i for i in reversed(timeline.writes().instants) if i.time > instant]
         alive = [i for i in targets if i.is_pending and not txn.is_expired(i.time)]
         if alive:

@@ -45,6 +45,7 @@ from ..metadata_writer import (
     init_instant,
     logged_files,
     mdt_properties,
+    restore_change,
     switch_off_unmaintained,
     valid_instants,
 )
@@ -377,6 +378,21 @@ class Transaction:
         if rb is not None:
             timeline.transition(rb, State.COMPLETED, writer.rollback_metadata(by, current, plan, start).to_bytes())
 
+    def restore_metadata_table(self, writer: MetadataWriter, at: str, undone: list[str]) -> None:
+        """Before the restore at `at` completes: the MDT deltacommits of the `undone` instants are
+        rolled back (those an MDT compaction has not absorbed), then an MDT deltacommit at `at`
+        brings the listing in line with the restored files (Java's restore sync: the absorbed
+        ones' files deleted, files cleaned after the savepoint, ...). Idempotent: a restore a
+        crash interrupted redoes it."""
+        timeline = writer.timeline()
+        compacted = compacted_logs(timeline)
+        for target in undone + [at]:  # (`at`: a sync a crash left before the restore completed)
+            logs = {p.rsplit("/", 1)[-1] for p in writer.written_by(target)}
+            if timeline.contains(target) and (target == at or not logs & compacted):
+                self.rollback_metadata_table(writer, None, target)
+        timeline = writer.timeline()
+        self.metadata_deltacommit(writer, timeline, at, restore_change(self.storage, self.timeline))
+
     def prepare_metadata_table(self) -> None:
         """Under the lock, before anything changes, on a Hudi 1.x table: the MDT partitions we
         do not maintain are switched off as Java switches them off (with a warning); with
@@ -506,6 +522,9 @@ class Transaction:
             per_instant[target.time] = (undo.undo(self.storage, timeline, rollback_plan, instant.time, start,
                                                   keep_plan=False, deleter=self.deleter()),)
             done.append(target.time)
+        writer = self.metadata_writer()
+        if writer is not None:
+            self.restore_metadata_table(writer, instant.time, [i.time for i in plan.instants])
         metadata = RestoreMetadata(instant.time, plan, per_instant, int((time.time() - start) * 1000))
         timeline.transition(instant, State.COMPLETED, metadata.to_bytes())
         log.info("table %s: restored to savepoint %s (%d instants undone)", self.storage.uri, plan.savepoint,
