@@ -33,16 +33,16 @@ _NONE, _DATA, _DEL = 0, 1, 2
 class MergeSpec:
     """How records of one table merge."""
 
-    ordering_field: str | None
+    fields: tuple[str, ...]  # the ordering fields (v9 allows several: compared as a tuple), or none
     base_ordering_wins: bool  # DefaultHoodieRecordPayload
 
     @staticmethod
     def of(config) -> MergeSpec:
-        """The merge of a table (`TableConfig`): its ordering field, and whether the base
+        """The merge of a table (`TableConfig`): its ordering field(s), and whether the base
         record's ordering value counts (DefaultHoodieRecordPayload)."""
         if config.version >= 8 and config.merge_mode == COMMIT_TIME_ORDERING:  # the later record wins
-            return MergeSpec(None, False)
-        return MergeSpec(config.precombine_field, config.payload_class == DEFAULT_PAYLOAD)
+            return MergeSpec((), False)
+        return MergeSpec(tuple(config.ordering_fields), config.payload_class == DEFAULT_PAYLOAD)
 
 
 def _ordering_array(values: list, arrow_type: pa.DataType) -> pa.Array:
@@ -119,27 +119,17 @@ def merge_slice(base: pa.Table | None, blocks: list[DataBlock | DeleteBlock], sc
                                    pa.array(del_keys, pa.string())])
     is_del = np.concatenate([np.zeros(n_data, bool), np.ones(n_del, bool)])
 
-    # one rank space for base, data and delete ordering values
-    field = spec.ordering_field
-    has_ordering = field is not None and field in schema.names
+    # one rank space for base, data and delete ordering values (tuples, for several fields)
+    fields = spec.fields
+    has_ordering = bool(fields) and all(f in schema.names for f in fields)
     natural = np.ones(n_del, bool)
     if has_ordering:
-        otype = schema.field(field).type
-        expected = wrapper_name(otype)
-        del_values = []
-        for i, w in enumerate(del_wrappers):
-            if w is None or (w[0] == "IntWrapper" and w[1] == 0) or w[0] != expected:
-                del_values.append(None)
-            else:
-                natural[i] = False
-                del_values.append(w[1])
-        combined = pa.concat_arrays([
-            promote(base.column(field).combine_chunks(), otype),
-            promote(logs.column(field).combine_chunks(), otype),
-            _ordering_array(del_values, otype),
-        ])
-        ranks = pc.rank(combined, sort_keys=[("", "ascending", "at_start")], tiebreaker="dense")
-        ranks = ranks.to_numpy().astype(np.int64)
+        types = [schema.field(f).type for f in fields]
+        values, natural = _delete_values(del_wrappers, [wrapper_name(t) for t in types])
+        columns = [pa.concat_arrays([promote(base.column(f).combine_chunks(), t),
+                                     promote(logs.column(f).combine_chunks(), t), _ordering_array(v, t)])
+                   for f, t, v in zip(fields, types, values, strict=True)]
+        ranks = _dense_ranks(columns)
         base_rank, event_rank = ranks[: base.num_rows], ranks[base.num_rows :]
     else:
         base_rank = np.zeros(base.num_rows, np.int64)
@@ -217,6 +207,51 @@ def merge_slice(base: pa.Table | None, blocks: list[DataBlock | DeleteBlock], sc
         return base
     combined = pa.concat_tables([base, conform(logs, schema)])
     return combined.take(pa.array(order, pa.int64()))
+
+
+def _delete_values(wrappers: list, expected: list[str]) -> tuple[list[list], np.ndarray]:
+    """Per ordering field, each delete entry's value, and which entries are in natural order
+    (their values then None): no value, `IntWrapper(0)` (Java's default), another type than the
+    field's, or another number of values than the table has ordering fields."""
+    natural = np.ones(len(wrappers), bool)
+    values: list[list] = [[None] * len(wrappers) for _ in expected]
+    for i, w in enumerate(wrappers):
+        parts = w if isinstance(w, list) else [w]
+        if len(parts) != len(expected) or any(p is None for p in parts):
+            continue
+        if all(p[0] == "IntWrapper" and p[1] == 0 for p in parts):
+            continue
+        if any(p[0] != e for p, e in zip(parts, expected, strict=True)):
+            continue
+        natural[i] = False
+        for j, p in enumerate(parts):
+            values[j][i] = p[1]
+    return values, natural
+
+
+def _dense_ranks(columns: list[pa.Array]) -> np.ndarray:
+    """Dense ranks of the rows of `columns` compared as tuples, element by element (nulls
+    first), as Java compares several ordering fields."""
+    if len(columns) == 1:
+        ranks = pc.rank(columns[0], sort_keys=[("", "ascending", "at_start")], tiebreaker="dense")
+        return ranks.to_numpy().astype(np.int64)
+    names = [f"o{j}" for j in range(len(columns))]
+    table = pa.table(dict(zip(names, columns, strict=True)))
+    idx = pc.sort_indices(table, sort_keys=[(n, "ascending", "at_start") for n in names])
+    ordered = table.take(idx)
+    n = ordered.num_rows
+    new = np.zeros(n, bool)
+    if n:
+        new[0] = True
+    for col in ordered.columns:
+        a = col.combine_chunks()
+        prev, cur = a.slice(0, n - 1), a.slice(1)
+        nulls = pc.xor(prev.is_null(), cur.is_null())
+        differ = pc.fill_null(pc.or_(nulls, pc.not_equal(prev, cur)), False).to_numpy(zero_copy_only=False)
+        new[1:] |= differ.astype(bool)
+    ranks = np.empty(n, np.int64)
+    ranks[idx.to_numpy()] = np.cumsum(new)
+    return ranks
 
 
 def _with_flag(schema: pa.Schema) -> pa.Schema:

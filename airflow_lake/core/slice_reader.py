@@ -179,7 +179,7 @@ def read_file_group(ctx, task: SliceRead, schema: pa.Schema, columns: Sequence[s
     if blocks:
         _check_merge(ctx)
         spec = MergeSpec.of(cfg)
-        extra = [KEY] + ([spec.ordering_field] if spec.ordering_field else []) + extra
+        extra = [KEY] + list(spec.fields) + extra
     cols = None if wanted is None else [c for c in dict.fromkeys(wanted + extra) if c in schema.names]
     work = projected(schema, cols)
     base = conform(read_base_file(storage, task.base, cols), work) if task.base is not None else work.empty_table()

@@ -100,3 +100,12 @@ def test_the_spark_jobs_run_every_service_on_a_version_9_table(spark, tmp_path):
     expected = {f"k{i}": float(min(i, 5)) for i in range(9)}
     assert dict(rows(theirs(tmp_path / "t"), ["id", "v"])) == expected
     assert dict(rows(read_table(spark, path).toArrow(), ["id", "v"])) == expected
+
+
+def test_spark_merges_several_ordering_fields_as_a_tuple(spark, tmp_path):
+    """The same file-group reader on Spark: (a, b) compared as a tuple (see the core test)."""
+    from tests.conftest import rows
+    from tests.core.test_hudi1x_read import TUPLE_ORDERED, tuple_ordered_table
+
+    tuple_ordered_table(tmp_path / "t")
+    assert dict(rows(read_table(spark, str(tmp_path / "t")).toArrow(), ["id", "v"])) == TUPLE_ORDERED

@@ -246,12 +246,17 @@ def _decode_delete(raw: RawBlock) -> LogBlock:
         block.keys.append(entry["recordKey"])
         block.partitions.append(entry["partitionPath"])
         val = entry["orderingVal"]
-        if isinstance(val, list):  # the array form: one ordering field's value (or none)
-            val = next((v for v in val if v is not None), None)
-        if isinstance(val, tuple):
-            val = (val[0].rsplit(".", 1)[-1], val[1]["value"])
-        block.ordering.append(val)
+        if isinstance(val, list):  # the array form: a value per ordering field
+            values = [_wrapped(v) for v in val]
+            block.ordering.append(values[0] if len(values) == 1 else values)
+        else:
+            block.ordering.append(_wrapped(val))
     return block
+
+
+def _wrapped(val):
+    """An `orderingVal` wrapper as (wrapper name, value), or None."""
+    return (val[0].rsplit(".", 1)[-1], val[1]["value"]) if isinstance(val, tuple) else None
 
 
 def _delete_records(payload: bytes) -> dict:
