@@ -37,7 +37,7 @@ def get_provider_info() -> dict:
                    "python-modules": ["airflow_lake.hooks.lake", "airflow_lake.hooks.submit"]}],
         "operators": [{"integration-name": INTEGRATION,
                        "python-modules": ["airflow_lake.operators.upsert", "airflow_lake.operators.compaction",
-                                          "airflow_lake.operators.services"]}],
+                                          "airflow_lake.operators.services", "airflow_lake.operators.health"]}],
         "sensors": [{"integration-name": INTEGRATION, "python-modules": ["airflow_lake.sensors.instant"]}],
         "triggers": [{"integration-name": INTEGRATION, "python-modules": ["airflow_lake.triggers.instant"]}],
         "connection-types": [

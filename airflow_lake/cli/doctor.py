@@ -1,6 +1,7 @@
 """`doctor`: what is wrong or stuck on a table, and what to do about it.
 
-Checks hoodie.properties (checksum, a leftover backup), the table lock, every pending instant
+Shows the table's health figures (`core.health`; all of them under `--json`: "health") and
+checks hoodie.properties (checksum, a leftover backup), the table lock, every pending instant
 (is its writer alive: heartbeat), compaction plans waiting, what stops archival and what the
 cleaner must keep, data files no completed instant references, and the archived timeline.
 Exit code 0 when nothing is at `warn` or `error`, 3 otherwise (1 stays "the command failed").
@@ -18,6 +19,7 @@ import click
 from ..core.clean_planner import savepointed_files
 from ..core.config import ServiceOptions, TableOptions, WriteOptions
 from ..core.errors import LakeError
+from ..core.health import TableHealth, table_health
 from ..core.lock import LOCK_PATH
 from ..core.metadata_table import has_files_partition, read_file_listing
 from ..core.properties import PROPERTIES, PROPERTIES_BACKUP, parse_properties, table_checksum
@@ -244,6 +246,25 @@ def check_files(table: Table, timeline: ActiveTimeline) -> list[Finding]:
             for o in orphans]
 
 
+def check_health(health: TableHealth) -> list[Finding]:
+    """The table's health figures (`core.health`) in one line each: backlog, plans, archival."""
+    h = health
+    mdt = f"metadata table version {h.metadata_table_version} ({', '.join(h.metadata_partitions) or 'no partition'})" \
+        if h.metadata_table_version else "no metadata table"
+    age = f"{render.age(h.checked_at_ms - h.latest_commit_age_s * 1000)} ago" if h.latest_commit_age_s is not None \
+        else "never"
+    found = [Finding("health", "info", f"{h.table_type}, table version {h.table_version}, {mdt}; latest commit "
+                     f"{h.latest_commit or '-'} ({age}); {h.active_commits} active commits, {h.archivable_commits} "
+                     f"archivable now; a clean ({h.clean_policy}) would delete {h.clean_would_delete} files")]
+    if h.table_type == "MERGE_ON_READ":
+        found.append(Finding("health", "info", f"{h.delta_commits_since_compaction} delta commits since the latest "
+                             f"compaction ({h.latest_compaction or 'none yet'}); {h.slices_with_logs} file slices "
+                             f"hold {h.log_files} log files (at most {h.max_log_files_per_slice} in one, written by "
+                             f"{h.max_delta_commits_per_slice} delta commits); {len(h.pending_compactions)} "
+                             "compaction plans pending"))
+    return found
+
+
 def check_archive(table: Table) -> list[Finding]:
     try:
         archived = ArchivedTimeline(table.storage, table.config.archive_folder)
@@ -268,14 +289,17 @@ def doctor(path: str, options: dict, as_json: bool) -> None:
     except LakeError as e:
         findings.append(Finding("open", "error", str(e)))
         table = None
+    health = None
     if table is not None:
         timeline = table.timeline
+        health = table_health(table)
         findings += check_version(table) + check_metadata_table(table, timeline) + check_lock(table) \
-            + check_pending(table, timeline, path) \
+            + check_health(health) + check_pending(table, timeline, path) \
             + check_archival(table, timeline, path) + check_cleaning(table, timeline, path) \
             + check_files(table, timeline) + check_archive(table)
     worst = max((LEVELS.index(f.level) for f in findings), default=0)
-    doc = {"table": path, "healthy": worst < LEVELS.index("warn"), "findings": [asdict(f) for f in findings]}
+    doc = {"table": path, "healthy": worst < LEVELS.index("warn"), "findings": [asdict(f) for f in findings],
+           "health": health.as_dict() if health is not None else None}
 
     def human(out) -> None:
         style = {"ok": "green", "info": "blue", "warn": "yellow", "error": "red"}

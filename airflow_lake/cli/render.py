@@ -12,7 +12,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table as RichTable
 
-from ..core.timeline.clock import parse_instant
+from ..core.timeline.clock import instant_epoch_ms  # noqa: F401 (callers use render.instant_epoch_ms)
 
 
 def console(*, stderr: bool = False) -> Console:
@@ -67,13 +67,6 @@ def size(n: int | float | None) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     return str(n)
-
-
-def instant_epoch_ms(instant: str, zone: str) -> int:
-    """Epoch ms of an instant time written in the table's timeline zone (UTC or LOCAL)."""
-    moment = parse_instant(instant)
-    moment = moment.replace(tzinfo=timezone.utc) if zone == "UTC" else moment.astimezone()
-    return int(moment.timestamp() * 1000)
 
 
 def when(ms: int | None) -> str:

@@ -149,6 +149,8 @@ class ServiceOptions:
     COMPACTION_TRIGGER = Option("hoodie.compact.inline.trigger.strategy", NUM_COMMITS)
     MAX_DELTA_COMMITS = Option("hoodie.compact.inline.max.delta.commits", 5, int)
     MAX_DELTA_SECONDS = Option("hoodie.compact.inline.max.delta.seconds", 3600, int)
+    KEEP_MIN_COMMITS = Option("hoodie.keep.min.commits", 20, int)  # archival: keep this many active
+    KEEP_MAX_COMMITS = Option("hoodie.keep.max.commits", 30, int)  # archive once more are active
 
 
 # Writer settings given at create time become the table's defaults: kept in hoodie.properties

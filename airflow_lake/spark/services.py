@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from airflow_lake.core.config import Option
+from airflow_lake.core.config import Option, ServiceOptions
 from airflow_lake.core.errors import InvalidOptionError, TableNotFoundError
 from airflow_lake.core.services.runs import (
     CLEAN,
@@ -26,8 +26,8 @@ from airflow_lake.core.table import Table
 from airflow_lake.core.write.client import WriteResult
 from airflow_lake.spark.job import JobRun, log
 
-MIN_COMMITS = Option("hoodie.keep.min.commits", 20, int)
-MAX_COMMITS = Option("hoodie.keep.max.commits", 30, int)
+MIN_COMMITS = ServiceOptions.KEEP_MIN_COMMITS
+MAX_COMMITS = ServiceOptions.KEEP_MAX_COMMITS
 BATCH = Option("hoodie.commits.archival.batch", 10, int)
 SOURCE_FORMATS = ("parquet", "json", "csv", "orc", "avro", "sql", "table")
 

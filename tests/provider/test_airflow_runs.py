@@ -31,10 +31,11 @@ with DAG({dag_id!r}, schedule=None, start_date=datetime(2024, 1, 1), catchup=Fal
 """
 
 
-def load_dag(home: Path, dag_id: str, table: str, extra: str):
-    """Write a DAG file into the DAGs folder (dag.test() syncs that bundle) and import it."""
+def load_dag(home: Path, dag_id: str, table: str, extra: str = "", template: str = DAG_TEMPLATE, **fields):
+    """Write a DAG file (`template` filled in) into the DAGs folder (dag.test() syncs that
+    bundle) and import it."""
     path = home / "dags" / f"{dag_id}.py"
-    path.write_text(DAG_TEMPLATE.format(dag_id=dag_id, table=table, extra=extra))
+    path.write_text(template.format(dag_id=dag_id, table=table, extra=extra, **fields))
     spec = importlib.util.spec_from_file_location(dag_id, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -60,3 +60,10 @@ def as_of_instant(value: str, zone: str, table: str | None = None) -> str:
     if moment.tzinfo is not None:
         moment = moment.astimezone(timezone.utc if zone == "UTC" else None).replace(tzinfo=None)
     return format_instant(moment) if match["fraction"] else moment.strftime("%Y%m%d%H%M%S")
+
+
+def instant_epoch_ms(instant: str, zone: str) -> int:
+    """Epoch ms of an instant time written in the table's timeline zone (UTC or LOCAL)."""
+    moment = parse_instant(instant)
+    moment = moment.replace(tzinfo=timezone.utc) if zone == "UTC" else moment.astimezone()
+    return int(moment.timestamp() * 1000)
