@@ -11,13 +11,17 @@ import copy
 
 
 class Model:
-    def __init__(self, key_fields: list[str], partition_of, ordering: str | None, is_global: bool = False):
+    def __init__(self, key_fields: list[str], partition_of, ordering, is_global: bool = False):
         self.key_fields = key_fields
         self.partition_of = partition_of  # row -> partition path
-        self.ordering = ordering
+        # one ordering field, or several compared as a tuple (Hudi 1.x `ordering.fields=a,b`)
+        self.ordering = (ordering,) if isinstance(ordering, str) else tuple(ordering or ()) or None
         self.is_global = is_global
         self.rows: dict[tuple, dict] = {}
         self.history: list[tuple[str, dict[tuple, dict]]] = []
+
+    def order(self, row: dict) -> tuple:
+        return tuple(row[f] for f in self.ordering)
 
     def key(self, row: dict) -> tuple:
         k = tuple(row[f] for f in self.key_fields)
@@ -28,7 +32,7 @@ class Model:
         for row in batch:
             k = self.key(row)
             held = best.get(k)
-            if held is None or self.ordering is None or row[self.ordering] >= held[self.ordering]:
+            if held is None or self.ordering is None or self.order(row) >= self.order(held):
                 best[k] = row
         return list(best.values())
 
@@ -39,7 +43,7 @@ class Model:
         for row in self._combine(batch):
             k = self.key(row)
             old = self.rows.get(k)
-            if old is not None and self.ordering is not None and row[self.ordering] < old[self.ordering]:
+            if old is not None and self.ordering is not None and self.order(row) < self.order(old):
                 continue
             if row.get("_hoodie_is_deleted"):  # a delete that respects the ordering value
                 self.rows.pop(k, None)

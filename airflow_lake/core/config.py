@@ -321,10 +321,6 @@ def unsupported_merge(props: dict[str, str], options: dict[str, Any] | None, *, 
             payload = props.get("hoodie.legacy.payload.class") or props.get(TableOptions.PAYLOAD_CLASS.key)
             return (f"merge mode {mode} ({TableOptions.MERGE_MODE.key} in hoodie.properties"
                     + (f", payload {payload}" if payload else "") + ")")
-        ordering = _split(props.get(TableOptions.ORDERING_FIELDS.key, ""))
-        if write and len(ordering) > 1:  # (read: merged as tuples, `merge.MergeSpec`)
-            return (f"several ordering fields ({TableOptions.ORDERING_FIELDS.key}={','.join(ordering)}; airflow-lake "
-                    "reads and compacts such tables but does not write them yet)")
         return None
     payload = _payload_name(props.get(TableOptions.PAYLOAD_CLASS.key) or OVERWRITE_PAYLOAD)
     if payload not in SUPPORTED_PAYLOADS:

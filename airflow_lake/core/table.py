@@ -95,7 +95,7 @@ class Table:
     # -- lifecycle -------------------------------------------------------------------------
     @staticmethod
     def create(path: str, *, name: str, table_type: str = COPY_ON_WRITE, record_key: str | list[str],
-               precombine_field: str | None = None, partition_fields: str | list[str] | tuple = (),
+               precombine_field: str | list[str] | None = None, partition_fields: str | list[str] | tuple = (),
                hive_style_partitioning: bool = False, options: dict[str, Any] | None = None,
                storage_options: dict[str, Any] | None = None) -> Table:
         """Create an empty table (hoodie.properties and the meta folders).
@@ -103,8 +103,9 @@ class Table:
         `options` may name the key generator (`hoodie.table.keygenerator.class`) and its
         `hoodie.keygen.timebased.*` settings; they are kept in hoodie.properties, where Java
         writers find them too. CustomKeyGenerator fields are given typed
-        (`partition_fields=["ts:TIMESTAMP", "city:SIMPLE"]`). `storage_options` configure the
-        file system as in `open`."""
+        (`partition_fields=["ts:TIMESTAMP", "city:SIMPLE"]`). Several ordering fields
+        (`precombine_field="a,b"` or a list, compared as a tuple) need table version 9
+        (`hoodie.write.table.version=9`). `storage_options` configure the file system as in `open`."""
         storage = open_storage(path, storage_options)
         blocker = storage.file_in_the_way()
         if blocker is not None:
@@ -114,8 +115,12 @@ class Table:
             raise TableExistsError(f"{storage.uri} already holds a Hudi table")
         table_type = TABLE_TYPES.parse(table_type, f"table {storage.uri}", "table_type")
         options = dict(options or {})
+        if precombine_field is not None and not isinstance(precombine_field, str):
+            precombine_field = ",".join(_as_list(precombine_field))
         precombine_field = _writer_alias(storage.uri, options, "hoodie.datasource.write.precombine.field",
                                          precombine_field, "precombine_field")
+        ordering = _as_list(precombine_field)
+        precombine_field = ",".join(ordering) or None
         _writer_alias(storage.uri, options, "hoodie.datasource.write.recordkey.field",
                       ",".join(_as_list(record_key)), "record_key")
         _writer_alias(storage.uri, options, WRITE_PARTITION_FIELD, ",".join(
@@ -133,7 +138,7 @@ class Table:
         parts = [name for name, _ in typed]
         if not keys:
             raise InvalidOptionError(f"table {storage.uri}: record_key is required")
-        _check_names(storage.uri, name, keys + parts + ([precombine_field] if precombine_field else []))
+        _check_names(storage.uri, name, keys + parts + ordering)
         keygen = NONPARTITIONED_KEYGEN if not parts else (
             COMPLEX_KEYGEN if len(keys) > 1 or len(parts) > 1 else SIMPLE_KEYGEN)
         props = {
@@ -171,6 +176,9 @@ class Table:
                 write_options[key] = value
         _complete_keygen_props(storage.uri, props)
         version = write_table_version(storage.uri, write_options)
+        if len(ordering) > 1 and version != 9:
+            raise InvalidOptionError(f"table {storage.uri}: several ordering fields {ordering} need table version 9 "
+                                     f"(hoodie.write.table.version=9); version {version} has one precombine field")
         if version != 6:
             props = hudi1x_properties(props, version)
         props.setdefault(WriteOptions.INDEX_TYPE.key, WriteOptions.INDEX_TYPE.default)  # the index it is written with

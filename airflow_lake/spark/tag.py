@@ -29,6 +29,7 @@ from airflow_lake.core.config import DEFAULT_PAYLOAD
 from airflow_lake.core.context import TableContext
 from airflow_lake.core.formats.parquet import MAX_KEY, MIN_KEY, file_bloom, read_footer
 from airflow_lake.core.merge import KEY
+from airflow_lake.core.ordering import ordering_key
 from airflow_lake.core.read import Reader
 from airflow_lake.core.slice_reader import SliceQuery, SliceRead, Visibility, read_file_group
 from airflow_lake.core.view import FileSystemView
@@ -43,12 +44,12 @@ _JAVA_ORDER_UNSAFE = "[\\x{E000}-\\x{10FFFF}]"  # where UTF-8 byte order and Jav
 @dataclass(frozen=True)
 class LookupSpec:
     """What every lookup task shares: the table, its schema (meta fields first), the ordering
-    field whose stored value the write compares (DefaultHoodieRecordPayload only) and the
-    visible instants."""
+    field(s) whose stored value the write compares (DefaultHoodieRecordPayload only; several:
+    the key of the tuple, `ordering.ordering_key`) and the visible instants."""
 
     ctx: TableContext
     schema: pa.Schema
-    ordering_field: str | None
+    ordering_fields: tuple[str, ...]
     visible: Visibility
     out_schema: pa.Schema
 
@@ -96,11 +97,14 @@ def tag(spark, table, view: FileSystemView, keyed: DataFrame, parts: list[str] |
 def _lookup_spec(table, view: FileSystemView) -> LookupSpec:
     cfg = table.config
     schema = Reader(table, timeline=view.timeline).full_schema
-    field = cfg.precombine_field if cfg.payload_class == DEFAULT_PAYLOAD else None
-    otype = schema.field(field).type if field and field in schema.names else None
+    fields = tuple(cfg.ordering_fields) if cfg.payload_class == DEFAULT_PAYLOAD else ()
+    if not fields or any(f not in schema.names for f in fields):
+        fields, otype = (), None
+    else:
+        otype = schema.field(fields[0]).type if len(fields) == 1 else pa.binary()
     out = exact_arrow_schema(pa.schema([pa.field(LOOKUP_KEY, pa.string()), pa.field(LOC_P, pa.string()),
                            pa.field(LOC_F, pa.string()), pa.field(STORED, otype or pa.string())]))
-    return LookupSpec(table.context(), schema, field if otype is not None else None, Visibility.of(view), out)
+    return LookupSpec(table.context(), schema, fields, Visibility.of(view), out)
 
 
 def _simple_lookup(spark, view: FileSystemView, parts: list[str] | None, spec: LookupSpec) -> tuple[DataFrame, int]:
@@ -223,7 +227,9 @@ def lookup_batches(spec: LookupSpec, batches: Iterator[pa.RecordBatch]) -> Itera
 
 
 def _locations(spec: LookupSpec, partition: str, file_id: str, live: pa.Table, n: int) -> pa.Table:
-    stored = live.column(spec.ordering_field) if spec.ordering_field else pa.nulls(n, pa.string())
+    fields = spec.ordering_fields
+    stored = ordering_key(live, fields, [spec.schema.field(f).type for f in fields]) if fields \
+        else pa.nulls(n, pa.string())
     out = pa.table([live.column(KEY), pa.repeat(pa.scalar(partition, pa.string()), n),
                     pa.repeat(pa.scalar(file_id, pa.string()), n), stored], names=spec.out_schema.names)
     return out.cast(spec.out_schema)
@@ -234,5 +240,5 @@ def _live_records(spec: LookupSpec, partition: str, file_id: str, base_path: str
     """The group's live keys (derived from the key fields on tables without meta fields) and
     stored ordering values, read by the core's file-group reader as the local index reads them."""
     task = SliceRead(partition, file_id, base_path, None, tuple(log_paths), 0, spec.visible, SliceQuery())
-    columns = [KEY] + ([spec.ordering_field] if spec.ordering_field else [])
+    columns = [KEY, *spec.ordering_fields]
     return read_file_group(spec.ctx, task, spec.schema, columns, derived_keys=True).rows

@@ -22,8 +22,10 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema, from_arrow_type
+from pyspark.sql.types import BinaryType
 
 from airflow_lake.core.merge import KEY
+from airflow_lake.core.ordering import ORDER, ordering_key_of
 from airflow_lake.core.schema import META_FIELDS
 from airflow_lake.core.write.client import WriteResult
 from airflow_lake.core.write.keying import SOURCE_FILE, InputPlan, KeySpec, key_batches, key_paths
@@ -200,9 +202,11 @@ def _key_columns(spec: KeySpec, source: DataFrame, plan: InputPlan) -> DataFrame
             for f in spec.data_schema]
     origin = [SOURCE_FILE] if SOURCE_FILE in source.columns else []
     numbered = source.withColumn(SEQ, F.monotonically_increasing_id())
-    keyed = numbered.select(*data, udf(*inputs, SEQ).alias("_al_keys"), SEQ, *origin)
+    fields = spec.ordering_fields  # several: the key of the tuple (an Arrow UDF of their columns)
+    order = [scalar_arrow_udf(partial(ordering_key_of, fields), BinaryType())(*fields).alias(ORDER)] if fields else []
+    keyed = numbered.select(*data, udf(*inputs, SEQ).alias("_al_keys"), SEQ, *order, *origin)
     return keyed.select(*spec.data_schema.names, *[F.col(f"_al_keys.{c}").alias(c) for c in (KEY, PART, DEL)],
-                        SEQ, *origin)
+                        SEQ, *([ORDER] if fields else []), *origin)
 
 
 def _source_file(df: DataFrame) -> Column | None:

@@ -242,3 +242,27 @@ def test_a_log_only_file_group_is_one_slice_that_clean_keeps(tmp_path, monkeypat
     assert sorted(p.name for p in path.rglob(".*.log.*")) == logs
     assert rows(table.read(), ["id", "v"]) == rows(theirs(path), ["id", "v"]) == [
         ("a", 2.0), ("n0", 1.0), ("n1", 1.0), ("n2", 1.0)]
+
+
+def test_several_ordering_fields_need_version_9_and_orderable_types(tmp_path):
+    """`precombine_field=["a", "b"]` writes `hoodie.table.ordering.fields=a,b` on a v9 table;
+    an older version (one precombine field) and a field type we cannot order as Java does are
+    refused naming them, before anything is written."""
+    import pyarrow as pa
+    import pytest
+
+    from airflow_lake.core.errors import InvalidOptionError, UnsupportedFeatureError
+    from airflow_lake.core.table import Table
+
+    with pytest.raises(InvalidOptionError, match=r"several ordering fields \['a', 'b'\] need table version 9"):
+        Table.create(str(tmp_path / "v8"), name="t", record_key="id", precombine_field="a,b",
+                     options={"hoodie.write.table.version": 8})
+    assert not (tmp_path / "v8" / ".hoodie" / "hoodie.properties").exists()
+    t = Table.create(str(tmp_path / "v9"), name="t", record_key="id", precombine_field=["a", "b"],
+                     options={"hoodie.write.table.version": 9})
+    assert t.config.props["hoodie.table.ordering.fields"] == "a,b"
+    assert "hoodie.table.precombine.field" not in t.config.props
+    bad = pa.table({"id": ["x"], "a": [1], "b": pa.array([1], pa.decimal128(10, 2))})
+    with pytest.raises(UnsupportedFeatureError, match=r"ordering field 'b' of type decimal128"):
+        t.write(bad)
+    assert t.timeline.instants == []

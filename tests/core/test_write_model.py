@@ -27,6 +27,12 @@ class Layout:
     options: dict = field(default_factory=dict)
     table_type: str = "COPY_ON_WRITE"
     parts: tuple[str, ...] = tuple(PARTS)  # the values of the `part` column
+    ordering: tuple[str, ...] = ("ts",)  # several: compared as a tuple (table version 9)
+
+    @property
+    def hudi_rs_reads(self) -> bool:
+        """hudi-rs refuses a table with several ordering fields ("not yet supported")."""
+        return len(self.ordering) == 1
 
     @property
     def meta_fields(self) -> bool:
@@ -120,10 +126,10 @@ def run_scenario(layout: Layout, path: str, seed: int, steps: int = 10, write=No
     write = write or (lambda t, data, operation: t.write(data, operation=operation))
     rng = random.Random(seed)
     table = Table.create(path, name=f"t_{layout.name}", table_type=layout.table_type,
-                         record_key=layout.key_fields, precombine_field="ts",
+                         record_key=layout.key_fields, precombine_field=list(layout.ordering),
                          partition_fields=layout.partition_fields, hive_style_partitioning=layout.hive,
                          options=layout.options, storage_options=storage_options)
-    model = Model(layout.key_fields, layout.partition_of, "ts", layout.is_global)
+    model = Model(layout.key_fields, layout.partition_of, layout.ordering, layout.is_global)
     # For non-global layouts a key lives in one fixed partition, as users' data does.
     fixed_part: dict[int, tuple[str, str]] = {}
     next_key = 0
@@ -220,6 +226,10 @@ HUDI1X_LAYOUTS = [
         "hoodie.metadata.compact.max.delta.commits": 3})
     for version, names in ((9, ("simple", "mor_bloom", "mor_bucket", "mor_no_meta")), (8, ("mor_nonpartitioned",)))
     for layout in LAYOUTS if layout.name in names
+] + [  # several ordering fields, (ts, val) compared as a tuple: ts ties often, val decides
+    replace(layout, name=f"v9_tuple_{layout.name}", ordering=("ts", "val"),
+            options={**layout.options, "hoodie.write.table.version": 9})
+    for layout in LAYOUTS if layout.name in ("simple", "mor_bloom", "mor_global_bloom", "mor_bucket")
 ]
 
 
@@ -244,15 +254,16 @@ def judge(layout: Layout, table: Table, model: Model, table_path: str, storage_o
 
     final = rows(table.read(), cols)
     assert final == model_rows(list(model.rows.values()), cols)
-    assert rows(hudi_read(table_path, so), cols) == final
-    if layout.table_type == MOR:
+    judged = layout.hudi_rs_reads  # (else the model judges alone)
+    assert not judged or rows(hudi_read(table_path, so), cols) == final
+    if layout.table_type == MOR and judged:
         ro = rows(table.read(query_type="read_optimized"), cols)
         assert rows(hudi_read(table_path, so, **{"hoodie.read.use.read_optimized.mode": "true"}), cols) == ro
 
     for instant in instants:
         ours = rows(table.read(as_of=instant), cols)
         assert ours == model_rows(model.as_of(instant), cols), f"as of {instant}"
-        assert rows(hudi_read(table_path, so, **{"hoodie.read.as.of.timestamp": instant}), cols) == ours
+        assert not judged or rows(hudi_read(table_path, so, **{"hoodie.read.as.of.timestamp": instant}), cols) == ours
 
     for start, end in zip([instants[0]] + instants[:-1], instants, strict=True):
         if start == end:
@@ -260,6 +271,8 @@ def judge(layout: Layout, table: Table, model: Model, table_path: str, storage_o
         ours = rows(table.read_incremental(completion[start], completion[end]), cols)
         if layout.meta_fields:  # without them a row's instant is its file's or block's, as hudi-rs
             assert ours == model_rows(model.incremental(start, end), cols), f"({start}, {end}]"
+        if not judged:
+            continue
         theirs = hudi_read(table_path, so, **{"hoodie.read.query.type": "incremental",
                                           "hoodie.read.start.timestamp": completion[start],
                                           "hoodie.read.end.timestamp": completion[end]})
@@ -280,7 +293,7 @@ def judge(layout: Layout, table: Table, model: Model, table_path: str, storage_o
                 expected = model_rows([r for r in model.rows.values()
                                        if _matches(r["part"], flt[0][1], flt[0][2])], cols)
                 assert rows(table.read(filters=flt), cols) == expected, flt
-                if layout.hudi_rs_filters and value != "" and layout.parts[0] != "":
+                if judged and layout.hudi_rs_filters and value != "" and layout.parts[0] != "":
                     assert rows(hudi_read_filtered(table_path, flt, so), cols) == expected, f"hudi-rs {flt}"
 
 

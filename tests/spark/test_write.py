@@ -25,7 +25,9 @@ assert len(SPARK_LAYOUTS) == 8, "a layout named here was renamed"
 # and a Hudi 1.x table (version 9: completion times, log files named by their deltacommit) of
 # each type, the MOR one with its metadata table on, as the model tests run them
 SPARK_LAYOUTS += [layout for layout in HUDI1X_LAYOUTS if layout.name in {"v9_simple", "v9_mdt_mor_bloom"}]
-assert len(SPARK_LAYOUTS) == 10, "a layout named here was renamed"
+# and several ordering fields compared as a tuple (the stored key joined in executors)
+SPARK_LAYOUTS += [layout for layout in HUDI1X_LAYOUTS if layout.name == "v9_tuple_mor_global_bloom"]
+assert len(SPARK_LAYOUTS) == 11, "a layout named here was renamed"
 
 
 @pytest.mark.parametrize("layout", SPARK_LAYOUTS, ids=lambda layout: layout.name)

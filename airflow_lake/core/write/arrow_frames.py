@@ -18,8 +18,9 @@ from ..index.live import LiveKeys
 from ..index.simple import read_keys
 from ..merge import KEY
 from ..model import BaseFile
+from ..ordering import ordering_column, ordering_key
 from ..read import Reader
-from ..schema import META_FIELDS, promote
+from ..schema import META_FIELDS
 from ..txn.conflicts import KeyClash
 from .execute import DEL, LOC_F, PART, SEQ
 from .keying import InputPlan, key_table
@@ -242,28 +243,31 @@ def _set(table: pa.Table, name: str, column) -> pa.Table:
 
 
 def _stored_ordering(table, view, rows: pa.Table, tags, reader, need: np.ndarray) -> pa.Array:
-    """The stored record's ordering value (base and logs merged) of the `need`ed located rows,
-    where a rule compares against it (DefaultHoodieRecordPayload with an ordering field); else
-    nulls."""
+    """The stored record's ordering value (base and logs merged; the key of the tuple for
+    several ordering fields) of the `need`ed located rows, where a rule compares against it
+    (DefaultHoodieRecordPayload with ordering fields); else nulls."""
     cfg = table.config
-    field = cfg.precombine_field
+    fields = tuple(cfg.ordering_fields)
+    column = ordering_column(fields)
     n = rows.num_rows
     located = need
-    if not field or cfg.payload_class != DEFAULT_PAYLOAD or field not in rows.column_names:
+    if not fields or cfg.payload_class != DEFAULT_PAYLOAD or column not in rows.column_names \
+            or any(f not in rows.column_names for f in fields):
         return pa.nulls(n, pa.string())
-    otype = rows.schema.field(field).type  # (the incoming values' type: stored ones are promoted to it)
-    if not located.any() or field not in reader.full_schema.names:
+    otype = rows.schema.field(column).type  # (the incoming values' type: stored ones are promoted to it)
+    types = [rows.schema.field(f).type for f in fields]
+    if not located.any() or any(f not in reader.full_schema.names for f in fields):
         return pa.nulls(n, otype)
     pieces, slot = [], np.full(n, -1, dtype=np.int64)
     offset = 0
     for i in np.unique(tags.file_index[located]):
         where = np.flatnonzero(located & (tags.file_index == i))
         base = tags.files[i]
-        current = reader.read_group(view, view.groups[base.partition][base.file_id], [KEY, field])
+        current = reader.read_group(view, view.groups[base.partition][base.file_id], [KEY, *fields])
         pos = pc.index_in(rows.column(KEY).take(pa.array(where)), value_set=current.column(KEY).combine_chunks())
-        stored = current.column(field).combine_chunks().take(pos)
-        stored = stored if stored.type.equals(otype) else promote(stored, otype)
-        pieces.append(stored.combine_chunks() if isinstance(stored, pa.ChunkedArray) else stored)
+        pos = pos.combine_chunks() if isinstance(pos, pa.ChunkedArray) else pos
+        key = ordering_key(current.take(pos), fields, types)
+        pieces.append(pc.if_else(pos.is_valid(), key, pa.scalar(None, key.type)))
         slot[where] = np.arange(offset, offset + len(where))
         offset += len(where)
     values = pa.concat_arrays(pieces + [pa.nulls(1, otype)])

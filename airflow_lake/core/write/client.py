@@ -177,7 +177,7 @@ class WriteClient:
                               self.opt(WriteOptions.BLOOM_FILTER_TYPE).upper(),
                               self.opt(WriteOptions.BLOOM_DYNAMIC_MAX_ENTRIES)) if cfg.populate_meta_fields else None
         return WriteContext(self.storage, instant, avro_schema, from_avro(avro_schema), bloom,
-                            self.opt(WriteOptions.COMPRESSION), cfg.populate_meta_fields, cfg.precombine_field,
+                            self.opt(WriteOptions.COMPRESSION), cfg.populate_meta_fields, tuple(cfg.ordering_fields),
                             cfg.payload_class == DEFAULT_PAYLOAD, self.table.keygen,
                             log_by_instant=cfg.timeline_layout == 2)
 

@@ -18,8 +18,8 @@ import pyarrow.compute as pc
 from ..context import TableContext
 from ..merge import KEY
 from ..model import BaseFile, WriteStat
+from ..ordering import ordering_key
 from ..read import SliceRead, read_group_records
-from ..schema import promote
 from .files import WriteContext, insert_file, merge_file
 from .logs import SliceRef, append_log
 from .prepare import Batch
@@ -106,14 +106,12 @@ def _drop_stale_deletes(spec: ExecSpec, stored: SliceRead, rows: pa.Table) -> pa
     column = spec.ordering_field
     if not len(dels) or not column or column not in rows.column_names:  # (a delete by key always wins)
         return rows
-    field = spec.ctx.ordering_field
-    current = read_group_records(spec.table, stored, spec.schema, [KEY, field])
+    fields = spec.ctx.ordering_fields
+    current = read_group_records(spec.table, stored, spec.schema, [KEY, *fields])
     idx = pa.array(dels)
     pos = pc.index_in(rows.column(KEY).take(idx), value_set=current.column(KEY).combine_chunks())
-    values = current.column(field).combine_chunks().take(pos)
+    values = ordering_key(current.select(list(fields)).take(pos), fields, [rows.schema.field(f).type for f in fields])
     incoming = rows.column(column).take(idx)
-    if not values.type.equals(incoming.type):
-        values = promote(values, incoming.type)
     older = pc.less(incoming, values).fill_null(False).to_numpy(zero_copy_only=False)
     if not older.any():
         return rows
@@ -124,8 +122,8 @@ def _drop_stale_deletes(spec: ExecSpec, stored: SliceRead, rows: pa.Table) -> pa
 
 def _batch(spec: ExecSpec, rows: pa.Table) -> Batch:
     data = rows.select(list(spec.data_columns))
-    if spec.ordering_field and spec.ordering_field in data.column_names:
-        ordering = data.column(spec.ordering_field).combine_chunks()
+    if spec.ordering_field and spec.ordering_field in rows.column_names:  # (a field, or the key of several)
+        ordering = rows.column(spec.ordering_field).combine_chunks()
     else:
         ordering = None
     return Batch(data, rows.column(KEY).combine_chunks(), rows.column(PART).combine_chunks(),

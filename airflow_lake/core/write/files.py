@@ -13,7 +13,8 @@ import pyarrow.compute as pc
 from ..formats.parquet import BloomSettings, prior_keys, read_base_file, write_base_file
 from ..keys import KeyGenerator
 from ..model import BaseFile, WriteStat
-from ..schema import META_FIELDS, META_SCHEMA, conform, promote, with_meta_fields
+from ..ordering import ordering_key
+from ..schema import META_FIELDS, META_SCHEMA, conform, with_meta_fields
 from ..storage import Storage
 from ..txn.markers import CREATE, MERGE, create_marker
 from .prepare import Batch
@@ -30,10 +31,16 @@ class WriteContext:
     bloom: BloomSettings | None
     compression: str
     populate_meta: bool
-    ordering_field: str | None
+    ordering_fields: tuple[str, ...]  # one, or several compared as a tuple (`ordering.ordering_key`)
     ordering_wins: bool  # DefaultHoodieRecordPayload: the base record survives a smaller update
     keygen: KeyGenerator
     log_by_instant: bool = False  # timeline layout 2: a log file is named by the write's own instant
+
+    @property
+    def ordering_field(self) -> str | None:
+        """The one ordering field whose values delete records carry (None: none, or several:
+        their deletes are written in natural order)."""
+        return self.ordering_fields[0] if len(self.ordering_fields) == 1 else None
 
     @cached_property
     def avro_with_meta(self) -> dict:
@@ -117,12 +124,12 @@ def merge_file(ctx: WriteContext, task: int, old: BaseFile, batch: Batch, append
     incoming_wins = np.ones(len(batch), dtype=bool)
     hit_rows = np.nonzero(matched)[0]
     hit_in = pos[matched].astype(np.int64)
-    if ctx.ordering_wins and ctx.ordering_field and batch.ordering is not None \
-            and ctx.ordering_field in existing.column_names and len(hit_rows):
-        old_vals = existing.column(ctx.ordering_field).take(pa.array(hit_rows))
+    fields = ctx.ordering_fields
+    if ctx.ordering_wins and fields and batch.ordering is not None and len(hit_rows) \
+            and all(f in existing.column_names and f in batch.data.column_names for f in fields):
+        old_vals = ordering_key(existing.select(list(fields)).take(pa.array(hit_rows)), fields,
+                                [batch.data.schema.field(f).type for f in fields])
         new_vals = batch.ordering.take(pa.array(hit_in))
-        if not old_vals.type.equals(new_vals.type):
-            old_vals = promote(old_vals, new_vals.type)
         loses = pc.less(new_vals, old_vals).fill_null(False).to_numpy(zero_copy_only=False)
         incoming_wins[hit_in[loses]] = False
     touched = np.zeros(len(batch), dtype=bool)

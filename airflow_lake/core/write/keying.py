@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 from ..config import WriteOptions
 from ..errors import RecordKeyError
 from ..merge import KEY
+from ..ordering import ORDER, ordering_key
 from ..schema import IS_DELETED, META_FIELDS, conform, evolve, from_avro, resolve_names
 from .execute import DEL, PART, SEQ
 from .prepare import check_columns, resolvable_names
@@ -38,6 +39,7 @@ class KeySpec:
     data_schema: pa.Schema
     out_schema: pa.Schema
     where: str
+    ordering_fields: tuple[str, ...] = ()  # several: their key goes to the work column ORDER
 
 
 @dataclass(frozen=True)
@@ -58,7 +60,7 @@ class InputPlan:
     @property
     def work_fields(self) -> list[pa.Field]:
         return [pa.field(KEY, pa.string()), pa.field(PART, pa.string()), pa.field(DEL, pa.bool_()),
-                pa.field(SEQ, pa.int64())]
+                pa.field(SEQ, pa.int64())] + ([pa.field(ORDER, pa.binary())] if self.spec.ordering_fields else [])
 
 
 def plan_input(table, schema: pa.Schema, operation: str, is_global: bool, table_avro: dict | None,
@@ -67,11 +69,11 @@ def plan_input(table, schema: pa.Schema, operation: str, is_global: bool, table_
     fields, the ordering field, `_hoodie_is_deleted`'s type, and the schema evolution against
     `table_avro`. Raises before anything is touched."""
     cfg = table.config
-    known = resolvable_names(table.keygen, cfg.precombine_field, table_avro)  # ignoring case
+    known = resolvable_names(table.keygen, cfg.ordering_fields, table_avro)  # ignoring case
     renames = resolve_names(schema.names, known, where)
     incoming = pa.schema([f.with_name(renames.get(f.name, f.name)) for f in schema if
                           renames.get(f.name, f.name) not in META_FIELDS])
-    check_columns(table.keygen, cfg.precombine_field, incoming, operation, is_global, where)
+    check_columns(table.keygen, cfg.ordering_fields, incoming, operation, is_global, where)
     local = table.option(WriteOptions.TIMESTAMP_WITHOUT_TIMEZONE)
     if operation == "delete":
         avro = table_avro or evolve(None, incoming, cfg.name, where, local_timestamps=local)
@@ -84,7 +86,8 @@ def plan_input(table, schema: pa.Schema, operation: str, is_global: bool, table_
     if operation != "delete":
         fields.append(IS_DELETED)
     inputs = tuple(c for c in dict.fromkeys(f.split(".")[0] for f in fields) if c in incoming.names)
-    spec = KeySpec(table.context(), operation, is_global, data_schema, pa.schema([]), where)
+    several = tuple(cfg.ordering_fields) if len(cfg.ordering_fields) > 1 and operation != "delete" else ()
+    spec = KeySpec(table.context(), operation, is_global, data_schema, pa.schema([]), where, several)
     as_is = operation == "delete" or stored_as_is(incoming, data_schema)
     return InputPlan(renames, table_avro, incoming, avro, spec, inputs, as_is)
 
@@ -165,7 +168,8 @@ def key_table(spec: KeySpec, data: pa.Table, seq_base: int = 0) -> pa.Table:
     if spec.operation != "delete":
         data = conform(data, spec.data_schema, spec.where)
     seq = pa.array(np.arange(n, dtype=np.int64) + seq_base)
-    columns = list(data.select(spec.data_schema.names).columns) + [keys, parts, flags, seq, *origin]
+    order = [ordering_key(data, spec.ordering_fields)] if spec.ordering_fields else []
+    columns = list(data.select(spec.data_schema.names).columns) + [keys, parts, flags, seq, *order, *origin]
     return pa.Table.from_arrays(columns, names=spec.out_schema.names).cast(spec.out_schema)
 
 

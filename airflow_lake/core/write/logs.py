@@ -52,7 +52,9 @@ def append_log(ctx: WriteContext, task: int, target: SliceRef, batch: Batch, *, 
     deletes = batch.take(np.nonzero(batch.is_delete)[0]) if batch.is_delete.any() else batch.slice(0, 0)
     if len(deletes):
         otype = ctx.arrow_schema.field(ctx.ordering_field).type if ctx.ordering_field else None
-        values = deletes.ordering.to_pylist() if deletes.ordering is not None else [None] * len(deletes)
+        # (several ordering fields: deletes in natural order, as a stale one was dropped before)
+        values = deletes.ordering.to_pylist() if deletes.ordering is not None and otype is not None \
+            else [None] * len(deletes)
         ordering = [wrap_ordering(v, otype) for v in values]
         keys = deletes.keys.to_pylist()
         # one delete block per ordering type (natural-order IntWrapper(0) of a partition move

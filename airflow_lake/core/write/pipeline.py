@@ -23,6 +23,7 @@ from ..errors import LakeError, WriteConflictError
 from ..index import check_index_type
 from ..merge import KEY
 from ..model import WriteStat
+from ..ordering import ordering_column
 from ..txn.conflicts import KeyClash
 from ..txn.heartbeat import beating
 from ..view import FileSystemView
@@ -213,7 +214,7 @@ def _input(table, ops: FrameOps, data: Any, operation: str, is_global: bool, tab
         keyed = frame
         combine = operation in LOOKUP_OPERATIONS or table.option(WriteOptions.COMBINE_BEFORE_INSERT)
         if combine and (is_global or any(n != distinct for _, n, distinct in counts)):
-            ordering = cfg.precombine_field if operation != "delete" else None
+            ordering = ordering_column(cfg.ordering_fields) if operation != "delete" else None
             order = [c for c, _ in combine_order(ordering, positions)]
             keyed = ops.cache(ops.keep_first(frame, [KEY] if is_global else [PART, KEY], order))
     except BaseException:
@@ -263,7 +264,7 @@ def _route_keys(ops: FrameOps, table, client: WriteClient, keyed, view: FileSyst
         rule = located_rule(ops.columns, table, operation, is_global, index_type)
         rows = ops.filter(rows, rule.keep)
         if rule.moved is not None:
-            rows = ops.move(rows, rule.moved, cfg.precombine_field if operation != "delete" else None)
+            rows = ops.move(rows, rule.moved, ordering_column(cfg.ordering_fields) if operation != "delete" else None)
     else:
         rows = ops.filter(ops.untagged(keyed), ~ops.columns.col(DEL))
     rows = ops.insert_spread(rows)
@@ -319,7 +320,8 @@ def _execute(ops: FrameOps, table, client: WriteClient, routing: Routing, view: 
     data_columns = tuple(c for c in ops.schema(routed).names if c not in WORK and not c.startswith("_al_"))
     stored = any(g.stored is not None for g in groups.values())
     by_stats = routing.inserted_by_stats and operation == "upsert"
-    ordering = cfg.precombine_field if operation != "delete" else None  # (a delete by key: natural order)
+    # (a delete by key: natural order)
+    ordering = ordering_column(cfg.ordering_fields) if operation != "delete" else None
     spec = ExecSpec(client.write_context(instant, avro), groups, data_columns, ordering,
                     table.option(WriteOptions.LOG_BLOCK_FORMAT).lower(), new_keys=by_stats,
                     table=table.context() if stored else None,

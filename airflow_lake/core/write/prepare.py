@@ -6,6 +6,7 @@ fails here, so the table stays unchanged.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
 
@@ -85,26 +86,27 @@ class Batch:
 
 
 
-def check_columns(keygen, precombine: str | None, schema: pa.Schema, operation: str, is_global: bool,
+def check_columns(keygen, ordering: Sequence[str], schema: pa.Schema, operation: str, is_global: bool,
                   where: str) -> None:
-    """The input has the key generator's fields, the ordering field (but for a delete by key)
+    """The input has the key generator's fields, the ordering field(s) (but for a delete by key)
     and a boolean `_hoodie_is_deleted` if any."""
     is_delete_op = operation == "delete"
     keygen.check_fields(pa.Table.from_batches([], schema), partition=not (is_delete_op and is_global))
-    if precombine and not is_delete_op and precombine not in schema.names:
-        raise MissingFieldError(f"{where}: the data has no precombine field {precombine!r}; "
-                                f"columns: {schema.names}")
+    missing = [f for f in ordering if f not in schema.names]
+    if missing and not is_delete_op:
+        what = f"precombine field {missing[0]!r}" if len(ordering) == 1 else \
+            f"ordering fields {missing} (of {list(ordering)})"
+        raise MissingFieldError(f"{where}: the data has no {what}; columns: {schema.names}")
     if not is_delete_op and IS_DELETED in schema.names and not pa.types.is_boolean(schema.field(IS_DELETED).type):
         raise SchemaError(f"{where}: column {IS_DELETED!r} must be boolean, not {schema.field(IS_DELETED).type}")
 
 
 
 
-def resolvable_names(keygen: KeyGenerator, precombine: str | None, table_avro: dict | None = None) -> list[str]:
+def resolvable_names(keygen: KeyGenerator, ordering: Sequence[str], table_avro: dict | None = None) -> list[str]:
     """The names incoming columns resolve to, ignoring case: meta, key, partition and ordering
     fields, and the table schema's columns."""
-    return known_names(table_avro, [*keygen.record_key_fields, *keygen.partition_fields,
-                                    *([precombine] if precombine else [])])
+    return known_names(table_avro, [*keygen.record_key_fields, *keygen.partition_fields, *ordering])
 
 
 def combine_order(ordering: str | None, positions: tuple[str, ...]) -> list[tuple[str, str]]:

@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 from ..config import DEFAULT_PAYLOAD, WriteOptions
 from ..index.bucket import bucket_ids, bucket_of_file_id, new_bucket_file_id
 from ..model import FileGroup
+from ..ordering import ordering_column
 from ..view import FileSystemView
 from .execute import DEL, LOC_F, PART, GroupPlan
 from .logs import SliceRef
@@ -60,7 +61,7 @@ def located_rule(x: Columns, table, operation: str, is_global: bool, index_type:
     record wins on ordering (else it is updated in place, in its old partition)."""
     cfg = table.config
     located, delete = x.valid(x.col(LOC_F)), x.col(DEL)
-    ordering = cfg.precombine_field if operation != "delete" else None
+    ordering = ordering_column(cfg.ordering_fields) if operation != "delete" else None
     if ordering is not None and cfg.payload_class == DEFAULT_PAYLOAD:
         older = x.false_if_null(x.col(ordering) < x.col(STORED))
     else:
