@@ -35,7 +35,7 @@ from .slice_reader import (
 )
 from .timeline.archived import has_archived
 from .timeline.clock import as_of_instant
-from .timeline.instant import SAVEPOINT, check_instant_time
+from .timeline.instant import COMMIT_ACTIONS, SAVEPOINT, check_instant_time
 from .view import FileSystemView
 
 log = logging.getLogger(__name__)
@@ -149,11 +149,10 @@ class Reader:
         timeline = self.timeline
         self._check_retained(timeline, start, "an incremental read from")
         first = timeline.commits().first
-        if first is not None and start < first.time and has_archived(self.storage, self.table.config.archive_folder):
-            archived = self.table.archived_timeline.last_time
-            if archived is not None and start < archived:
-                raise LakeError(f"table {self.storage.uri}: an incremental read from {start} needs commits that "
-                                f"were archived (the active timeline starts at {first.time})")
+        archived = []  # commits archived after `start`: read from the archived timeline (LSM history)
+        if (first is None or start < first.time) and has_archived(self.storage, self.table.config.archive_folder):
+            archived = [e for e in self.table.archived_timeline.entries
+                        if e.instant.is_completed and e.instant.comparable_action in COMMIT_ACTIONS]
         commits = timeline.commits()
         completed = commits.completed()
         by_completion = timeline.layout == 2  # (start, end] are completion times (v8 spec §7.2)
@@ -179,6 +178,12 @@ class Reader:
             completed.between(start, end).instants
         for instant in selected:
             touched |= timeline.commit_metadata(instant).file_ids()
+        for entry in archived:
+            moment = (entry.instant.completion or entry.instant.time) if by_completion else entry.instant.time
+            if start < moment <= end:
+                selected.append(entry.instant)
+                stats = (entry.payload or {}).get("partitionToWriteStats") or {}
+                touched |= {(p, s["fileId"]) for p, items in stats.items() for s in items or () if s.get("fileId")}
         view = FileSystemView(self.storage, timeline, None if by_completion else end,
                               completed_by=end if by_completion else None)
         groups = [g for g in view.file_groups() if (g.partition, g.file_id) in touched]

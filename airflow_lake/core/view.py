@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from .model import BaseFile, FileGroup, FileSlice, LogFile
 from .storage import Storage
 from .timeline.active import Timeline
-from .timeline.instant import COMPACTION, REPLACE_COMMIT, State, check_instant_time
+from .timeline.instant import COMMIT_ACTIONS, COMPACTION, REPLACE_COMMIT, State, check_instant_time
 from .timeline.payloads import CompactionPlan
 
 PARTITION_METAFILE = ".hoodie_partition_metadata"
@@ -53,9 +53,14 @@ class FileSystemView:
         self.storage = storage
         self.timeline = timeline
         commits = timeline.commits().completed()
+        self._archived: dict[str, str] | None = None
         if completed_by is not None:
             commits = commits.completed_by(completed_by)
-            as_of = commits.last.time if commits.last else as_of
+            # the latest commit completed by then, archived ones included (their completion
+            # times from the archived timeline)
+            done = [commits.last.time] if commits.last else []
+            done += [t for t, c in self._archived_commits().items() if c <= completed_by]
+            as_of = max(done, default="0" * 17)
         if as_of is not None:
             commits = commits.at_or_before(check_instant_time(as_of, storage.uri))
         self.as_of = as_of
@@ -67,7 +72,6 @@ class FileSystemView:
         self.replaced = set() if include_replaced else set(self.replaced_at)
         self._pending_compaction: dict[tuple[str, str], str] | None = None
         self._completions: dict[str, str] | None = None
-        self._archived: dict[str, str] | None = None
         files = partition_files if partition_files is not None else list_partition_files(storage)
         self.groups: dict[str, dict[str, FileGroup]] = {}
         for partition, statuses in files.items():
@@ -139,6 +143,17 @@ class FileSystemView:
 
             self._archived = ArchivedTimeline(self.storage, self.timeline.archive_folder).completion_times
         return self._archived.get(time)
+
+    def _archived_commits(self) -> dict[str, str]:
+        """Requested -> completion time of the archived completed commits (none archived: {})."""
+        from .timeline.archived import ArchivedTimeline, has_archived
+
+        folder = getattr(self.timeline, "archive_folder", None)
+        if not folder or not has_archived(self.storage, folder):
+            return {}
+        entries = ArchivedTimeline(self.storage, folder).entries
+        return {e.instant.time: e.instant.completion or e.instant.time for e in entries
+                if e.instant.is_completed and e.instant.comparable_action in COMMIT_ACTIONS}
 
     def _completion_times(self) -> dict[str, str]:
         """Requested time -> completion time of the completed instants (layout 2)."""
