@@ -22,6 +22,7 @@ from ..core.errors import LakeError
 from ..core.health import TableHealth, table_health
 from ..core.lock import LOCK_PATH
 from ..core.metadata_table import has_files_partition, read_file_listing
+from ..core.metadata_writer import how_to_rebuild, unmaintained_partitions
 from ..core.properties import PROPERTIES, PROPERTIES_BACKUP, parse_properties, table_checksum
 from ..core.services import archive as archive_service
 from ..core.storage import open_storage
@@ -92,23 +93,28 @@ def check_version(table: Table) -> list[Finding]:
 def check_metadata_table(table: Table, timeline: ActiveTimeline) -> list[Finding]:
     """A Hudi 1.x table whose readers list files through the metadata table: does its `files`
     partition list exactly the data files on storage? (A stale listing hides rows.)"""
-    if table.config.version < 8 or not has_files_partition(table.config.props):
+    if table.config.version < 8:
         return []
+    found = [Finding("metadata", "info", f"the first write or service switches off the metadata table's {p} "
+                     "partition (airflow-lake keeps only files current)", f"Hudi rebuilds it with {how_to_rebuild(p)}")
+             for p in unmaintained_partitions(table.config.props)]
+    if not has_files_partition(table.config.props):
+        return found
     try:
         listing = read_file_listing(table.storage, timeline)
     except (LakeError, OSError, ValueError, KeyError, EOFError) as e:
-        return [Finding("metadata", "error", f"the metadata table's files partition is unreadable ({e})",
-                        "Hudi readers list files through it: restore .hoodie/metadata or rebuild it with Hudi")]
+        return found + [Finding("metadata", "error", f"the metadata table's files partition is unreadable ({e})",
+                                "Hudi readers list files through it: restore .hoodie/metadata or rebuild it with Hudi")]
     on_disk = {p: {st.name for st in sts} for p, sts in list_partition_files(table.storage).items()}
     listed = {p: set(files) for p, files in listing.files.items()}
     missing = sorted(f"{p}/{f}".lstrip("/") for p, names in on_disk.items() for f in names - listed.get(p, set()))
     extra = sorted(f"{p}/{f}".lstrip("/") for p, names in listed.items() for f in names - on_disk.get(p, set()))
     if not missing and not extra:
         count = sum(len(n) for n in on_disk.values())
-        return [Finding("metadata", "ok", f"the metadata table's files partition lists the {count} data files "
-                        "on storage")]
-    return [Finding("metadata", "warn", f"the metadata table's files partition misses {len(missing)} data files "
-                    f"on storage ({', '.join(missing[:3])}) and lists {len(extra)} that are not there "
+        return found + [Finding("metadata", "ok", f"the metadata table's files partition lists the {count} data "
+                                "files on storage")]
+    return found + [Finding("metadata", "warn", f"the metadata table's files partition misses {len(missing)} data "
+                    f"files on storage ({', '.join(missing[:3])}) and lists {len(extra)} that are not there "
                     f"({', '.join(extra[:3])})",
                     "Hudi 1.x readers and hudi-rs list files through it: rows of unlisted files are not read")]
 

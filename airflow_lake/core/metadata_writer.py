@@ -387,6 +387,14 @@ def _java_date() -> str:
     return time.strftime("%a %b %d %H:%M:%S UTC %Y", time.gmtime())
 
 
+def unmaintained_partitions(props: dict[str, str]) -> list[str]:
+    """The MDT partitions (listed or inflight) that our first write or service switches off:
+    all but `files`."""
+    listed = [p.strip() for p in props.get("hoodie.table.metadata.partitions", "").split(",") if p.strip()]
+    inflight = [p.strip() for p in props.get("hoodie.table.metadata.partitions.inflight", "").split(",") if p.strip()]
+    return sorted({p for p in listed + inflight if p != FILES})
+
+
 def switch_off_unmaintained(storage: Storage, config: TableConfig) -> list[str]:
     """Remove every MDT partition but `files` the way Java switches one off (§5.7): from
     `hoodie.table.metadata.partitions` (and `.inflight`), its folder, its index definition;
@@ -394,13 +402,13 @@ def switch_off_unmaintained(storage: Storage, config: TableConfig) -> list[str]:
     listed = [p.strip() for p in config.props.get("hoodie.table.metadata.partitions", "").split(",") if p.strip()]
     inflight = [p.strip() for p in config.props.get("hoodie.table.metadata.partitions.inflight", "").split(",")
                 if p.strip()]
-    off = sorted({p for p in listed + inflight if p != FILES})
+    off = unmaintained_partitions(config.props)
     if not off:
         return []
     for partition in off:
         log.warning("table %s: switching off the metadata table's %s partition (airflow-lake does not keep it "
                     "current yet); Hudi rebuilds it when a writer asks for it again: %s", storage.uri, partition,
-                    _how_to_rebuild(partition))
+                    how_to_rebuild(partition))
     defs_path = config.props.get(INDEX_DEFS)
     if defs_path and storage.exists(defs_path):
         doc = json.loads(storage.read(defs_path))
@@ -415,7 +423,8 @@ def switch_off_unmaintained(storage: Storage, config: TableConfig) -> list[str]:
     return off
 
 
-def _how_to_rebuild(partition: str) -> str:
+def how_to_rebuild(partition: str) -> str:
+    """What makes Hudi rebuild a switched-off MDT partition."""
     if partition == "record_index":
         return "hoodie.metadata.record.index.enable=true"
     if partition in ("column_stats", "partition_stats"):
