@@ -21,7 +21,8 @@ class Model:
         self.history: list[tuple[str, dict[tuple, dict]]] = []
 
     def order(self, row: dict) -> tuple:
-        return tuple(row[f] for f in self.ordering)
+        """The row's ordering value; a null sorts first (as Java's and our comparisons do)."""
+        return tuple((0,) if row[f] is None else (1, row[f]) for f in self.ordering)
 
     def key(self, row: dict) -> tuple:
         k = tuple(row[f] for f in self.key_fields)

@@ -17,7 +17,7 @@ from .config import ServiceOptions, WriteOptions
 from .metadata_table import MDT, MdtStorage, has_files_partition
 from .services import archive as archive_service
 from .timeline.clock import instant_epoch_ms
-from .timeline.instant import COMMIT, COMPACTION, DELTA_COMMIT, LOG_COMPACTION, State
+from .timeline.instant import COMMIT, COMPACTION, DELTA_COMMIT, LOG_COMPACTION, REPLACE_COMMIT, State
 from .timeline.payloads import CompactionPlan
 from .txn.heartbeat import is_expired, last_beat_ms
 from .txn.undo import is_compaction
@@ -94,11 +94,14 @@ def table_health(table, *, clock=time.time, top: int = 20) -> TableHealth:
 
     def pending(i) -> PendingInstant:
         beat = last_beat_ms(storage, i.time)
-        waiting_plan = i.action in (COMPACTION, LOG_COMPACTION) and i.state == State.REQUESTED
         groups = None
         if i.action in (COMPACTION, LOG_COMPACTION):
             groups = len(CompactionPlan.from_bytes(timeline.read_details(i.to(State.REQUESTED))).operations)
-        expired = None if waiting_plan else is_expired(storage, i.time, interval, misses, clock)
+        # judged by heartbeat: writes, and compactions being executed; not a plan waiting (a
+        # compaction's, a clustering's) nor what no writer beats for (Java's cleans, restores, ...)
+        beats = i.action in (COMMIT, DELTA_COMMIT) or (
+            i.state == State.INFLIGHT and i.action in (REPLACE_COMMIT, COMPACTION, LOG_COMPACTION)) or beat is not None
+        expired = is_expired(storage, i.time, interval, misses, clock) if beats else None
         return PendingInstant(i.time, i.action, i.state.name, age(i.time),
                               None if beat is None else max(0.0, (now_ms - beat) / 1000), expired, groups)
 

@@ -243,12 +243,12 @@ def _dense_ranks(columns: list[pa.Array]) -> np.ndarray:
     new = np.zeros(n, bool)
     if n:
         new[0] = True
-    for col in ordered.columns:
+    for col in ordered.columns if n > 1 else ():
         a = col.combine_chunks()
         prev, cur = a.slice(0, n - 1), a.slice(1)
-        nulls = pc.xor(prev.is_null(), cur.is_null())
-        differ = pc.fill_null(pc.or_(nulls, pc.not_equal(prev, cur)), False).to_numpy(zero_copy_only=False)
-        new[1:] |= differ.astype(bool)
+        # a value after a null, or a different value (Kleene or: null vs value is a change)
+        differ = pc.or_kleene(pc.xor(prev.is_null(), cur.is_null()), pc.not_equal(prev, cur))
+        new[1:] |= pc.fill_null(differ, False).to_numpy(zero_copy_only=False).astype(bool)
     ranks = np.empty(n, np.int64)
     ranks[idx.to_numpy()] = np.cumsum(new)
     return ranks

@@ -47,7 +47,7 @@ from .model import BaseFile, LogFile, WriteStat
 from .paths import absolute_path
 from .storage import Storage
 from .timeline.active import ActiveTimeline, timeline_folder
-from .timeline.instant import CLEAN, COMMIT, COMMIT_ACTIONS, DELTA_COMMIT, Instant, State
+from .timeline.instant import CLEAN, COMMIT, COMMIT_ACTIONS, DELTA_COMMIT, Instant
 from .timeline.metadata import CommitMetadata, read_avro
 from .timeline.payloads import (
     ActionInstant,
@@ -244,15 +244,15 @@ def valid_instants(timeline: ActiveTimeline, data_timeline: ActiveTimeline) -> s
                  or i.action == COMMIT)}
 
 
-def compacted_logs(timeline: ActiveTimeline) -> set[str]:
-    """The MDT log files that a completed MDT compaction merged into a base file."""
-    out: set[str] = set()
-    for instant in timeline.completed():
-        if instant.action == COMMIT and timeline.has_file(f"{instant.time}.compaction.requested"):
-            plan = CompactionPlan.from_bytes(timeline.read_details(Instant(instant.time, "compaction",
-                                                                           State.REQUESTED)))
-            out.update(name for op in plan.operations for name in op.delta_files)
-    return out
+def absorbed(timeline: ActiveTimeline, instant: str) -> bool:
+    """Whether a completed MDT compaction merged the MDT deltacommit at `instant` into a base
+    file: one planned after that deltacommit completed (§5.8: a compaction takes the log files
+    of the deltacommits completed before its instant), whether or not a clean removed the log."""
+    done = next((i for i in timeline.completed() if i.time == instant and i.action == DELTA_COMMIT), None)
+    if done is None:
+        return False
+    finished = done.completion or done.time
+    return any(i.action == COMMIT and i.time > finished for i in timeline.completed())
 
 
 def logged_files(storage: Storage, log_paths: list[str], instant: str) -> dict[str, list[str]]:

@@ -57,7 +57,8 @@ def _encode(col: pa.Array, name: str) -> pa.Array:
     t = col.type
     n = len(col)
     if pa.types.is_floating(t):
-        bits = np.asarray(col.cast(pa.float64()).fill_null(0.0)).view(np.uint64)
+        values = np.asarray(col.cast(pa.float64()).fill_null(0.0))
+        bits = np.where(np.isnan(values), np.nan, values).view(np.uint64)  # every NaN the greatest, as Java
         negative = (bits >> np.uint64(63)).astype(bool)
         return _fixed(np.where(negative, ~bits, bits | np.uint64(1 << 63)), n)
     if pa.types.is_boolean(t) or pa.types.is_integer(t) or pa.types.is_temporal(t):

@@ -151,7 +151,11 @@ class Reader:
         first = timeline.commits().first
         archived = []  # commits archived after `start`: read from the archived timeline (LSM history)
         if (first is None or start < first.time) and has_archived(self.storage, self.table.config.archive_folder):
-            archived = [e for e in self.table.archived_timeline.entries
+            history = self.table.archived_timeline
+            if history.corrupt_blocks:  # rows of the commits in them would be missing: refuse
+                raise LakeError(f"table {self.storage.uri}: an incremental read from {start} needs archived commits, "
+                                f"and {history.corrupt_blocks} blocks of the archived timeline are unreadable")
+            archived = [e for e in history.entries
                         if e.instant.is_completed and e.instant.comparable_action in COMMIT_ACTIONS]
         commits = timeline.commits()
         completed = commits.completed()
@@ -182,7 +186,10 @@ class Reader:
             moment = (entry.instant.completion or entry.instant.time) if by_completion else entry.instant.time
             if start < moment <= end:
                 selected.append(entry.instant)
-                stats = (entry.payload or {}).get("partitionToWriteStats") or {}
+                if not isinstance(entry.payload, dict) or "partitionToWriteStats" not in entry.payload:
+                    raise LakeError(f"table {self.storage.uri}: an incremental read needs archived commit "
+                                    f"{entry.instant.time}, whose metadata the archived timeline does not hold")
+                stats = entry.payload.get("partitionToWriteStats") or {}
                 touched |= {(p, s["fileId"]) for p, items in stats.items() for s in items or () if s.get("fileId")}
         view = FileSystemView(self.storage, timeline, None if by_completion else end,
                               completed_by=end if by_completion else None)

@@ -54,13 +54,16 @@ class FileSystemView:
         self.timeline = timeline
         commits = timeline.commits().completed()
         self._archived: dict[str, str] | None = None
+        self._late: set[str] = set()  # archived commits requested before the bound, completed after it
         if completed_by is not None:
             commits = commits.completed_by(completed_by)
             # the latest commit completed by then, archived ones included (their completion
             # times from the archived timeline)
+            archived = self._archived_commits()
             done = [commits.last.time] if commits.last else []
-            done += [t for t, c in self._archived_commits().items() if c <= completed_by]
+            done += [t for t, c in archived.items() if c <= completed_by]
             as_of = max(done, default="0" * 17)
+            self._late = {t for t, c in archived.items() if c > completed_by}
         if as_of is not None:
             commits = commits.at_or_before(check_instant_time(as_of, storage.uri))
         self.as_of = as_of
@@ -80,7 +83,7 @@ class FileSystemView:
     def is_visible(self, instant: str) -> bool:
         if instant in self.completed:
             return True
-        if self.as_of is not None and instant > self.as_of:
+        if (self.as_of is not None and instant > self.as_of) or instant in self._late:
             return False
         return self.timeline.is_before_start(instant)
 

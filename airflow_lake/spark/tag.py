@@ -35,7 +35,7 @@ from airflow_lake.core.slice_reader import SliceQuery, SliceRead, Visibility, re
 from airflow_lake.core.view import FileSystemView
 
 from .frames import CANDIDATE, KEYS_READ, LOC_F, LOC_P, LOOKUP_KEY, PART, STORED, stage
-from .schema import exact_arrow_schema
+from .schema import arrow_schema_of, exact_arrow_schema
 
 log = logging.getLogger(__name__)
 _JAVA_ORDER_UNSAFE = "[\\x{E000}-\\x{10FFFF}]"  # where UTF-8 byte order and Java's UTF-16 order differ
@@ -52,6 +52,7 @@ class LookupSpec:
     ordering_fields: tuple[str, ...]
     visible: Visibility
     out_schema: pa.Schema
+    ordering_types: tuple[pa.DataType, ...] = ()  # what stored values are promoted to (several fields)
 
 
 @dataclass(frozen=True)
@@ -84,7 +85,7 @@ def tag(spark, table, view: FileSystemView, keyed: DataFrame, parts: list[str] |
         index_type: str, where: str) -> Tagged:
     """`keyed` left-joined with the stored location of its keys (LOC_P, LOC_F, STORED: nulls
     for new keys)."""
-    spec = _lookup_spec(table, view)
+    spec = _lookup_spec(table, view, arrow_schema_of(keyed.schema))
     if index_type.endswith("BLOOM"):
         stored, cached, stats = _bloom_lookup(spark, table, view, keyed, parts, is_global, spec, where)
     else:
@@ -94,17 +95,21 @@ def tag(spark, table, view: FileSystemView, keyed: DataFrame, parts: list[str] |
     return Tagged(keyed.join(stored, on=cond, how="left").drop(LOOKUP_KEY), cached, stats)
 
 
-def _lookup_spec(table, view: FileSystemView) -> LookupSpec:
+def _lookup_spec(table, view: FileSystemView, incoming: pa.Schema) -> LookupSpec:
+    """The lookup of `table`'s stored keys; the stored ordering value of several fields is the
+    key of the tuple with each field promoted to its `incoming` type first (as the incoming
+    rows' key was made: an int field a write widens to double is compared as a double)."""
     cfg = table.config
     schema = Reader(table, timeline=view.timeline).full_schema
     fields = tuple(cfg.ordering_fields) if cfg.payload_class == DEFAULT_PAYLOAD else ()
     if not fields or any(f not in schema.names for f in fields):
-        fields, otype = (), None
+        fields, otype, types = (), None, ()
     else:
         otype = schema.field(fields[0]).type if len(fields) == 1 else pa.binary()
+        types = tuple(incoming.field(f).type if f in incoming.names else schema.field(f).type for f in fields)
     out = exact_arrow_schema(pa.schema([pa.field(LOOKUP_KEY, pa.string()), pa.field(LOC_P, pa.string()),
                            pa.field(LOC_F, pa.string()), pa.field(STORED, otype or pa.string())]))
-    return LookupSpec(table.context(), schema, fields, Visibility.of(view), out)
+    return LookupSpec(table.context(), schema, fields, Visibility.of(view), out, types)
 
 
 def _simple_lookup(spark, view: FileSystemView, parts: list[str] | None, spec: LookupSpec) -> tuple[DataFrame, int]:
@@ -228,8 +233,10 @@ def lookup_batches(spec: LookupSpec, batches: Iterator[pa.RecordBatch]) -> Itera
 
 def _locations(spec: LookupSpec, partition: str, file_id: str, live: pa.Table, n: int) -> pa.Table:
     fields = spec.ordering_fields
-    stored = ordering_key(live, fields, [spec.schema.field(f).type for f in fields]) if fields \
-        else pa.nulls(n, pa.string())
+    if len(fields) > 1:
+        stored = ordering_key(live, fields, spec.ordering_types)
+    else:  # (one field: its stored type; Spark compares it with the incoming one)
+        stored = live.column(fields[0]) if fields else pa.nulls(n, pa.string())
     out = pa.table([live.column(KEY), pa.repeat(pa.scalar(partition, pa.string()), n),
                     pa.repeat(pa.scalar(file_id, pa.string()), n), stored], names=spec.out_schema.names)
     return out.cast(spec.out_schema)

@@ -204,21 +204,23 @@ def test_commit_time_ordering_merges_by_arrival():
     assert MergeSpec.of(event) == MergeSpec(("ts",), True)
 
 
-TUPLE_ORDERED = {"x": "base", "y": "log1", "z": "log2"}
+TUPLE_ORDERED = {"x": "base", "y": "log1", "z": "log2", "w": "base"}
 
 
 def tuple_ordered_table(path) -> Table:
     """A v9 MOR table whose base and log records tie on `a` and differ on `b`, switched to
     `hoodie.table.ordering.fields=a,b` after the writes. Read by `a` alone (ties to the later
-    record): x log1, y log2, z log2. By (a, b): x keeps its base record ((1,5) > the log's
-    (1,3)), y's (1,9) beats its later (1,4) in the log, z's (2,0) beats (1,5): `TUPLE_ORDERED`."""
+    record): x log1, y log2, z log2, w log1. By (a, b): x keeps its base record ((1,5) > the log's
+    (1,3)), y's (1,9) beats its later (1,4) in the log, z's (2,0) beats (1,5), w's base (3,5)
+    beats its log's (3,null) (a null sorts first): `TUPLE_ORDERED`."""
     table = Table.create(str(path), name="t", table_type="MERGE_ON_READ", record_key="id", precombine_field="a",
                          options={"hoodie.write.table.version": 9, "hoodie.index.type": "SIMPLE"})
-    table.write(pa.table({"id": ["x", "y", "z"], "a": [1, 1, 1], "b": [5, 5, 5], "v": ["base", "base", "base"]}),
+    table.write(pa.table({"id": ["x", "y", "z", "w"], "a": [1, 1, 1, 3], "b": [5, 5, 5, 5], "v": ["base"] * 4}),
                 operation="bulk_insert")
-    table.write(pa.table({"id": ["x", "y"], "a": [1, 1], "b": [3, 9], "v": ["log1", "log1"]}))
+    table.write(pa.table({"id": ["x", "y", "w"], "a": [1, 1, 3], "b": pa.array([3, 9, None], pa.int64()),
+                          "v": ["log1"] * 3}))
     table.write(pa.table({"id": ["y", "z"], "a": [1, 2], "b": [4, 0], "v": ["log2", "log2"]}))
-    assert _values(Table.open(str(path))) == {"x": "log1", "y": "log2", "z": "log2"}
+    assert _values(Table.open(str(path))) == {"x": "log1", "y": "log2", "z": "log2", "w": "log1"}
     cfg = table.config
     cfg.props["hoodie.table.ordering.fields"] = "a,b"
     properties.save(table.storage, cfg)

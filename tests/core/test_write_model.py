@@ -226,8 +226,9 @@ HUDI1X_LAYOUTS = [
         "hoodie.metadata.compact.max.delta.commits": 3})
     for version, names in ((9, ("simple", "mor_bloom", "mor_bucket", "mor_no_meta")), (8, ("mor_nonpartitioned",)))
     for layout in LAYOUTS if layout.name in names
-] + [  # several ordering fields, (ts, val) compared as a tuple: ts ties often, val decides
-    replace(layout, name=f"v9_tuple_{layout.name}", ordering=("ts", "val"),
+] + [  # several ordering fields compared as a tuple: ts ties often, then val (a double) or name (a
+    # string, sometimes null: a null sorts first) decides
+    replace(layout, name=f"v9_tuple_{layout.name}", ordering=("ts", "name" if layout.name == "mor_bloom" else "val"),
             options={**layout.options, "hoodie.write.table.version": 9})
     for layout in LAYOUTS if layout.name in ("simple", "mor_bloom", "mor_global_bloom", "mor_bucket")
 ]

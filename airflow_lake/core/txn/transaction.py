@@ -32,13 +32,13 @@ from ..metadata_writer import (
     METADATA_ENABLE,
     FilesChange,
     MetadataWriter,
+    absorbed,
     clean_due,
     clean_metadata,
     clean_plan,
     clean_retention,
     committed_files,
     compacted_base,
-    compacted_logs,
     compaction_due,
     files_change,
     init_files,
@@ -348,19 +348,23 @@ class Transaction:
         self.storage.write(path, data)
         timeline.transition(requested, State.COMPLETED, meta.to_bytes())
 
-    def rollback_metadata_table(self, writer: MetadataWriter, by: str | None, target: str) -> None:
+    def rollback_metadata_table(self, writer: MetadataWriter, by: str | None, target: str,
+                                deleted: dict[str, list[str]] | None = None) -> None:
         """Roll back the MDT deltacommit of data-table instant `target`, if the MDT has one: its
-        log files and state files deleted, recorded (`by`) as an MDT rollback instant (§5.6)."""
+        log files and state files deleted, recorded (`by`) as an MDT rollback instant (§5.6).
+        Once an MDT compaction absorbed it, the data files the rollback `deleted` (partition ->
+        names) are tombstoned by an MDT deltacommit at `by` instead."""
         timeline = writer.timeline()
         rb = next((i for i in timeline.pending() if i.time == by and i.action == ROLLBACK), None) if by else None
         if not timeline.contains(target) and rb is None:
             return
         start = time.time()
         logs = writer.written_by(target)
-        if by is not None and rb is None and set(p.rsplit("/", 1)[-1] for p in logs) & compacted_logs(timeline):
+        if by is not None and rb is None and absorbed(timeline, target):
             # merged into an MDT base file already: its files are deleted by a deltacommit at `by`
             # (tombstones, as Java turns a rollback's deleted files into MDT records)
-            deleted = logged_files(self.storage, logs, target)
+            if deleted is None:
+                deleted = logged_files(self.storage, logs, target)
             self.metadata_deltacommit(writer, timeline, by, FilesChange(deleted=deleted, list_partitions=False))
             return
         if rb is not None:  # an MDT rollback a crash left pending: finish it
@@ -385,10 +389,8 @@ class Transaction:
         ones' files deleted, files cleaned after the savepoint, ...). Idempotent: a restore a
         crash interrupted redoes it."""
         timeline = writer.timeline()
-        compacted = compacted_logs(timeline)
         for target in undone + [at]:  # (`at`: a sync a crash left before the restore completed)
-            logs = {p.rsplit("/", 1)[-1] for p in writer.written_by(target)}
-            if timeline.contains(target) and (target == at or not logs & compacted):
+            if timeline.contains(target) and (target == at or not absorbed(timeline, target)):
                 self.rollback_metadata_table(writer, None, target)
         timeline = writer.timeline()
         self.metadata_deltacommit(writer, timeline, at, restore_change(self.storage, self.timeline))
@@ -492,7 +494,8 @@ class Transaction:
             # the target is invisible by now: its MDT deltacommit is rolled back before the
             # rollback completes (§5.6), never while readers still see the target
             if writer is not None:
-                self.rollback_metadata_table(writer, rb.time, plan.instant)
+                deleted = {p: [f.rsplit("/", 1)[-1] for f in fs] for p, fs in metadata.deleted.items() if fs}
+                self.rollback_metadata_table(writer, rb.time, plan.instant, deleted)
             timeline.transition(rb, State.COMPLETED, metadata.to_bytes())
 
         metadata = undo.undo(self.storage, timeline, plan, rb.time, start,
