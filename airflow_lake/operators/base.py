@@ -15,11 +15,13 @@ Retries never run a job twice:
 
 from __future__ import annotations
 
+import time
 from collections.abc import Collection, Mapping, Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.sdk import Asset, BaseOperator, ResumableJobMixin
+from airflow.sdk.exceptions import AirflowSkipException
 from airflow.sdk.log import mask_secret
 
 from airflow_lake.core.errors import InvalidOptionError
@@ -28,6 +30,7 @@ from airflow_lake.core.vocabulary import is_table_option
 from airflow_lake.hooks.lake import LakeHook, table_asset, with_asset
 from airflow_lake.hooks.submit import LakeJobError
 from airflow_lake.location import is_absolute
+from airflow_lake.operators.metrics import emit_job
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -113,6 +116,7 @@ class LakeJobOperator(ResumableJobMixin, BaseOperator):
         self.fast_start = fast_start
         self._token: str | None = None
         self._result: dict[str, Any] | None = None
+        self._outcome: dict[str, Any] | None = None  # the finished job's result (for the metrics)
         self._submission: JobSubmission | None = None
 
     def _default_asset(self, table_path: str, asset: Asset | bool | None, task_id: str | None) -> Asset | None:
@@ -178,6 +182,19 @@ class LakeJobOperator(ResumableJobMixin, BaseOperator):
                 mask_secret(str(value), key)
 
     def execute(self, context: Context) -> Any:
+        start = time.monotonic()
+        try:
+            xcom = self._execute(context)
+        except AirflowSkipException:  # (nothing to do: a compaction not due)
+            emit_job(self.job, self.table_path, outcome="skipped", seconds=time.monotonic() - start)
+            raise
+        except BaseException:
+            emit_job(self.job, self.table_path, outcome="failure", seconds=time.monotonic() - start)
+            raise
+        emit_job(self.job, self.table_path, outcome="success", seconds=time.monotonic() - start, result=self._outcome)
+        return xcom
+
+    def _execute(self, context: Context) -> Any:
         self.check_arguments()
         self._args = self.job_args()
         self._token = LakeHook.run_token(context)
@@ -186,6 +203,7 @@ class LakeJobOperator(ResumableJobMixin, BaseOperator):
         if result is None:
             raise LakeJobError(f"{self.job}: table {self.table_path}: no result")
         self.log.info("table %s: %s result: %s", self.table_path, self.job, result)
+        self._outcome = result
         if self.asset is not None:
             if self.changed_table(result):
                 context["outlet_events"][self.asset].extra = self.event_extra(result)

@@ -12,6 +12,7 @@ from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_lake.core.health import breaches, table_health
 from airflow_lake.hooks.lake import LakeHook
+from airflow_lake.operators.metrics import emit_health
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -54,6 +55,7 @@ class TableHealthOperator(BaseOperator):
         table = hook.get_table(self.table_path, self.table_options)
         health = table_health(table)
         doc = health.as_dict()
+        emit_health(self.table_path, doc)
         self.log.info("table %s: %d delta commits since the last compaction, %d pending compaction plans, "
                       "%d stale instants, %d archivable commits, a clean would delete %d files",
                       health.table, health.delta_commits_since_compaction, len(health.pending_compactions),

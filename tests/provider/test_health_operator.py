@@ -24,7 +24,7 @@ def _dag(home, dag_id: str, table: str, thresholds: dict):
     return load_dag(home, dag_id, table, template=DAG, thresholds=thresholds)
 
 
-def test_health_as_xcom_and_a_backlog_over_its_threshold_fails_the_task(airflow_db, tmp_path, capfd):
+def test_health_as_xcom_and_a_backlog_over_its_threshold_fails_the_task(airflow_db, tmp_path, capfd, statsd):
     path = str(tmp_path / "orders")
     t = Table.create(path, name="orders", table_type="MERGE_ON_READ", record_key="id", precombine_field="ts")
     for ts in range(4):
@@ -35,6 +35,9 @@ def test_health_as_xcom_and_a_backlog_over_its_threshold_fails_the_task(airflow_
     health = xcom(dr, "health")
     assert health["table"] == path and health["delta_commits_since_compaction"] == 4
     assert health["max_log_files_per_slice"] >= 1 and health["pending_compactions"] == []
+    # the figures as gauges, through Airflow's metrics (StatsD here)
+    assert statsd.values("airflow.lake.health.orders.delta_commits_since_compaction") == ["4|g"]
+    assert statsd.values("airflow.lake.health.orders.pending_compactions") == ["0|g"]
 
     dr = _dag(airflow_db, "lake_health_behind", path, {"delta_commits_since_compaction": 2}).test()
     assert dr.state == "failed"

@@ -117,9 +117,9 @@ def expected(*batches: pa.Table) -> list[tuple]:
     return sorted(rows.values())
 
 
-def test_ingest_compact_clean_archive_pipeline(airflow_db, spark_env, tmp_path):
+def test_ingest_compact_clean_archive_pipeline(airflow_db, spark_env, tmp_path, statsd):
     """upsert (creating a MERGE_ON_READ table) → upsert → schedule → execute (instant by XCom)
-    → clean → archive, each a real spark-submit."""
+    → clean → archive, each a real spark-submit; their outcomes and counts as Airflow metrics."""
     table = str(tmp_path / "orders")
     first, second = batch(list(range(1, 41)), ts=1), batch(list(range(21, 61)), ts=2)
     src1, src2 = source(tmp_path / "landing", "b1", first), source(tmp_path / "landing", "b2", second)
@@ -168,6 +168,16 @@ def test_ingest_compact_clean_archive_pipeline(airflow_db, spark_env, tmp_path):
         ("first", up1["instant"]), ("second", up2["instant"]), ("execute", planned), ("clean", cleaned["instant"])]
     assert events[1]["extra"]["inserts"] == 20 and events[1]["extra"]["updates"] == 20
     assert events[0]["extra"]["action"] == events[1]["extra"]["action"] == "deltacommit"
+    # each job's outcome, duration and counts went to Airflow's metrics (StatsD here)
+    for job in ("upsert", "compaction_schedule", "compaction_execute", "clean", "archive"):
+        assert statsd.values(f"airflow.lake.{job}.orders.success") == ["1|c"] * (2 if job == "upsert" else 1), job
+        assert [v.endswith("|ms") for v in statsd.values(f"airflow.lake.{job}.orders.duration")] == \
+            [True] * (2 if job == "upsert" else 1)
+    assert statsd.values("airflow.lake.upsert.orders.inserts") == ["40|g", "20|g"]
+    assert statsd.values("airflow.lake.compaction_execute.orders.records_written") == \
+        [f"{executed['records_written']}|g"]
+    assert statsd.values("airflow.lake.clean.orders.files_deleted") == [f"{cleaned['files_deleted']}|g"]
+    assert statsd.values("airflow.lake.archive.orders.archived") == [f"{archived['archived']}|g"]
 
 
 def state_store(dr, task_id: str, key: str = "airflow_lake.job"):
@@ -351,7 +361,7 @@ def test_bad_arguments_fail_at_parse_time_naming_the_value(tmp_path):
     assert CleanOperator(task_id="c", table_path=path, dry_run=True).outlets == []
 
 
-def test_bad_rendered_arguments_fail_before_submitting(airflow_db, tmp_path, monkeypatch, capfd):
+def test_bad_rendered_arguments_fail_before_submitting(airflow_db, tmp_path, monkeypatch, capfd, statsd):
     """Checked once templates are rendered, before any spark-submit (none is on PATH here)."""
     monkeypatch.setenv("PATH", "/nonexistent")
     path = str(tmp_path / "t")
@@ -376,6 +386,10 @@ def test_bad_rendered_arguments_fail_before_submitting(airflow_db, tmp_path, mon
     assert "(record_key='uuid' but the table has 'id'; partition_fields='day' but the table has 'none')" in text
     assert "max_plans must be a whole number of at least 1, got 'many'" in text
     assert len(t.timeline.instants) == 1 and not (tmp_path / "nothing").exists()
+    # each failure counted in Airflow's metrics
+    assert statsd.values("airflow.lake.upsert.t.failure") == ["1|c", "1|c"]
+    assert statsd.values("airflow.lake.upsert.nothing.failure") == ["1|c"]
+    assert statsd.values("airflow.lake.rollback.t.failure") == ["1|c"]
 
 
 def test_the_submitted_command_and_its_options(tmp_path, monkeypatch):
