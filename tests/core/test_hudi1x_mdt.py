@@ -472,3 +472,19 @@ def test_a_restore_that_dies_at_any_storage_write_is_finished_with_its_metadata_
                                      pa.table(after).cast(at_savepoint.select(["id", "ts", "part"]).schema)])
         same_rows(agree(t, path).select(["id", "ts", "part"]), expected)
         assert not t.timeline.pending().instants and not MetadataWriter(t.storage).timeline().pending().instants
+
+
+def test_a_metadata_table_never_compacted_keeps_its_timeline(tmp_path):
+    """Before its first compaction the MDT's latest slice is its initialisation's: archiving the
+    data table archives nothing of the MDT (hudi-rs trusts only base files of active instants)."""
+    path = tmp_path / "t"
+    table = Table.create(str(path), name="t", record_key="id", precombine_field="ts",
+                         options={"hoodie.write.table.version": 9, "hoodie.metadata.enable": "true",
+                                  "hoodie.metadata.compact.max.delta.commits": 100})
+    for ts in range(8):
+        table.write(pa.table({"id": [f"k{ts}"], "ts": [ts]}))
+    mdt_before = [i.time for i in MetadataWriter(table.storage).timeline()]
+    result = table.archive(min_commits=2, max_commits=3)
+    assert result.metadata_table_archived == []
+    assert [i.time for i in MetadataWriter(table.storage).timeline()] == mdt_before
+    agree(table, path)

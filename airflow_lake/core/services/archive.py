@@ -267,13 +267,16 @@ def _archive_metadata_table(txn: Transaction, timeline, min_commits: int, max_co
     bounds plus one (as Java's writer configures it), never at or after: the earliest
     data-table commit or pending instant still active (the MDT's records of later instants are
     checked against the data table's active timeline), the MDT's latest compaction (and the
-    deltacommits after it), a pending MDT instant, or the MDT's latest clean's bound."""
+    deltacommits after it; nothing before the first one), a pending MDT instant, or the MDT's
+    latest clean's bound."""
     if not metadata_on(txn.storage, txn.config.props):
         return []
     writer = MetadataWriter(txn.storage)
     mdt = writer.timeline()
     bounds = [i.time for i in (timeline.commits().first, timeline.pending().first, mdt.pending().first) if i]
     compactions = [i.time for i in mdt.completed() if i.action == COMMIT]
+    if not compactions:  # the latest slice's base is still the initialisation's: it stays active
+        return []
     bounds += compactions[-1:]
     if mdt.latest_clean_bound():
         bounds.append(mdt.latest_clean_bound())
