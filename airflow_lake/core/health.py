@@ -17,7 +17,7 @@ from .config import ServiceOptions, WriteOptions
 from .metadata_table import MDT, MdtStorage, has_files_partition
 from .services import archive as archive_service
 from .timeline.clock import instant_epoch_ms
-from .timeline.instant import COMMIT, COMPACTION, DELTA_COMMIT, LOG_COMPACTION, REPLACE_COMMIT, State
+from .timeline.instant import COMMIT, COMMIT_ACTIONS, COMPACTION, DELTA_COMMIT, LOG_COMPACTION, REPLACE_COMMIT, State
 from .timeline.payloads import CompactionPlan
 from .txn.heartbeat import is_expired, last_beat_ms
 from .txn.undo import is_compaction
@@ -113,12 +113,9 @@ def table_health(table, *, clock=time.time, top: int = 20) -> TableHealth:
     deltas = [i for i in timeline.actions(DELTA_COMMIT).completed()
               if latest_compaction is None or i.time > latest_compaction]
     backlog = _backlog(storage, timeline, deltas) if cfg.is_mor else []
-    blockers = archive_service.blockers(table.context(), timeline)
-    low, high = table.option(ServiceOptions.KEEP_MIN_COMMITS), table.option(ServiceOptions.KEEP_MAX_COMMITS)
-    commits = completed.instants
-    candidates = commits[: len(commits) - low] if len(commits) > high else []
-    bound = blockers[0][0] if blockers else None
-    archivable = [c for c in candidates if bound is None or c.time < bound]
+    bounds = table.option(ServiceOptions.KEEP_MIN_COMMITS), table.option(ServiceOptions.KEEP_MAX_COMMITS)
+    chosen, blocked_by = archive_service.select(table.context(), timeline, *bounds)
+    archivable = [i for i in chosen if i.comparable_action in COMMIT_ACTIONS]
     clean = table.clean(dry_run=True)
     mdt_version = None
     if storage.exists(f"{MDT}/.hoodie/hoodie.properties"):
@@ -138,8 +135,7 @@ def table_health(table, *, clock=time.time, top: int = 20) -> TableHealth:
         oldest_pending_compaction_age_s=max((c.age_s or 0.0 for c in compactions), default=None),
         pending=others,
         stale_instants=[p.instant for p in compactions + others if p.heartbeat_expired],
-        active_commits=len(commits), archivable_commits=len(archivable),
-        archival_blocked_by=blockers[0][1] if blockers and len(archivable) < len(candidates) else None,
+        active_commits=len(completed.instants), archivable_commits=len(archivable), archival_blocked_by=blocked_by,
         clean_policy=clean.policy, clean_would_delete=clean.total_files,
         backlog=sorted(backlog, key=lambda b: (-b.log_files, -b.delta_commits, b.partition, b.file_id))[:top])
 

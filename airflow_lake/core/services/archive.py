@@ -116,7 +116,8 @@ def _metadata_table_bound(ctx: TableContext, timeline) -> tuple[str, str] | None
         if later else None
 
 
-def _select(ctx: TableContext, timeline, min_commits: int, max_commits: int) -> tuple[list[Instant], str | None]:
+def select(ctx: TableContext, timeline, min_commits: int, max_commits: int) -> tuple[list[Instant], str | None]:
+    """The completed instants an archive with these bounds moves now, and what stopped it short."""
     commits = timeline.commits().completed().instants
     chosen: list[Instant] = []
     blocked = None
@@ -210,7 +211,7 @@ def archive(txn: Transaction, *, min_commits: int = 20, max_commits: int = 30, b
         if done is not None:
             stored = tokens.stored_result(storage, token, done.time, tokens.ARCHIVE)
             return ArchiveResult(**{**stored, "already_done": True})
-        chosen, result.blocked_by = _select(txn.ctx, timeline, min_commits, max_commits)
+        chosen, result.blocked_by = select(txn.ctx, timeline, min_commits, max_commits)
         if chosen:
             times = {i.time for i in chosen}
             names = sorted((n for t in times for n in timeline.state_files(t)), key=lambda n: Instant.parse(n))
