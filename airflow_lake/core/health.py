@@ -16,12 +16,14 @@ from . import properties
 from .config import ServiceOptions, WriteOptions
 from .metadata_table import MDT, MdtStorage, has_files_partition
 from .services import archive as archive_service
-from .timeline.clock import instant_epoch_ms
+from .services import compaction
+from .timeline.clock import instant_at_ms, instant_epoch_ms
 from .timeline.instant import COMMIT, COMMIT_ACTIONS, COMPACTION, DELTA_COMMIT, LOG_COMPACTION, REPLACE_COMMIT, State
 from .timeline.payloads import CompactionPlan
 from .txn.heartbeat import is_expired, last_beat_ms
 from .txn.undo import is_compaction
 from .view import FileSystemView
+from .vocabulary import COMPACTION_TRIGGERS
 
 
 @dataclass
@@ -60,6 +62,12 @@ class TableHealth:
     latest_commit_age_s: float | None
     latest_compaction: str | None
     delta_commits_since_compaction: int  # MOR: completed delta commits after the latest compaction
+    seconds_since_compaction: float  # since the latest compaction, else the first delta commit
+    delta_commits_since_request: int  # after the latest compaction requested or done
+    seconds_since_request: float
+    compaction_trigger: str  # the table's trigger (hoodie.compact.inline.trigger.strategy)
+    compactable_slices: int  # MOR: latest slices with log files a new plan may take (in no pending plan)
+    compaction_due: bool  # MOR: the trigger holds and some slice is compactable: scheduling makes a plan
     slices_with_logs: int
     log_files: int
     max_log_files_per_slice: int
@@ -113,6 +121,17 @@ def table_health(table, *, clock=time.time, top: int = 20) -> TableHealth:
     deltas = [i for i in timeline.actions(DELTA_COMMIT).completed()
               if latest_compaction is None or i.time > latest_compaction]
     backlog = _backlog(storage, timeline, deltas) if cfg.is_mor else []
+    now = instant_at_ms(now_ms, zone)
+    commits, seconds, _ = compaction.trigger_figures(timeline, now)
+    requested, since_request, _ = compaction.trigger_figures(timeline, now, after_request=True)
+    trigger = COMPACTION_TRIGGERS.parse(table.option(ServiceOptions.COMPACTION_TRIGGER), f"table {storage.uri}",
+                                        ServiceOptions.COMPACTION_TRIGGER.key)
+    after_request = trigger == "NUM_COMMITS_AFTER_LAST_REQUEST"
+    compactable = len(compaction.compactable_slices(FileSystemView(storage, timeline),
+                                                    table.option(compaction.LOG_SIZE_THRESHOLD))) if cfg.is_mor else 0
+    due = compactable > 0 and compaction.trigger_holds(
+        trigger, requested if after_request else commits, since_request if after_request else seconds,
+        table.option(ServiceOptions.MAX_DELTA_COMMITS), table.option(ServiceOptions.MAX_DELTA_SECONDS))
     bounds = table.option(ServiceOptions.KEEP_MIN_COMMITS), table.option(ServiceOptions.KEEP_MAX_COMMITS)
     chosen, blocked_by = archive_service.select(table.context(), timeline, *bounds)
     archivable = [i for i in chosen if i.comparable_action in COMMIT_ACTIONS]
@@ -128,6 +147,10 @@ def table_health(table, *, clock=time.time, top: int = 20) -> TableHealth:
         metadata_partitions=listed, checked_at_ms=now_ms,
         latest_commit=latest.time if latest else None, latest_commit_age_s=age(latest.time if latest else None),
         latest_compaction=latest_compaction, delta_commits_since_compaction=len(deltas) if cfg.is_mor else 0,
+        seconds_since_compaction=seconds if cfg.is_mor else 0.0,
+        delta_commits_since_request=requested if cfg.is_mor else 0,
+        seconds_since_request=since_request if cfg.is_mor else 0.0, compaction_trigger=trigger,
+        compactable_slices=compactable, compaction_due=due,
         slices_with_logs=len(backlog), log_files=sum(b.log_files for b in backlog),
         max_log_files_per_slice=max((b.log_files for b in backlog), default=0),
         max_delta_commits_per_slice=max((b.delta_commits for b in backlog), default=0),
@@ -181,13 +204,16 @@ ADVICE = {
 }
 
 
+FIGURES = frozenset(f for f in TableHealth.__dataclass_fields__ if f not in ("table", "checked_at_ms", "backlog"))
+"""The figures of a `TableHealth` a threshold may name."""
+
+
 def breaches(health: TableHealth, thresholds: dict[str, float]) -> list[str]:
     """One line per figure of `health` above its threshold (a list counts its items), naming
     the table, the figure, its value and what to do. Unknown names raise ValueError."""
-    known = {f for f in TableHealth.__dataclass_fields__ if f not in ("table", "checked_at_ms", "backlog")}
-    unknown = sorted(set(thresholds) - known)
+    unknown = sorted(set(thresholds) - FIGURES)
     if unknown:
-        raise ValueError(f"unknown health figures {unknown}; known: {sorted(known)}")
+        raise ValueError(f"unknown health figures {unknown}; known: {sorted(FIGURES)}")
     lines = []
     for name, limit in thresholds.items():
         value = getattr(health, name)

@@ -26,7 +26,7 @@ def lake(airflow_db, tmp_path, monkeypatch) -> Path:  # noqa: F811
     """The lake's base folder of this test; the example DAGs are in the DAGs folder."""
     base = tmp_path / "lake"
     base.mkdir()
-    for dag_file in EXAMPLES.glob("*.py"):
+    for dag_file in [*EXAMPLES.glob("*.py"), *EXAMPLES.glob("*.yaml")]:
         shutil.copy(dag_file, DAGS_FOLDER / dag_file.name)
     monkeypatch.setenv("AIRFLOW_LAKE_BASE", str(base))
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "local[2]"}))
@@ -38,12 +38,14 @@ def lake(airflow_db, tmp_path, monkeypatch) -> Path:  # noqa: F811
     return base
 
 
-def load_example(dag_id: str):
-    """Import `dags/<dag_id>.py` (as copied into the DAGs folder) with the current environment."""
-    spec = importlib.util.spec_from_file_location(f"example_{dag_id}", DAGS_FOLDER / f"{dag_id}.py")
+def load_example(dag_id: str, file: str | None = None):
+    """Import `dags/<file or dag_id>.py` (as copied into the DAGs folder) with the current
+    environment; its DAG `dag_id` (`dag` when the file is named so)."""
+    name = file or dag_id
+    spec = importlib.util.spec_from_file_location(f"example_{name}", DAGS_FOLDER / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.dag
+    return module.dag if file is None else getattr(module, dag_id)
 
 
 def unpause(dag_id: str) -> None:

@@ -109,6 +109,23 @@ def test_maintenance_dag_cleans_then_archives(lake):
     assert fares(hudi_read(path)) == expected
 
 
+def test_maintenance_manager_example_plans_each_table_of_its_yaml(lake):
+    """`dags/lake_maintenance_manager.py` with `dags/lake_tables.yaml`: one DAG per table, under
+    `$AIRFLOW_LAKE_BASE`; a dry run of `trips` (3 delta commits, trigger at 2) decides a
+    compaction and runs nothing."""
+    path = str(lake / "trips")
+    table = trips_table(path, 3)
+    before = [f"{i.time}.{i.action}.{i.state.name}" for i in table.timeline]
+    dag = load_example("lake_maintenance__trips", "lake_maintenance_manager")
+    assert load_example("lake_maintenance__trips_daily", "lake_maintenance_manager").schedule == "@daily"
+    run = dag.test(run_conf={"dry_run": True})
+    plan = xcom(run, "plan")
+    assert plan["table"] == path and plan["dry_run"] and plan["schedule"]["due"]
+    assert "trigger NUM_COMMITS holds: 3 delta commits" in plan["schedule"]["reason"]
+    assert states(run)["schedule_compaction"] == "skipped" and states(run)["check_backlog"] == "success"
+    assert [f"{i.time}.{i.action}.{i.state.name}" for i in Table.open(path).timeline] == before
+
+
 def test_on_new_data_dag_reports_each_commit_once(lake):
     table = trips_table(str(lake / "trips"), 2)
     dag = load_example("lake_on_new_data")

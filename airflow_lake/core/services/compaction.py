@@ -78,28 +78,41 @@ def _completed_compactions(timeline) -> list[str]:
     return [i.time for i in timeline.actions(COMMIT).completed() if is_compaction(timeline, i.time)]
 
 
-def _trigger_met(timeline, strategy: str, max_commits: int, max_seconds: int, now: str) -> tuple[bool, str]:
+def trigger_figures(timeline, now: str, *, after_request: bool = False) -> tuple[int, float, str | None]:
+    """What a compaction trigger is judged by at `now`: completed delta commits since the
+    latest compaction (`after_request`: since the latest compaction requested or done), the
+    seconds since then (or since the first delta commit), and that instant."""
     deltas = timeline.actions(DELTA_COMMIT).completed().times
     done = _completed_compactions(timeline)
-    requested = sorted(done + [i.time for i in timeline.actions(COMPACTION).pending()])
     since = done[-1] if done else None
-    if strategy == "NUM_COMMITS_AFTER_LAST_REQUEST":
+    if after_request:
+        requested = sorted(done + [i.time for i in timeline.actions(COMPACTION).pending()])
         since = requested[-1] if requested else None
     count = len([d for d in deltas if since is None or d > since])
     reference = since or (deltas[0] if deltas else None)
     elapsed = (parse_instant(now) - parse_instant(reference)).total_seconds() if reference else 0.0
-    num_ok, time_ok = count >= max_commits, elapsed >= max_seconds
+    return count, elapsed, since
+
+
+def trigger_holds(strategy: str, commits: int, seconds: float, max_commits: int, max_seconds: int) -> bool:
+    """Whether the compaction trigger `strategy` holds for these figures (`trigger_figures`)."""
+    num_ok, time_ok = commits >= max_commits, seconds >= max_seconds
+    return {"NUM_COMMITS": num_ok, "NUM_COMMITS_AFTER_LAST_REQUEST": num_ok, "TIME_ELAPSED": time_ok,
+            "NUM_AND_TIME": num_ok and time_ok, "NUM_OR_TIME": num_ok or time_ok}[strategy]
+
+
+def _trigger_met(timeline, strategy: str, max_commits: int, max_seconds: int, now: str) -> tuple[bool, str]:
+    count, elapsed, since = trigger_figures(timeline, now, after_request=strategy == "NUM_COMMITS_AFTER_LAST_REQUEST")
     why = f"{count} delta commits since {since or 'the start'} (need {max_commits}), {elapsed:.0f} s elapsed " \
           f"(need {max_seconds})"
-    met = {"NUM_COMMITS": num_ok, "NUM_COMMITS_AFTER_LAST_REQUEST": num_ok, "TIME_ELAPSED": time_ok,
-           "NUM_AND_TIME": num_ok and time_ok, "NUM_OR_TIME": num_ok or time_ok}[strategy]
-    return met, why
+    return trigger_holds(strategy, count, elapsed, max_commits, max_seconds), why
 
 
-def _operations(txn: Transaction, view: FileSystemView, target_io_mb: int, threshold: int) -> list[CompactionOperation]:
-    """LogFileSizeBasedCompactionStrategy bounded by target IO: largest log sizes first."""
-    max_file = txn.option(WriteOptions.MAX_FILE_SIZE)
-    ops = []
+def compactable_slices(view: FileSystemView, threshold: int) -> list[tuple]:
+    """The latest slices a plan may take, as `(file group, slice, log bytes)`: those with log
+    files of at least `threshold` bytes in all, in no pending plan, not a log-only slice after
+    an earlier one."""
+    out = []
     for group in view.file_groups():
         if view.pending_compaction_of(group.partition, group.file_id):
             continue
@@ -107,8 +120,16 @@ def _operations(txn: Transaction, view: FileSystemView, target_io_mb: int, thres
         if not sl.log_files or (sl.base_file is None and len(group.slices) > 1):
             continue
         log_size = sum(lf.size for lf in sl.log_files)
-        if log_size < threshold:
-            continue
+        if log_size >= threshold:
+            out.append((group, sl, log_size))
+    return out
+
+
+def _operations(txn: Transaction, view: FileSystemView, target_io_mb: int, threshold: int) -> list[CompactionOperation]:
+    """LogFileSizeBasedCompactionStrategy bounded by target IO: largest log sizes first."""
+    max_file = txn.option(WriteOptions.MAX_FILE_SIZE)
+    ops = []
+    for group, sl, log_size in compactable_slices(view, threshold):
         base_size = sl.base_file.size if sl.base_file else 0
         read_mb = (base_size + log_size) / MB
         write_mb = (base_size if sl.base_file else max_file) / MB

@@ -67,3 +67,9 @@ def instant_epoch_ms(instant: str, zone: str) -> int:
     moment = parse_instant(instant)
     moment = moment.replace(tzinfo=timezone.utc) if zone == "UTC" else moment.astimezone()
     return int(moment.timestamp() * 1000)
+
+
+def instant_at_ms(epoch_ms: int, zone: str) -> str:
+    """The instant time of an epoch ms in the table's timeline zone (UTC or LOCAL)."""
+    moment = datetime.fromtimestamp(epoch_ms / 1000, timezone.utc)
+    return format_instant(moment if zone == "UTC" else moment.astimezone().replace(tzinfo=None))
