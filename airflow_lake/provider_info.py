@@ -37,9 +37,11 @@ def get_provider_info() -> dict:
                    "python-modules": ["airflow_lake.hooks.lake", "airflow_lake.hooks.submit"]}],
         "operators": [{"integration-name": INTEGRATION,
                        "python-modules": ["airflow_lake.operators.upsert", "airflow_lake.operators.compaction",
-                                          "airflow_lake.operators.services", "airflow_lake.operators.health"]}],
+                                          "airflow_lake.operators.services", "airflow_lake.operators.health",
+                                          "airflow_lake.operators.maintenance"]}],
         "sensors": [{"integration-name": INTEGRATION, "python-modules": ["airflow_lake.sensors.instant"]}],
-        "triggers": [{"integration-name": INTEGRATION, "python-modules": ["airflow_lake.triggers.instant"]}],
+        "triggers": [{"integration-name": INTEGRATION,
+                      "python-modules": ["airflow_lake.triggers.instant", "airflow_lake.triggers.commit"]}],
         "connection-types": [
             {
                 "hook-class-name": "airflow_lake.hooks.lake.LakeHook",

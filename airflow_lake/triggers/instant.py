@@ -33,6 +33,17 @@ def refuse_secrets(where: str, storage_options: dict[str, Any] | None) -> None:
                          "(lake_conn_id), which the triggerer reads itself")
 
 
+async def lake_settings(lake_conn_id: str | None, storage_options: dict[str, Any] | None) -> LakeSettings:
+    """The lake connection's settings, read in the triggerer (`lake_default` may be undefined)."""
+    try:
+        conn = await BaseHook.aget_connection(lake_conn_id) if lake_conn_id else None
+    except AirflowNotFoundException:
+        if lake_conn_id != LakeHook.default_conn_name:
+            raise
+        conn = None
+    return LakeSettings.from_connection(conn, lake_conn_id, storage_options)
+
+
 class LakeInstantTrigger(BaseTrigger):
     """Polls a table's timeline until `min_new_instants` watched instants completed after the
     baseline, then yields one event and stops.
@@ -98,19 +109,10 @@ class LakeInstantTrigger(BaseTrigger):
             },
         )
 
-    async def _settings(self) -> LakeSettings:
-        try:
-            conn = await BaseHook.aget_connection(self.lake_conn_id) if self.lake_conn_id else None
-        except AirflowNotFoundException:
-            if self.lake_conn_id != LakeHook.default_conn_name:  # `lake_default` may be left undefined
-                raise
-            conn = None
-        return LakeSettings.from_connection(conn, self.lake_conn_id, self.storage_options)
-
     async def run(self) -> AsyncIterator[TriggerEvent]:
         table, options = self.table_path, dict(self.storage_options)
         try:
-            settings = await self._settings()
+            settings = await lake_settings(self.lake_conn_id, self.storage_options)
             table, options = settings.resolve(self.table_path), settings.storage_options
             storage = await asyncio.to_thread(open_storage, table, options)
             async for event in self._poll(table, storage):
