@@ -45,6 +45,25 @@ CHANGE_COUNTS = ("records_written", "deletes", "replaced_file_groups", "files_de
 """Counts of a job's result of which one not zero means its instant changed the table."""
 
 
+class TimelineReadLineage:
+    """OpenLineage of a task that reads a table's timeline only (`table_path`, `lake_conn_id`,
+    `storage_options`): the table as input. The OpenLineage provider is imported only here."""
+
+    def _read_lineage(self):
+        from airflow_lake.operators.lineage import read_lineage
+
+        return read_lineage(LakeHook(self.lake_conn_id, self.storage_options), self.table_path)
+
+    def get_openlineage_facets_on_start(self):
+        return self._read_lineage()
+
+    def get_openlineage_facets_on_complete(self, task_instance):
+        return self._read_lineage()
+
+    def get_openlineage_facets_on_failure(self, task_instance):
+        return self._read_lineage()
+
+
 class LakeJobOperator(ResumableJobMixin, BaseOperator):
     """Runs one packaged job (`spark_jobs/<job>.py`) on a table with `spark-submit`.
 
@@ -305,6 +324,26 @@ class LakeJobOperator(ResumableJobMixin, BaseOperator):
             return {**external_id["result"], "already_done": True}
         # a cluster-mode driver: its output stayed on the cluster, the timeline has the result
         return self.hook.job_result(self.job, self.table_path, self._token, None, **self._lookup())
+
+    # -- OpenLineage (the provider is optional: imported only here) -------------------------------
+    def lineage_inputs(self) -> list[str]:
+        """The locations the job reads (the table; a write: its source)."""
+        return [self.table_path]
+
+    def get_openlineage_facets_on_start(self):
+        from airflow_lake.operators.lineage import operator_lineage
+
+        return operator_lineage(self, None)
+
+    def get_openlineage_facets_on_complete(self, task_instance):
+        from airflow_lake.operators.lineage import operator_lineage
+
+        return operator_lineage(self, self._outcome)
+
+    def get_openlineage_facets_on_failure(self, task_instance):
+        from airflow_lake.operators.lineage import operator_lineage
+
+        return operator_lineage(self, None)
 
     def _spark_operator(self):
         """The Spark provider's own `SparkSubmitOperator` (its tracking of a cluster-mode driver)

@@ -12,13 +12,14 @@ from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_lake.core.health import breaches, table_health
 from airflow_lake.hooks.lake import LakeHook
+from airflow_lake.operators.base import TimelineReadLineage
 from airflow_lake.operators.metrics import emit_health
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
 
-class TableHealthOperator(BaseOperator):
+class TableHealthOperator(TimelineReadLineage, BaseOperator):
     """Reads a table's health and returns it as XCom (`TableHealth.as_dict()`: the compaction
     backlog, pending plans and their age, pending instants and whether their writers are alive,
     what archival and a clean would do, the latest commit's age, table and MDT versions).

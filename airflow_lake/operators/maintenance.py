@@ -41,7 +41,7 @@ from airflow_lake.core.health import table_health
 from airflow_lake.core.maintenance import TablePolicy, check_config, plan_maintenance, policies_from_config
 from airflow_lake.hooks.lake import LakeHook
 from airflow_lake.location import LakeSettings, is_absolute
-from airflow_lake.operators.base import none_if_empty
+from airflow_lake.operators.base import TimelineReadLineage, none_if_empty
 from airflow_lake.operators.compaction import CompactionExecuteOperator, CompactionScheduleOperator
 from airflow_lake.operators.metrics import emit_health
 from airflow_lake.operators.services import ArchiveOperator, CleanOperator, RollbackOperator
@@ -54,7 +54,7 @@ DEFAULT_PREFIX = "lake_maintenance__"
 DEFAULT_START = datetime(2025, 1, 1, tzinfo=timezone.utc)
 
 
-class MaintenancePlanOperator(BaseOperator):
+class MaintenancePlanOperator(TimelineReadLineage, BaseOperator):
     """Reads a table's health with its policy's options and decides what is due; XCom: the
     `MaintenancePlan` as a dict (keys `rollback` and `execute` also pushed alone, for mapping)."""
 
@@ -64,6 +64,9 @@ class MaintenancePlanOperator(BaseOperator):
         super().__init__(**kwargs)
         self.policy = policy
         self.dry_run = dry_run
+        self.table_path = policy.path
+        self.lake_conn_id = policy.lake_conn_id
+        self.storage_options = policy.storage_options
 
     def execute(self, context: Context) -> dict[str, Any]:
         policy = self.policy

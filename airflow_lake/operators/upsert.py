@@ -94,6 +94,9 @@ class UpsertOperator(LakeJobOperator):
         if isinstance(source_format, str) and "{{" not in source_format:
             choice(self, "source_format", source_format, SOURCE_FORMATS, str.lower)
 
+    def lineage_inputs(self) -> list[str]:
+        return [self.source] if isinstance(self.source, str) else []
+
     def job_args(self) -> list[str]:
         source = none_if_empty(self.source)
         if source is None:

@@ -14,6 +14,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowSensorTimeout, Airfl
 from airflow_lake.core.errors import InstantNotFoundError, TableNotFoundError
 from airflow_lake.hooks.lake import LakeHook, table_asset, with_asset
 from airflow_lake.location import is_absolute
+from airflow_lake.operators.base import TimelineReadLineage
 from airflow_lake.triggers.instant import RETRY_TIMEOUT, LakeInstantTrigger, refuse_secrets
 from airflow_lake.watch import Baseline, Observation, TimelineWatch, actions_key, is_permanent, normalize_actions
 
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
 STATE_PREFIX = "airflow_lake.instant_sensor"
 
 
-class InstantSensor(BaseSensorOperator):
+class InstantSensor(TimelineReadLineage, BaseSensorOperator):
     """Waits until the table's timeline has completed instants that were not completed at the
     baseline; returns `{"table", "instants": [{"instant", "action"}], "watermark",
     "previous_watermark", "completed_after_watermark"}` as XCom (docs/sensor.md).
