@@ -77,7 +77,8 @@ class TableHealth:
     pending: list[PendingInstant]  # every other requested or inflight instant
     stale_instants: list[str]  # pending writes and compactions whose heartbeat expired
     active_commits: int  # completed commits not yet archived
-    archivable_commits: int  # what an archive with the table's bounds would move now
+    archivable_commits: int  # the commits an archive with the table's bounds would move now
+    archivable_instants: int  # every instant it would move (cleans and rollbacks too)
     archival_blocked_by: str | None
     clean_policy: str
     clean_would_delete: int  # files
@@ -158,7 +159,8 @@ def table_health(table, *, clock=time.time, top: int = 20) -> TableHealth:
         oldest_pending_compaction_age_s=max((c.age_s or 0.0 for c in compactions), default=None),
         pending=others,
         stale_instants=[p.instant for p in compactions + others if p.heartbeat_expired],
-        active_commits=len(completed.instants), archivable_commits=len(archivable), archival_blocked_by=blocked_by,
+        active_commits=len(completed.instants), archivable_commits=len(archivable),
+        archivable_instants=len(chosen), archival_blocked_by=blocked_by,
         clean_policy=clean.policy, clean_would_delete=clean.total_files,
         backlog=sorted(backlog, key=lambda b: (-b.log_files, -b.delta_commits, b.partition, b.file_id))[:top])
 
@@ -200,12 +202,17 @@ ADVICE = {
     "latest_commit_age_s": "no commit for a while: check the table's writers",
     "active_commits": "archive the table (ArchiveOperator); airflow-lake doctor says what holds archival back",
     "archivable_commits": "archive the table (ArchiveOperator; CLI: airflow-lake archive)",
+    "archivable_instants": "archive the table (ArchiveOperator; CLI: airflow-lake archive)",
     "clean_would_delete": "clean the table (CleanOperator; CLI: airflow-lake clean)",
 }
 
 
-FIGURES = frozenset(f for f in TableHealth.__dataclass_fields__ if f not in ("table", "checked_at_ms", "backlog"))
-"""The figures of a `TableHealth` a threshold may name."""
+FIGURES = frozenset(("latest_commit_age_s", "delta_commits_since_compaction", "seconds_since_compaction",
+                     "delta_commits_since_request", "seconds_since_request", "compactable_slices", "slices_with_logs",
+                     "log_files", "max_log_files_per_slice", "max_delta_commits_per_slice", "pending_compactions",
+                     "oldest_pending_compaction_age_s", "pending", "stale_instants", "active_commits",
+                     "archivable_commits", "archivable_instants", "clean_would_delete"))
+"""The figures of a `TableHealth` a threshold may name (numbers, and lists by their length)."""
 
 
 def breaches(health: TableHealth, thresholds: dict[str, float]) -> list[str]:

@@ -158,8 +158,9 @@ def plan_maintenance(health: TableHealth, policy: TablePolicy, *, dry_run: bool 
              if health.clean_would_delete else Step(False, f"nothing to delete ({health.clean_policy})"))
     a = policy.archive
     archive = (Step(False, "archival is off in the policy") if not a.enabled
-               else Step(True, f"{health.archivable_commits} of {health.active_commits} active commits can move "
-                               f"(keep {a.min_commits}-{a.max_commits})") if health.archivable_commits
+               else Step(True, f"{health.archivable_instants} instants can move, {health.archivable_commits} of "
+                               f"{health.active_commits} active commits among them (keep {a.min_commits}-"
+                               f"{a.max_commits})") if health.archivable_instants
                else Step(False, f"{health.active_commits} active commits (keep {a.min_commits}-{a.max_commits})"
                                 + (f"; held back by {health.archival_blocked_by}" if health.archival_blocked_by
                                    else "")))

@@ -36,7 +36,7 @@ import yaml
 from airflow.sdk import DAG, BaseOperator, Param
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
-from airflow_lake.core.errors import InvalidOptionError
+from airflow_lake.core.errors import InvalidOptionError, TableNotFoundError
 from airflow_lake.core.health import table_health
 from airflow_lake.core.maintenance import TablePolicy, check_config, plan_maintenance, policies_from_config
 from airflow_lake.hooks.lake import LakeHook
@@ -56,7 +56,8 @@ DEFAULT_START = datetime(2025, 1, 1, tzinfo=timezone.utc)
 
 class MaintenancePlanOperator(TimelineReadLineage, BaseOperator):
     """Reads a table's health with its policy's options and decides what is due; XCom: the
-    `MaintenancePlan` as a dict (keys `rollback` and `execute` also pushed alone, for mapping)."""
+    `MaintenancePlan` as a dict (and the health under the key `health`). A path that holds no
+    table yet skips the run, saying so."""
 
     ui_color = "#e8f0d8"
 
@@ -72,7 +73,11 @@ class MaintenancePlanOperator(TimelineReadLineage, BaseOperator):
         policy = self.policy
         dry_run = bool((context.get("params") or {}).get("dry_run", self.dry_run))
         hook = LakeHook(lake_conn_id=policy.lake_conn_id, storage_options=policy.storage_options)
-        health = table_health(hook.get_table(policy.path, policy.service_options()))
+        try:
+            table = hook.get_table(policy.path, policy.service_options())
+        except TableNotFoundError as e:
+            raise AirflowSkipException(f"table {policy.name}: nothing to maintain yet: {e}") from None
+        health = table_health(table)
         emit_health(policy.path, health.as_dict())
         plan = plan_maintenance(health, policy, dry_run=dry_run)
         for line in plan.lines():
@@ -190,7 +195,8 @@ def maintenance_dags(config: str | os.PathLike | Mapping[str, Any], *, base_path
     pool = pool if pool is not None else doc.get("pool")
     dry_run = bool(dry_run if dry_run is not None else doc.get("dry_run", False))
     start = start_date or _start_date(doc.get("start_date"), where)
-    tags = list(tags if tags is not None else doc.get("tags") or ["airflow-lake", "maintenance"])
+    tags = tags if tags is not None else doc.get("tags") or ["airflow-lake", "maintenance"]
+    tags = [tags] if isinstance(tags, str) else [str(t) for t in tags]
     return {f"{prefix}{p.name}": table_dag(p, dag_id=f"{prefix}{p.name}", pool=pool, dry_run=dry_run,
                                            start_date=start, tags=tags) for p in policies}
 

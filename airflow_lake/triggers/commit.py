@@ -32,9 +32,11 @@ class TableCommitTrigger(BaseEventTrigger):
     `extra["payload"]`.
 
     The watermark is kept in the watched Asset's state store (key `state_key`, default one per
-    actions filter), written once the event is handed to the triggerer: a restarted triggerer
-    goes on from it, so commits made while it was down fire once, and what fired before does
-    not fire again. Storage errors are retried with back-off (the poll interval doubling up to
+    actions filter), written once the triggerer has taken the event and asks for the next: a
+    restarted triggerer goes on from it, so commits made while it was down fire once, and what
+    fired before does not fire again (a triggerer killed in the instant between taking an event
+    and asking for the next fires that event again rather than lose it). Storage errors are
+    retried with back-off (the poll interval doubling up to
     5 minutes), those that will not pass (access denied) logged as errors; a missing table is
     polled until it exists. The trigger never ends by itself.
 
@@ -55,6 +57,9 @@ class TableCommitTrigger(BaseEventTrigger):
                  start_from: str = "latest", state_key: str | None = None) -> None:
         super().__init__()
         refuse_secrets(f"TableCommitTrigger: table {table_path}", storage_options)
+        if not float(poll_interval) > 0:
+            raise ValueError(f"TableCommitTrigger: table {table_path}: poll_interval must be above 0 seconds, got "
+                             f"{poll_interval!r}")
         if start_from not in START_FROM:
             raise ValueError(f"TableCommitTrigger: table {table_path}: start_from must be one of "
                              f"{', '.join(START_FROM)}, got {start_from!r}")
@@ -81,33 +86,48 @@ class TableCommitTrigger(BaseEventTrigger):
         try:
             stored = await store.aget(self.state_key)
         except ValueError as e:  # watching several Assets: no single state store
-            self.log.warning("table %s: %s; the watermark is kept in memory only", self.table_path, e)
+            self.log.warning("table %s: %s; the watermark is kept in memory only (a restart starts again "
+                             "from start_from)", self.table_path, e)
             self.asset_state_store = None
             return None
-        return Baseline.parse(stored, f"table {self.table_path}") if stored else None
+        try:
+            return Baseline.parse(stored, f"table {self.table_path}") if stored else None
+        except Exception as e:  # a damaged stored value: start again rather than die in a loop
+            self.log.error("table %s: stored watermark %r is unreadable (%s); starting from %s", self.table_path,
+                           stored, e, self.start_from)
+            return None
 
     async def _save(self, baseline: Baseline) -> None:
-        if self.asset_state_store is not None:
+        if self.asset_state_store is None:
+            return
+        try:
             await self.asset_state_store.aset(self.state_key, baseline.to_dict())
+        except Exception as e:  # the next event saves again; a restart before it repeats this one
+            self.log.warning("table %s: could not store the watermark %s: %s", self.table_path, baseline.watermark, e)
 
     # -- polling ---------------------------------------------------------------------------------
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        settings = await lake_settings(self.lake_conn_id, self.storage_options)
-        table, options = settings.resolve(self.table_path), settings.storage_options
-        baseline = await self._load()
-        if baseline is not None:
-            self.log.info("table %s: watching from the stored watermark %s", table, baseline.watermark)
+        table = self.table_path
+        options: dict[str, Any] = dict(self.storage_options)
         watch: TimelineWatch | None = None
+        baseline: Baseline | None = None
+        loaded = False
         failures = 0
         while True:
             delay = self.poll_interval
             try:
-                if watch is None:
+                if watch is None:  # (in the loop: a connection or store not reachable yet is waited out)
+                    settings = await lake_settings(self.lake_conn_id, self.storage_options)
+                    table, options = settings.resolve(self.table_path), settings.storage_options
                     watch = TimelineWatch(await asyncio.to_thread(open_storage, table, options), self.actions)
+                if not loaded:
+                    baseline, loaded = await self._load(), True
+                    if baseline is not None:
+                        self.log.info("table %s: watching from the stored watermark %s", table, baseline.watermark)
                 exists, seen = await asyncio.to_thread(self._observe, watch, baseline)
             except Exception as e:
                 failures += 1
-                delay = min(self.poll_interval * 2 ** min(failures, 16), MAX_BACKOFF)
+                delay = max(self.poll_interval, min(self.poll_interval * 2 ** min(failures, 16), MAX_BACKOFF))
                 message = scrub(f"{type(e).__name__}: {e}", options)
                 if is_permanent(e):
                     self.log.error("table %s: %s (will not pass by waiting; retrying in %.0f s)", table, message,
@@ -128,11 +148,11 @@ class TableCommitTrigger(BaseEventTrigger):
                 if seen is not None and seen.new:
                     self.log.info("table %s: %d new instant(s): %s", table, len(seen.new),
                                   [i["instant"] for i in seen.new])
-                    try:
-                        yield TriggerEvent({"table": table, **seen.result()})
-                    finally:  # handed over: stored even when the triggerer closes the trigger now
-                        baseline = seen.baseline
-                        await self._save(baseline)
+                    yield TriggerEvent({"table": table, **seen.result()})
+                    # the triggerer took the event and asks for the next: only now is it stored (a
+                    # restart before this repeats the event rather than lose it)
+                    baseline = seen.baseline
+                    await self._save(baseline)
             await asyncio.sleep(delay)
 
     def _observe(self, watch: TimelineWatch, baseline: Baseline | None) -> tuple[bool, Observation | None]:

@@ -102,7 +102,7 @@ def test_a_plan_says_what_is_due_and_the_services_agree(tmp_path):
     t.write(_rows(10))  # (the compacted slices are retained until a commit follows the compaction)
     plan = plan_maintenance(table_health(Table.open(path, options=policy.service_options())), policy)
     assert plan.clean.due and plan.archive.due and plan.execute == []
-    assert "active commits can move (keep 2-3)" in plan.archive.reason
+    assert "5 instants can move, 5 of 7 active commits among them (keep 2-3)" in plan.archive.reason
     cleaned = opened.clean()
     assert cleaned.total_files > 0
     archived = opened.archive(min_commits=2, max_commits=3)
@@ -129,3 +129,14 @@ def test_health_says_a_compaction_is_due_exactly_when_scheduling_makes_one(tmp_p
         assert due == (made is not None), (trigger, n, due, made)
         if made and n % 3 == 0:
             opened.run_compaction(made)
+
+
+def test_threshold_figures_are_the_numbers_and_lists_of_a_health():
+    from airflow_lake.core.health import FIGURES, TableHealth
+
+    fields = TableHealth.__dataclass_fields__
+    assert FIGURES <= set(fields)
+    assert {f for f in fields if f not in FIGURES} == {
+        "table", "table_type", "table_version", "metadata_table_version", "metadata_partitions", "checked_at_ms",
+        "latest_commit", "latest_compaction", "compaction_trigger", "compaction_due", "archival_blocked_by",
+        "clean_policy", "backlog"}
