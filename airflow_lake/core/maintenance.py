@@ -23,6 +23,7 @@ from typing import Any
 from .config import ServiceOptions
 from .errors import InvalidOptionError
 from .health import FIGURES, TableHealth, breaches
+from .services.compaction import trigger_holds
 from .timeline.instant import COMPACTION
 from .vocabulary import CLEAN_POLICIES, COMPACTION_TRIGGERS
 
@@ -148,6 +149,14 @@ def plan_maintenance(health: TableHealth, policy: TablePolicy, *, dry_run: bool 
     elif health.compaction_due:
         schedule = Step(True, f"trigger {health.compaction_trigger} holds: {_trigger_figures(health)}; "
                               f"{health.compactable_slices} file slices to compact")
+    elif (execute and len(execute) == len(health.pending_compactions)
+          and trigger_holds(c.trigger, health.delta_commits_since_request, health.seconds_since_request,
+                            c.max_delta_commits, c.max_delta_seconds)):
+        # every slice with log files waits in a plan this run executes first; once they are
+        # compacted, the delta commits made after the newest plan count for the trigger
+        schedule = Step(True, f"after the {len(execute)} pending plan(s) executed first, trigger {c.trigger} holds "
+                              f"for the {health.delta_commits_since_request} delta commits made after them "
+                              f"({health.seconds_since_request:.0f} s since the newest plan)")
     elif not health.compactable_slices:
         schedule = Step(False, "no file slice has log files outside a pending plan")
     else:

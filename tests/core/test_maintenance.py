@@ -5,6 +5,7 @@ services then do on real tables."""
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import pyarrow as pa
 import pytest
@@ -109,6 +110,33 @@ def test_a_plan_says_what_is_due_and_the_services_agree(tmp_path):
     assert archived.archived
     plan = plan_maintenance(table_health(Table.open(path, options=policy.service_options())), policy)
     assert not plan.clean.due and not plan.archive.due
+
+
+def test_a_run_that_executes_pending_plans_schedules_again_when_the_trigger_holds(tmp_path):
+    """Delta commits pile up behind a pending plan (every slice with log files is in it): the
+    run executes the plan, then schedules, and the schedule service makes a plan then."""
+    path = str(tmp_path / "t")
+    t = _mor(path)
+    t.write(_rows(0))
+    t.write(_rows(1))
+    first = t.schedule_compaction(max_delta_commits=1)
+    for ts in range(2, 6):
+        t.write(_rows(ts))
+    policy = table_policy("t", {"path": path, "table_options": FAST, "compaction": {"max_delta_commits": 3}})
+    opened = Table.open(path, options=policy.service_options())
+    health = table_health(opened)
+    assert health.compactable_slices == 0 and not health.compaction_due
+    plan = plan_maintenance(health, policy)
+    assert plan.execute == [first] and plan.schedule.due and "4 delta commits made after them" in plan.schedule.reason
+    assert opened.schedule_compaction() is None  # not before the pending plan runs
+    opened.run_compaction(first)
+    assert Table.open(path, options=policy.service_options()).schedule_compaction() is not None  # after it: as planned
+
+    # without a pending plan to execute first, nothing compactable means nothing to schedule
+    policy = table_policy("t", {"path": path, "table_options": FAST, "compaction": {"max_delta_commits": 1}})
+    plan = plan_maintenance(table_health(Table.open(path, options=policy.service_options())),
+                            replace(policy, compaction=replace(policy.compaction, max_plans=0)))
+    assert plan.execute == [] and not plan.schedule.due
 
 
 @pytest.mark.parametrize("trigger", ["NUM_COMMITS", "NUM_COMMITS_AFTER_LAST_REQUEST", "TIME_ELAPSED",
