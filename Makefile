@@ -4,7 +4,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml .ci/uv-excludes.txt Makefile | cksum | cut -d' ' -f1)
 PYTEST_ARGS ?=
 
-.PHONY: venv test test-fast test-compat demo lint clean bench bench-large bench-s3 reliability dist
+.PHONY: venv browser test test-fast test-compat demo lint clean bench bench-large bench-s3 reliability dist screenshots
 
 venv: $(STAMP)
 
@@ -23,8 +23,18 @@ $(STAMP): pyproject.toml .ci/uv-excludes.txt Makefile
 # cluster) are each worker's own. JOBS=0 runs them in this process.
 JOBS ?= auto
 
-test: venv
+test: venv browser
 	$(PY) -m pytest -n $(JOBS) --dist loadfile $(PYTEST_ARGS)
+
+# The Lake tables page's test drives a real browser: Debian's chromium and its chromedriver
+# (installed here when missing; needs apt and root, as on CI)
+browser:
+	@test -x /usr/bin/chromedriver -a -x /usr/bin/chromium || \
+		(apt-get install -y -q chromium chromium-driver || (apt-get update -q && apt-get install -y -q chromium chromium-driver))
+
+# The screenshots of docs/run-a-lake.md, taken by the page's browser test
+screenshots: venv browser
+	LAKE_SCREENSHOTS=docs/img $(PY) -m pytest tests/provider/test_lake_tables_page.py $(PYTEST_ARGS)
 
 # The inner loop: the core and the command line without Spark, Airflow or slow tests (the
 # markers of tests/conftest.py; its budget is 3 minutes). SPARK_HOME leads nowhere, so a test that

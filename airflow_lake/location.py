@@ -94,6 +94,17 @@ def asset_uri(location: str) -> str:
     return f"{ASSET_SCHEME}+{scheme}://{parts.netloc}{path}"
 
 
+def table_location(uri: str) -> str:
+    """The table location a table Asset URI names (the inverse of `asset_uri`)."""
+    parts = urlsplit(uri)
+    scheme = parts.scheme.lower()
+    if scheme == ASSET_SCHEME and not parts.netloc and parts.path.startswith("/"):
+        return os.path.normpath(parts.path)
+    if scheme.startswith(f"{ASSET_SCHEME}+") and parts.netloc and parts.path not in ("", "/"):
+        return f"{scheme.split('+', 1)[1]}://{parts.netloc}{parts.path.rstrip('/')}"
+    raise InvalidOptionError(f"{uri!r} is not a table Asset URI (hudi:/absolute/path or hudi+<scheme>://bucket/path)")
+
+
 def sanitize_asset_uri(uri: SplitResult) -> SplitResult:
     """Airflow's asset-URI handler for the `hudi` schemes: a table needs a path, and a remote
     one a bucket or host."""

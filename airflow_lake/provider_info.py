@@ -72,5 +72,24 @@ def get_provider_info() -> dict:
                 },
             }
         ],
+        "config": {
+            "lake": {
+                "description": "The Lake tables page of the UI (docs/run-a-lake.md).",
+                "options": {
+                    "maintenance_config": {
+                        "description": "The maintenance manager's YAML file whose tables the Lake tables page "
+                                       "lists (the file the maintenance DAGs are made from).",
+                        "version_added": "0.1.0", "type": "string", "example": "/opt/airflow/dags/lake_tables.yaml",
+                        "default": "",
+                    },
+                    "maintenance_base_path": {
+                        "description": "The base path of the config's relative table paths, as given to "
+                                       "maintenance_dags(base_path=...); empty: the config's base_path, else the "
+                                       "lake connection's.",
+                        "version_added": "0.1.0", "type": "string", "example": "s3://lake/tables", "default": "",
+                    },
+                },
+            }
+        },
         "asset-uris": [{"schemes": list(ASSET_SCHEMES), "handler": "airflow_lake.location.sanitize_asset_uri"}],
     }

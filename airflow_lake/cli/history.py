@@ -46,6 +46,32 @@ class InstantRecord:
         return doc
 
 
+@dataclass
+class TimelineView:
+    """What the timeline listing and picture show of a table: its records (archived first),
+    whether their state times are real, and the clean's retained bound."""
+
+    title: str
+    records: list[InstantRecord]
+    times_known: bool
+    retained_from: str | None
+
+    @classmethod
+    def of(cls, table: Table, *, archived: bool = True) -> TimelineView:
+        records = (archived_records(table) if archived else []) + active_records(table, table.timeline)
+        trusted = trusted_times(records)
+        if not trusted:
+            drop_times(records)
+        return cls(f"{table.config.name} ({table.config.table_type})", records, trusted,
+                   table.timeline.latest_clean_bound())
+
+    @property
+    def archived_until(self) -> str | None:
+        """The newest archived instant, if any."""
+        archived = [r.time for r in self.records if r.archived]
+        return archived[-1] if archived else None
+
+
 def active_records(table: Table, timeline: ActiveTimeline, *, with_times: bool = True) -> list[InstantRecord]:
     zone = _zone(table)
     records = []

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ..core.errors import LakeError
 from ..core.install import install_hint
-from .history import InstantRecord, placed
+from .history import InstantRecord, TimelineView, placed
 
 LANE_ORDER = ("commit", "deltacommit", "replacecommit", "compaction", "logcompaction", "clean", "rollback",
               "savepoint", "restore", "indexing")
@@ -78,6 +78,12 @@ def draw(records: list[InstantRecord], target: Path, *, fmt: str, title: str, ar
         fig.savefig(target, format=fmt, dpi=130, metadata={"Date": None} if fmt == "svg" else None)
         plt.close(fig)
     return target
+
+
+def draw_view(view: TimelineView, target: Path, *, fmt: str, now_ms: int) -> Path:
+    """Write the picture of a table's `TimelineView` (what `timeline --svg` draws)."""
+    return draw(view.records, target, fmt=fmt, title=view.title, archived_until=view.archived_until,
+                retained_from=view.retained_from, times_known=view.times_known, now_ms=now_ms)
 
 
 def _num(ms: float) -> float:

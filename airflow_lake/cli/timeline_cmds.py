@@ -27,23 +27,15 @@ def timeline(path: str, options: dict, as_json: bool, all_states: bool, archived
     completed segments, pending instants highlighted, the archived boundary and the clean's
     retained window marked."""
     table = open_table(path, options)
-    active = table.timeline
-    records = (history.archived_records(table) if archived or svg or png else []) + \
-        history.active_records(table, active)
-    trusted = history.trusted_times(records)
-    if not trusted:
-        history.drop_times(records)
+    view = history.TimelineView.of(table, archived=archived or bool(svg or png))
+    records, trusted, bound = view.records, view.times_known, view.retained_from
     archived_count = sum(r.archived for r in records)
-    bound = active.latest_clean_bound()
-    archived_until = records[archived_count - 1].time if archived_count else None
     drawn = []
     for target, fmt in ((svg, "svg"), (png, "png")):
         if target:
-            from .picture import draw
+            from .picture import draw_view
 
-            draw(records, Path(target), fmt=fmt, title=f"{table.config.name} ({table.config.table_type})",
-                 archived_until=archived_until, retained_from=bound,
-                 times_known=trusted, now_ms=int(time.time() * 1000))
+            draw_view(view, Path(target), fmt=fmt, now_ms=int(time.time() * 1000))
             drawn.append(target)
     shown = [r for r in records if archived or not r.archived]
     if limit is not None:

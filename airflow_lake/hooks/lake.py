@@ -8,6 +8,7 @@ import time
 from collections.abc import Collection, Mapping, Sequence
 from functools import cached_property
 from typing import Any
+from urllib.parse import quote
 
 from airflow.sdk import Asset, BaseHook
 from airflow.sdk.exceptions import AirflowNotFoundException
@@ -333,7 +334,12 @@ def with_asset(kwargs: dict[str, Any], field: str, asset: Asset) -> None:
     kwargs[field] = assets
 
 
+PAGE_KEY = "lake_table_page"
+
+
 def table_asset(location: str, *, name: str | None = None) -> Asset:
-    """The Airflow Asset of the table at an absolute path or URI (see `asset_uri`)."""
+    """The Airflow Asset of the table at an absolute path or URI (see `asset_uri`); its extra
+    links to the table's page in the UI (`PAGE_KEY`: the Lake tables page, relative to the
+    UI's base URL)."""
     uri = asset_uri(location)
-    return Asset(uri=uri, name=name or uri)
+    return Asset(uri=uri, name=name or uri, extra={PAGE_KEY: f"lake/table?uri={quote(uri, safe=':/+')}"})

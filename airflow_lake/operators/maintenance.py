@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -176,6 +176,29 @@ def load_config(source: str | os.PathLike | Mapping[str, Any]) -> tuple[Mapping[
     return doc, f"maintenance config {path}"
 
 
+@dataclass(frozen=True)
+class ManagedTable:
+    """A table of a maintenance config: its maintenance DAG's id and its policy (its path
+    joined to the config's base path)."""
+
+    dag_id: str
+    policy: TablePolicy
+
+
+def managed_tables(config: str | os.PathLike | Mapping[str, Any], *, base_path: str | None = None,
+                   dag_id_prefix: str | None = None) -> tuple[list[ManagedTable], Mapping[str, Any], str]:
+    """The tables of `config` (see `maintenance_dags`), the config and where it came from. A
+    relative table path is joined to `base_path`, else the config's `base_path` (else it stays
+    relative: the lake connection's base path applies when it is used)."""
+    doc, where = load_config(config)
+    check_config(doc, where)
+    base = base_path if base_path is not None else doc.get("base_path")
+    prefix = dag_id_prefix if dag_id_prefix is not None else doc.get("dag_id_prefix", DEFAULT_PREFIX)
+    tables = [ManagedTable(f"{prefix}{p.name}", p if base is None or is_absolute(p.path) else replace(
+        p, path=LakeSettings(base_path=base).resolve(p.path))) for p in policies_from_config(doc, where)]
+    return tables, doc, where
+
+
 def maintenance_dags(config: str | os.PathLike | Mapping[str, Any], *, base_path: str | None = None,
                      dag_id_prefix: str | None = None, pool: str | None = None, dry_run: bool | None = None,
                      start_date: datetime | None = None, tags: list[str] | None = None) -> dict[str, DAG]:
@@ -185,20 +208,16 @@ def maintenance_dags(config: str | os.PathLike | Mapping[str, Any], *, base_path
     `base_path` (so its Asset is named), else to the lake connection's when the task runs. Put
     them in a DAG file's globals: `globals().update(maintenance_dags("lake_tables.yaml"))`.
     Every mistake in the config is an `InvalidOptionError` naming the file, the table and the
-    key (a DAG import error in the UI)."""
-    doc, where = load_config(config)
-    check_config(doc, where)
-    base = base_path if base_path is not None else doc.get("base_path")
-    policies = [p if base is None or is_absolute(p.path) else replace(p, path=LakeSettings(base_path=base).resolve(
-        p.path)) for p in policies_from_config(doc, where)]
-    prefix = dag_id_prefix if dag_id_prefix is not None else doc.get("dag_id_prefix", DEFAULT_PREFIX)
+    key (a DAG import error in the UI). The Airflow UI's "Lake tables" page lists the tables of
+    the config named by `[lake] maintenance_config` (docs/run-a-lake.md)."""
+    tables, doc, where = managed_tables(config, base_path=base_path, dag_id_prefix=dag_id_prefix)
     pool = pool if pool is not None else doc.get("pool")
     dry_run = bool(dry_run if dry_run is not None else doc.get("dry_run", False))
     start = start_date or _start_date(doc.get("start_date"), where)
     tags = tags if tags is not None else doc.get("tags") or ["airflow-lake", "maintenance"]
     tags = [tags] if isinstance(tags, str) else [str(t) for t in tags]
-    return {f"{prefix}{p.name}": table_dag(p, dag_id=f"{prefix}{p.name}", pool=pool, dry_run=dry_run,
-                                           start_date=start, tags=tags) for p in policies}
+    return {t.dag_id: table_dag(t.policy, dag_id=t.dag_id, pool=pool, dry_run=dry_run, start_date=start, tags=tags)
+            for t in tables}
 
 
 def _start_date(value: Any, where: str) -> datetime:
