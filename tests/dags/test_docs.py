@@ -27,7 +27,7 @@ from tests.dags.conftest import DAGS_FOLDER, load_example, states, xcom
 # tests/core/test_readme.py, the Spark one in tests/spark/test_readme_spark.py
 RUN_ELSEWHERE = {"README.md"}
 MAX_NOT_RUN = 0.2  # at most this share of all blocks may be marked `not run`
-CHECKED = {"python", "json", "text", *snippets.SHELL}  # run (python) or checked; text is output
+CHECKED = {"python", "json", "yaml", "text", *snippets.SHELL}  # run (python) or checked; text is output
 
 
 def quickstart_dag() -> str:
@@ -96,6 +96,16 @@ def test_shell_block_parses_and_its_commands_match_the_product(block):
 @pytest.mark.parametrize("block", [b for b in snippets.all_blocks() if b.lang == "json"], ids=lambda b: b.where)
 def test_json_block_parses(block):
     json.loads(block.code)
+
+
+@pytest.mark.parametrize("block", [b for b in snippets.all_blocks() if b.lang == "yaml"], ids=lambda b: b.where)
+def test_yaml_block_is_a_maintenance_config_the_manager_takes(block):
+    import yaml
+
+    from airflow_lake.operators.maintenance import managed_tables
+
+    tables, _, _ = managed_tables(yaml.safe_load(block.code))
+    assert tables
 
 
 @pytest.mark.parametrize("doc", [d for d in snippets.DOCS if d.name not in RUN_ELSEWHERE
