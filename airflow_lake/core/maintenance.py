@@ -273,6 +273,15 @@ def table_policy(name: str, doc: Mapping[str, Any], where: str = "maintenance co
     if policy.archive.enabled and not 0 < policy.archive.min_commits < policy.archive.max_commits:
         raise InvalidOptionError(f"{here}: archive: min_commits ({policy.archive.min_commits}) must be at least 1 "
                                  f"and below max_commits ({policy.archive.max_commits})")
+    k = policy.clean
+    retained = k.retained if k.retained is not None else ServiceOptions.RETAINED[k.policy].default
+    if policy.archive.enabled and k.enabled and k.policy == "KEEP_LATEST_COMMITS" and \
+            policy.archive.min_commits <= retained:
+        # Hudi's rule (a write config refusing it): archiving commits a clean retains would let an
+        # incremental read that starts in the retained window miss instants
+        raise InvalidOptionError(f"{here}: archive: min_commits ({policy.archive.min_commits}) must be above "
+                                 f"clean.retained ({retained}): hoodie.keep.min.commits must exceed "
+                                 "hoodie.cleaner.commits.retained")
     return policy
 
 
