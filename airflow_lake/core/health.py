@@ -121,15 +121,15 @@ def table_health(table, *, clock=time.time, top: int = 20) -> TableHealth:
     latest_compaction = compacted[-1] if compacted else None
     deltas = [i for i in timeline.actions(DELTA_COMMIT).completed()
               if latest_compaction is None or i.time > latest_compaction]
-    backlog = _backlog(storage, timeline, deltas) if cfg.is_mor else []
+    view = FileSystemView(storage, timeline) if cfg.is_mor else None  # one listing for both figures
+    backlog = _backlog(view, timeline, deltas) if view else []
     now = instant_at_ms(now_ms, zone)
     commits, seconds, _ = compaction.trigger_figures(timeline, now)
     requested, since_request, _ = compaction.trigger_figures(timeline, now, after_request=True)
     trigger = COMPACTION_TRIGGERS.parse(table.option(ServiceOptions.COMPACTION_TRIGGER), f"table {storage.uri}",
                                         ServiceOptions.COMPACTION_TRIGGER.key)
     after_request = trigger == "NUM_COMMITS_AFTER_LAST_REQUEST"
-    compactable = len(compaction.compactable_slices(FileSystemView(storage, timeline),
-                                                    table.option(compaction.LOG_SIZE_THRESHOLD))) if cfg.is_mor else 0
+    compactable = len(compaction.compactable_slices(view, table.option(compaction.LOG_SIZE_THRESHOLD))) if view else 0
     due = compactable > 0 and compaction.trigger_holds(
         trigger, requested if after_request else commits, since_request if after_request else seconds,
         table.option(ServiceOptions.MAX_DELTA_COMMITS), table.option(ServiceOptions.MAX_DELTA_SECONDS))
@@ -165,7 +165,7 @@ def table_health(table, *, clock=time.time, top: int = 20) -> TableHealth:
         backlog=sorted(backlog, key=lambda b: (-b.log_files, -b.delta_commits, b.partition, b.file_id))[:top])
 
 
-def _backlog(storage, timeline, deltas) -> list[SliceBacklog]:
+def _backlog(view: FileSystemView, timeline, deltas) -> list[SliceBacklog]:
     """The latest slice of every MOR file group that has log files: how many, and how many
     completed delta commits wrote to the group since the slice's base instant."""
     writes: dict[tuple[str, str], list[str]] = {}
@@ -173,7 +173,7 @@ def _backlog(storage, timeline, deltas) -> list[SliceBacklog]:
         for stat in timeline.commit_metadata(instant).stats():
             writes.setdefault((stat.partition, stat.file_id), []).append(instant.time)
     out = []
-    for group in FileSystemView(storage, timeline).file_groups():
+    for group in view.file_groups():
         latest = group.latest_slice
         if latest is None or not latest.log_files:
             continue
