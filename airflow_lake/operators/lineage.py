@@ -76,7 +76,8 @@ def operator_lineage(op: LakeJobOperator, result: dict[str, Any] | None) -> Oper
     inputs = [_dataset(_resolve(op, x)) for x in op.lineage_inputs()]
     outputs = [OutputDataset(namespace=n, name=p, facets={}, outputFacets={})
                for n, p in [dataset_name(table)]] if op.writes_files else []
-    schema = _schema(op) if result is not None else None
+    opened = _open(op) if result is not None else None
+    schema = _schema(op, opened) if opened is not None else None
     if schema is not None:
         for ds in [d for d in inputs + outputs if dataset_name(table) == (d.namespace, d.name)]:
             ds.facets["schema"] = schema
@@ -84,7 +85,7 @@ def operator_lineage(op: LakeJobOperator, result: dict[str, Any] | None) -> Oper
     if result is not None:
         counts = {k: int(result[k]) for k in _COUNTS if isinstance(result.get(k), (int, float))
                   and not isinstance(result.get(k), bool)}
-        config = _config(op)
+        config = opened.config if opened is not None else None
         run_facets[HUDI_FACET] = HudiRunFacet(
             table=table, job=op.job, instant=result.get("instant"), action=result.get("action") or op.job,
             operation=result.get("operation") or op.job, tableType=getattr(config, "table_type", None),
@@ -119,18 +120,19 @@ def _dataset(location: str) -> Dataset:
     return Dataset(namespace=namespace, name=name, facets={})
 
 
-def _config(op: LakeJobOperator):
+def _open(op: LakeJobOperator):
+    """The table, opened once for the completion facets; None (with a warning) when it cannot be."""
     try:
-        return op.hook.get_table(op.table_path, op.table_options).config
+        return op.hook.get_table(op.table_path, op.table_options)
     except Exception as e:
         log.warning("lineage: table %s: %s", op.table_path, e)
         return None
 
 
-def _schema(op: LakeJobOperator) -> SchemaDatasetFacet | None:
+def _schema(op: LakeJobOperator, table) -> SchemaDatasetFacet | None:
     """The table's schema (its latest commit's), without Hudi's meta fields."""
     try:
-        schema = op.hook.get_table(op.table_path, op.table_options).schema()
+        schema = table.schema()
     except Exception as e:
         log.warning("lineage: table %s: no schema: %s", op.table_path, e)
         return None
