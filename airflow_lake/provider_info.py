@@ -23,7 +23,7 @@ def get_provider_info() -> dict:
     return {
         "package-name": "airflow-lake",
         "name": "airflow-lake",
-        "description": "Apache Hudi (table version 6) tables and table services for Apache Airflow, "
+        "description": "Apache Hudi tables (versions 6, 8 and 9) and table services for Apache Airflow, "
                        "without the JVM bundle: operators submitting packaged PySpark jobs, and timeline sensors.",
         "versions": [_version()],
         "integrations": [

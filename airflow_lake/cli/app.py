@@ -146,7 +146,7 @@ def common(fn: Callable) -> Callable:
 @click.option("-v", "--verbose", is_flag=True, help="log what the core does (INFO) on stderr")
 @click.version_option(package_name="airflow-lake", prog_name="airflow-lake")
 def cli(verbose: bool) -> None:
-    """Inspect and operate Apache Hudi (table version 6) tables: timeline, commits, files,
+    """Inspect and operate Apache Hudi tables (versions 6, 8 and 9): timeline, commits, files,
     table services, reads, diagnosis. Runs on the local engine; `--spark` submits the
     Spark job of a table service instead."""
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, stream=sys.stderr,

@@ -1,4 +1,4 @@
-"""airflow_lake.core: Apache Hudi (table version 6) tables in Python, on pyarrow and fastavro.
+"""airflow_lake.core: Apache Hudi tables (versions 6, 8 and 9) in Python, on pyarrow and fastavro.
 
 Imports neither Airflow nor pyspark. Importing it makes jemalloc pyarrow's default memory
 pool unless ARROW_DEFAULT_MEMORY_POOL is set (see `memory`).
