@@ -21,6 +21,7 @@ import tempfile
 import time
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -84,12 +85,10 @@ def _uri(path: str) -> str | None:
     return asset_uri(path) if is_absolute(path) else None
 
 
-def read_view(name: str, path: str, policy: TablePolicy | None, *, dag_id: str | None = None,
-              lake_conn_id: str | None = LakeHook.default_conn_name,
-              storage_options: dict[str, Any] | None = None) -> page.TableView:
-    """One table's health (read with its policy's options) and its policy's plan; errors kept."""
-    hook = LakeHook(lake_conn_id=policy.lake_conn_id if policy else lake_conn_id,
-                    storage_options=policy.storage_options if policy else storage_options)
+def read_view(name: str, path: str, policy: TablePolicy | None, *, dag_id: str | None = None) -> page.TableView:
+    """One table's health (read with its policy's options and connection, else the lake
+    connection's) and its policy's plan; errors kept."""
+    hook = LakeHook(lake_conn_id=policy.lake_conn_id, storage_options=policy.storage_options) if policy else LakeHook()
     try:
         location = hook.resolve(path)
         table = hook.get_table(location, policy.service_options() if policy else None)
@@ -108,7 +107,7 @@ def _with_assets(views: list[page.TableView]) -> list[page.TableView]:
         ids = _asset_ids(v.asset_uri for v in views if v.asset_uri)
     except Exception:  # the links are a convenience: the health still shows
         ids = {}
-    return [page.TableView(**{**v.__dict__, "asset_id": ids.get(v.asset_uri or "")}) for v in views]
+    return [replace(v, asset_id=ids.get(v.asset_uri or "")) for v in views]
 
 
 def read_all(tables: list[ManagedTable]) -> list[page.TableView]:
