@@ -149,7 +149,7 @@ def plan_maintenance(health: TableHealth, policy: TablePolicy, *, dry_run: bool 
     elif health.compaction_due:
         schedule = Step(True, f"trigger {health.compaction_trigger} holds: {_trigger_figures(health)}; "
                               f"{health.compactable_slices} file slices to compact")
-    elif (execute and len(execute) == len(health.pending_compactions)
+    elif (execute and len(execute) == len(health.pending_compactions) and health.delta_commits_since_request
           and trigger_holds(c.trigger, health.delta_commits_since_request, health.seconds_since_request,
                             c.max_delta_commits, c.max_delta_seconds)):
         # every slice with log files waits in a plan this run executes first; once they are

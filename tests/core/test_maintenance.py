@@ -135,11 +135,42 @@ def test_a_run_that_executes_pending_plans_schedules_again_when_the_trigger_hold
     opened.run_compaction(first)
     assert Table.open(path, options=policy.service_options()).schedule_compaction() is not None  # after it: as planned
 
-    # without a pending plan to execute first, nothing compactable means nothing to schedule
-    policy = table_policy("t", {"path": path, "table_options": FAST, "compaction": {"max_delta_commits": 1}})
-    plan = plan_maintenance(table_health(Table.open(path, options=policy.service_options())),
-                            replace(policy, compaction=replace(policy.compaction, max_plans=0)))
-    assert plan.execute == [] and not plan.schedule.due
+
+
+def test_scheduling_after_pending_plans_needs_them_all_run_and_delta_commits_after_them(tmp_path):
+    path = str(tmp_path / "t")
+    t = _mor(path)
+    t.write(_rows(0))
+    t.write(pa.table({"id": ["a"], "ts": [1], "p": ["x"]}))
+    first = t.schedule_compaction(max_delta_commits=1)  # partition x's group
+    t.write(pa.table({"id": ["b"], "ts": [2], "p": ["y"]}))
+    second = t.schedule_compaction(max_delta_commits=1)  # partition y's
+    for ts in range(3, 7):
+        t.write(_rows(ts))
+    policy = table_policy("t", {"path": path, "table_options": FAST, "compaction": {"max_delta_commits": 3}})
+    health = table_health(Table.open(path, options=policy.service_options()))
+    assert first and second and health.compactable_slices == 0 and health.delta_commits_since_request == 4
+    plan = plan_maintenance(health, policy)
+    assert plan.execute == [first, second] and plan.schedule.due
+    # a run that leaves a plan behind (max_plans) would schedule before it: not due
+    plan = plan_maintenance(health, replace(policy, compaction=replace(policy.compaction, max_plans=1)))
+    assert plan.execute == [first] and not plan.schedule.due
+
+    # no delta commit after the newest plan: a time trigger holds, yet nothing would be compacted
+    other = str(tmp_path / "u")
+    u = _mor(other)
+    u.write(_rows(0))
+    u.write(_rows(1))
+    plan_u = u.schedule_compaction(max_delta_commits=1)
+    timed = table_policy("u", {"path": other, "table_options": FAST,
+                                "compaction": {"trigger": "TIME_ELAPSED", "max_delta_seconds": 0}})
+    health = table_health(Table.open(other, options=timed.service_options()))
+    assert health.delta_commits_since_request == 0
+    plan = plan_maintenance(health, timed)
+    assert plan.execute == [plan_u] and not plan.schedule.due
+    u.write(_rows(2))  # one after it: then due
+    plan = plan_maintenance(table_health(Table.open(other, options=timed.service_options())), timed)
+    assert plan.execute == [plan_u] and plan.schedule.due
 
 
 @pytest.mark.parametrize("trigger", ["NUM_COMMITS", "NUM_COMMITS_AFTER_LAST_REQUEST", "TIME_ELAPSED",
