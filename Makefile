@@ -26,11 +26,15 @@ JOBS ?= auto
 test: venv browser
 	$(PY) -m pytest -n $(JOBS) --dist loadfile $(PYTEST_ARGS)
 
-# The Lake tables page's test drives a real browser: Debian's chromium and its chromedriver
-# (installed here when missing; needs apt and root, as on CI)
+# The Lake tables page's test drives a real browser: Debian's chromium and its chromedriver,
+# installed here when missing where apt runs as root (as on CI); elsewhere install them yourself
+# (the test fails saying so)
 browser:
 	@test -x /usr/bin/chromedriver -a -x /usr/bin/chromium || \
-		(apt-get install -y -q chromium chromium-driver || (apt-get update -q && apt-get install -y -q chromium chromium-driver))
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+			apt-get install -y -q chromium chromium-driver || \
+				(apt-get update -q && apt-get install -y -q chromium chromium-driver); \
+		else echo "make browser: install chromium and chromium-driver (Debian packages) for the UI page's test"; fi
 
 # The screenshots of docs/run-a-lake.md, taken by the page's browser test
 screenshots: venv browser

@@ -98,11 +98,15 @@ def table_location(uri: str) -> str:
     """The table location a table Asset URI names (the inverse of `asset_uri`)."""
     parts = urlsplit(uri)
     scheme = parts.scheme.lower()
-    if scheme == ASSET_SCHEME and not parts.netloc and parts.path.startswith("/"):
+    try:
+        if scheme not in ASSET_SCHEMES:
+            raise ValueError(f"its scheme is not one of {', '.join(ASSET_SCHEMES)}")
+        sanitize_asset_uri(parts)
+    except ValueError as e:
+        raise InvalidOptionError(f"{uri!r} is not a table Asset URI: {e}") from None
+    if scheme == ASSET_SCHEME:
         return os.path.normpath(parts.path)
-    if scheme.startswith(f"{ASSET_SCHEME}+") and parts.netloc and parts.path not in ("", "/"):
-        return f"{scheme.split('+', 1)[1]}://{parts.netloc}{parts.path.rstrip('/')}"
-    raise InvalidOptionError(f"{uri!r} is not a table Asset URI (hudi:/absolute/path or hudi+<scheme>://bucket/path)")
+    return f"{scheme.split('+', 1)[1]}://{parts.netloc}{parts.path.rstrip('/')}"
 
 
 def sanitize_asset_uri(uri: SplitResult) -> SplitResult:

@@ -59,24 +59,26 @@ def draw(records: list[InstantRecord], target: Path, *, fmt: str, title: str, ar
 
     with matplotlib.rc_context({"svg.fonttype": "none", "font.size": 9, "svg.hashsalt": "airflow-lake"}):
         fig, ax = plt.subplots(figsize=(13, 2.0 + 0.45 * max(len(lanes), 1)), layout="constrained")
-        ax.set_xlim(_num(lo - pad), _num(hi + pad))
-        ax.set_ylim(-0.7, len(lanes) - 0.3)
-        for action in lanes:
-            _lane(ax, [r for r in records if r.action == action], action, index[action], start, len(records) > MANY)
-        _pending(ax, records, index, start, now_ms, lo, hi)
-        if archived_until:
-            _archived_boundary(ax, records, archived_until, len(lanes))
-        if retained_from:
-            _retained_window(ax, records, retained_from, hi + pad)
-        _axes(ax, records, lanes, index, title, times_known)
-        fig.canvas.draw()  # lays the axes out: label widths can now be measured in pixels
-        omitted = _instant_labels(ax, records, lanes, index, start)
-        if omitted:
-            ax.text(1.0, 1.01, f"{omitted:,} instant labels omitted where they would overlap; lanes show counts",
-                    transform=ax.transAxes, ha="right", va="bottom", fontsize=7, color="#666666")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(target, format=fmt, dpi=130, metadata={"Date": None} if fmt == "svg" else None)
-        plt.close(fig)
+        try:
+            ax.set_xlim(_num(lo - pad), _num(hi + pad))
+            ax.set_ylim(-0.7, len(lanes) - 0.3)
+            for action in lanes:
+                _lane(ax, [r for r in records if r.action == action], action, index[action], start, len(records) > MANY)
+            _pending(ax, records, index, start, now_ms, lo, hi)
+            if archived_until:
+                _archived_boundary(ax, records, archived_until, len(lanes))
+            if retained_from:
+                _retained_window(ax, records, retained_from, hi + pad)
+            _axes(ax, records, lanes, index, title, times_known)
+            fig.canvas.draw()  # lays the axes out: label widths can now be measured in pixels
+            omitted = _instant_labels(ax, records, lanes, index, start)
+            if omitted:
+                ax.text(1.0, 1.01, f"{omitted:,} instant labels omitted where they would overlap; lanes show counts",
+                        transform=ax.transAxes, ha="right", va="bottom", fontsize=7, color="#666666")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            fig.savefig(target, format=fmt, dpi=130, metadata={"Date": None} if fmt == "svg" else None)
+        finally:  # an error leaves no figure open in a long-lived process
+            plt.close(fig)
     return target
 
 

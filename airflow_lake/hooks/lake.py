@@ -342,4 +342,4 @@ def table_asset(location: str, *, name: str | None = None) -> Asset:
     links to the table's page in the UI (`PAGE_KEY`: the Lake tables page, relative to the
     UI's base URL)."""
     uri = asset_uri(location)
-    return Asset(uri=uri, name=name or uri, extra={PAGE_KEY: f"lake/table?uri={quote(uri, safe=':/+')}"})
+    return Asset(uri=uri, name=name or uri, extra={PAGE_KEY: f"lake/table?uri={quote(uri, safe=':/')}"})

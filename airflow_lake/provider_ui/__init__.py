@@ -1,5 +1,5 @@
-"""The "Lake tables" page in Airflow's UI: an Airflow 3 plugin the provider registers (its
-`plugins` entry), a FastAPI app mounted by the API server at `/lake` (`app.py`, the HTML in
+"""The "Lake tables" page in Airflow's UI: an Airflow 3 plugin (the `airflow.plugins` entry
+point of the package), a FastAPI app mounted by the API server at `/lake` (`app.py`, the HTML in
 `page.py`) and a top-level navigation entry showing it. It lists the tables of the
 maintenance config named by `[lake] maintenance_config` (docs/run-a-lake.md)."""
 

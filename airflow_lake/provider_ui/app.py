@@ -18,6 +18,7 @@ file), in parallel; a table that cannot be read shows its error, the others stil
 from __future__ import annotations
 
 import tempfile
+import threading
 import time
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -34,6 +35,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 from airflow_lake.core.errors import LakeError, TableNotFoundError
 from airflow_lake.core.health import table_health
 from airflow_lake.core.maintenance import TablePolicy, plan_maintenance
+from airflow_lake.core.objectstore import scrub
 from airflow_lake.hooks.lake import LakeHook
 from airflow_lake.location import asset_uri, is_absolute, table_location
 from airflow_lake.operators.maintenance import ManagedTable, managed_tables
@@ -42,6 +44,7 @@ from airflow_lake.provider_ui import page
 URL_PREFIX = "/lake"
 SECTION = "lake"
 READERS = 8  # tables read at a time
+_DRAWING = threading.Lock()  # matplotlib's pyplot and rc settings are process-wide: one picture at a time
 
 
 def config_source() -> tuple[str, str | None]:
@@ -90,16 +93,26 @@ def read_view(name: str, path: str, policy: TablePolicy | None, *, dag_id: str |
     connection's) and its policy's plan; errors kept."""
     hook = LakeHook(lake_conn_id=policy.lake_conn_id, storage_options=policy.storage_options) if policy else LakeHook()
     try:
-        location = hook.resolve(path)
-        table = hook.get_table(location, policy.service_options() if policy else None)
+        table = hook.get_table(path, policy.service_options() if policy else None)
         health = table_health(table)
         plan = plan_maintenance(health, policy) if policy else None
     except TableNotFoundError as e:
-        return page.TableView(name, path, dag_id, _uri(path), error=str(e), missing=True)
+        return page.TableView(name, path, dag_id, _uri(path), error=_said(e, hook), missing=True)
     except Exception as e:  # a table that cannot be read shows why; the page goes on
-        return page.TableView(name, path, dag_id, _uri(path), error=f"{type(e).__name__}: {e}")
+        return page.TableView(name, path, dag_id, _uri(path), error=_said(e, hook))
+    location = table.storage.uri
     return page.TableView(name, location, dag_id, _uri(location), health=health.as_dict(),
                           plan=plan.as_dict() if plan else None)
+
+
+def _said(error: Exception, hook: LakeHook) -> str:
+    """An error as the page shows it: its type and message, secrets of the storage options
+    replaced (never raises)."""
+    text = f"{type(error).__name__}: {error}"
+    try:
+        return scrub(text, hook.settings.storage_options)
+    except Exception:  # (the connection itself may be what failed)
+        return scrub(text, hook.extra_storage_options)
 
 
 def _with_assets(views: list[page.TableView]) -> list[page.TableView]:
@@ -125,7 +138,8 @@ def _managed(name: str) -> ManagedTable:
 
 
 def _one(name: str) -> page.TableView:
-    return read_all([_managed(name)])[0]
+    t = _managed(name)
+    return _with_assets([read_view(t.policy.name, t.policy.path, t.policy, dag_id=t.dag_id)])[0]
 
 
 def create_app() -> FastAPI:
@@ -150,7 +164,10 @@ def create_app() -> FastAPI:
 
     @app.get("/table")
     def table_by_asset(uri: str = Query(..., description="a table Asset's URI (hudi:/..., hudi+s3://...)")):
-        listed = _tables()
+        try:
+            listed = _tables()
+        except HTTPException:  # a broken config: the Assets outside it still have their page
+            listed = None
         for t in listed[0] if listed else []:
             if _uri(t.policy.path) == uri:
                 return RedirectResponse(f"tables/{quote(t.policy.name, safe='')}", status_code=303)
@@ -164,7 +181,7 @@ def create_app() -> FastAPI:
     def asset_page(asset_id: int) -> str:
         """The table of an Asset outside the maintenance config: its health, no policy."""
         uri = _asset_table(asset_id)
-        view = _with_assets([read_view(uri, table_location(uri), None)])[0]
+        view = replace(read_view(uri, table_location(uri), None), asset_id=asset_id)
         return page.table_page(view, picture=f"{asset_id}/timeline.svg")
 
     @app.get("/assets/{asset_id}/timeline.svg")
@@ -206,16 +223,19 @@ def _asset_table(asset_id: int) -> str:
 
 
 def _svg_response(hook: LakeHook, path: str, options: dict[str, Any] | None = None) -> Response:
-    """The table's timeline picture (`airflow-lake timeline --svg`)."""
+    """The table's timeline picture (`airflow-lake timeline --svg`); an error as a 404 (no
+    table) or 502 (storage) naming it."""
     from airflow_lake.cli.history import TimelineView
     from airflow_lake.cli.picture import draw_view
 
     try:
         table = hook.get_table(path, options)
+        view = TimelineView.of(table)
+        with _DRAWING, tempfile.TemporaryDirectory(prefix="lake-timeline-") as tmp:
+            svg = draw_view(view, Path(tmp) / "timeline.svg", fmt="svg", now_ms=int(time.time() * 1000)).read_bytes()
     except TableNotFoundError as e:
-        raise HTTPException(404, str(e)) from None
-    with tempfile.TemporaryDirectory(prefix="lake-timeline-") as tmp:
-        svg = draw_view(TimelineView.of(table), Path(tmp) / "timeline.svg", fmt="svg",
-                        now_ms=int(time.time() * 1000)).read_bytes()
+        raise HTTPException(404, _said(e, hook)) from None
+    except Exception as e:
+        raise HTTPException(502, f"the timeline of {path} cannot be drawn: {_said(e, hook)}") from None
     return Response(svg, media_type="image/svg+xml",
                     headers={"Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'"})

@@ -13,6 +13,7 @@ from typing import Any
 from urllib.parse import quote
 
 OK, DUE, BEHIND, UNREADABLE, NO_TABLE = "ok", "due", "behind", "unreadable", "no table yet"
+MISSING = "no table at this path yet: its maintenance runs skip"
 STATUS_COLORS = {OK: "#2e7d32", DUE: "#1565c0", BEHIND: "#c62828", UNREADABLE: "#6d4c41", NO_TABLE: "#757575"}
 
 
@@ -44,13 +45,7 @@ class TableView:
             return NO_TABLE
         if self.error or self.health is None:
             return UNREADABLE
-        plan = self.plan or {}
-        if plan.get("breaches"):
-            return BEHIND
-        if plan.get("rollback") or plan.get("execute") or any(
-                (plan.get(k) or {}).get("due") for k in ("schedule", "clean", "archive")):
-            return DUE
-        return OK
+        return BEHIND if (self.plan or {}).get("breaches") else DUE if self.due() else OK
 
     def due(self) -> list[str]:
         """The services the policy would run now, in the manager's order."""
@@ -134,7 +129,7 @@ def table_list(views: list[TableView], *, source: str) -> str:
             escape(h.get("table_type", "–")) + (f"<br>v{h['table_version']}" if "table_version" in h else ""),
         ]
         if v.health is None:
-            message = "no table at this path yet: its maintenance runs skip" if v.missing else v.error or ""
+            message = MISSING if v.missing else v.error or ""
             cells.append(f'<td colspan="6" class="error">{escape(message)}</td>')
         else:
             cells += [
@@ -171,7 +166,7 @@ def table_page(view: TableView, *, picture: str) -> str:
     parts = [f'<p><a href="../">← all tables</a></p><h1>{escape(view.name)} {_status(view)}</h1>',
              f'<p><code>{escape(view.path)}</code> · {_links(view, "../../")}</p>']
     if view.health is None:
-        message = "no table at this path yet: its maintenance runs skip" if view.missing else view.error or ""
+        message = MISSING if view.missing else view.error or ""
         parts.append(f'<p class="error">{escape(message)}</p>')
         return _frame(view.name, "".join(parts), _checked())
     if view.plan is not None:

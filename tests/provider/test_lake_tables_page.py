@@ -22,7 +22,8 @@ import pytest
 import yaml
 
 from airflow_lake.core.table import Table
-from airflow_lake.hooks.lake import PAGE_KEY
+from airflow_lake.hooks.lake import PAGE_KEY, table_asset
+from airflow_lake.location import table_location
 from tests.core.test_failed_writes import FAST, Crash, CrashingStorage
 from tests.provider.conftest import batch
 from tests.provider.live import Airflow
@@ -123,6 +124,35 @@ def _shot(driver, tmp_path: Path, name: str) -> None:
         shutil.copy(target, Path(keep) / target.name)
 
 
+@pytest.mark.parametrize("location", ["/data/lake/orders", "/data/lake/a+b c", "s3://lake/tables/orders",
+                                      "gs://bucket/a+b", "abfss://c@acct.dfs.core.windows.net/t", "hdfs://nn:8020/t"])
+def test_a_table_asset_links_to_its_page_whatever_its_storage(location):
+    from urllib.parse import parse_qs, urlsplit
+
+    asset = table_asset(location)
+    link = urlsplit(asset.extra[PAGE_KEY])
+    assert link.path == "lake/table"
+    [uri] = parse_qs(link.query)["uri"]  # as the page's server reads it ('+' would be a space)
+    assert uri == asset.uri and table_location(uri) == location
+
+
+def test_what_the_page_shows_is_escaped_and_judged():
+    from airflow_lake.provider_ui.page import BEHIND, DUE, OK, UNREADABLE, TableView, table_list, table_page
+
+    hostile = TableView("t", "/x/<img src=x onerror=alert(1)>", "d<", "hudi:/x", error="<script>alert(1)</script>")
+    for html in (table_list([hostile], source="<b>config</b>"), table_page(hostile, picture="t/timeline.svg")):
+        assert "<script>" not in html and "<img src=x" not in html and "<b>config" not in html
+        assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert hostile.status == UNREADABLE
+    health = {"table_type": "MERGE_ON_READ", "table_version": 6}
+    quiet = {"rollback": [], "execute": [], "schedule": {"due": False}, "clean": {"due": False},
+             "archive": {"due": False}, "breaches": []}
+    assert TableView("t", "/t", None, None, health=health, plan=quiet).status == OK
+    due = TableView("t", "/t", None, None, health=health, plan={**quiet, "clean": {"due": True}})
+    assert due.status == DUE and due.due() == ["clean"]
+    assert TableView("t", "/t", None, None, health=health, plan={**quiet, "breaches": ["x"]}).status == BEHIND
+
+
 @pytest.mark.slow
 def test_the_lake_tables_page_in_a_browser(tmp_path, request):
     from selenium.webdriver.common.by import By
@@ -187,7 +217,7 @@ def test_the_lake_tables_page_in_a_browser(tmp_path, request):
 
         by_uri = _wait("the DAG processor registers the table Assets", assets, airflow)
         orders_uri = f"hudi:{lake / 'orders'}"
-        assert by_uri[orders_uri]["extra"] == {PAGE_KEY: f"lake/table?uri={quote(orders_uri, safe=':/+')}"}
+        assert by_uri[orders_uri]["extra"] == {PAGE_KEY: f"lake/table?uri={quote(orders_uri, safe=':/')}"}
 
         # an Asset outside the config: its health, without a policy; a URI no Asset has: not found
         audit_uri, nothing_uri = quote(f"hudi:{lake / 'audit'}", safe=""), quote(f"hudi:{lake / 'nothing'}", safe="")
