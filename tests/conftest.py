@@ -135,8 +135,16 @@ LANE_FIXTURES = {"spark": "spark", "airflow_db": "airflow"}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    heavy: dict[Path, int] = {}
     for item in items:
         folder = item.path.relative_to(REPO / "tests").parts[0] if item.path.is_relative_to(REPO / "tests") else ""
         needs = {LANE_FOLDERS.get(folder)} | {LANE_FIXTURES.get(name) for name in item.fixturenames}
+        needs |= {m.name for m in item.iter_markers() if m.name in ("spark", "airflow", "slow")}
         for marker in sorted(needs - {None}):
             item.add_marker(marker)
+        heavy[item.path] = heavy.get(item.path, 0) + (1 if needs - {None} else 0)
+    # The files with the most Spark, Airflow or slow tests first, the quick ones last: the
+    # workers (`--dist loadfile`) then end together, instead of one starting a long file while
+    # the other runs out of work (longest first). Each file's tests keep their order.
+    order = {path: n for n, path in enumerate(dict.fromkeys(item.path for item in items))}
+    items.sort(key=lambda item: (-heavy[item.path], order[item.path]))
