@@ -58,12 +58,13 @@ class TimelineView:
 
     @classmethod
     def of(cls, table: Table, *, archived: bool = True) -> TimelineView:
-        records = (archived_records(table) if archived else []) + active_records(table, table.timeline)
+        timeline = table.timeline  # (each access lists .hoodie/)
+        records = (archived_records(table) if archived else []) + active_records(table, timeline)
         trusted = trusted_times(records)
         if not trusted:
             drop_times(records)
         return cls(f"{table.config.name} ({table.config.table_type})", records, trusted,
-                   table.timeline.latest_clean_bound())
+                   timeline.latest_clean_bound())
 
     @property
     def archived_until(self) -> str | None:
