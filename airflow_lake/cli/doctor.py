@@ -20,8 +20,9 @@ from ..core.clean_planner import savepointed_files
 from ..core.config import ServiceOptions, TableOptions, WriteOptions
 from ..core.errors import LakeError
 from ..core.health import TableHealth, table_health
+from ..core.index.record_index import RECORD_INDEX, RecordIndex, check_record_index, located_keys
 from ..core.lock import LOCK_PATH
-from ..core.metadata_table import has_files_partition, read_file_listing
+from ..core.metadata_table import has_files_partition, listed_partitions, read_file_listing
 from ..core.metadata_writer import how_to_rebuild, unmaintained_partitions
 from ..core.properties import PROPERTIES, PROPERTIES_BACKUP, parse_properties, table_checksum
 from ..core.services import archive as archive_service
@@ -111,12 +112,39 @@ def check_metadata_table(table: Table, timeline: ActiveTimeline) -> list[Finding
     extra = sorted(f"{p}/{f}".lstrip("/") for p, names in listed.items() for f in names - on_disk.get(p, set()))
     if not missing and not extra:
         count = sum(len(n) for n in on_disk.values())
-        return found + [Finding("metadata", "ok", f"the metadata table's files partition lists the {count} data "
-                                "files on storage")]
-    return found + [Finding("metadata", "warn", f"the metadata table's files partition misses {len(missing)} data "
-                    f"files on storage ({', '.join(missing[:3])}) and lists {len(extra)} that are not there "
-                    f"({', '.join(extra[:3])})",
-                    "Hudi 1.x readers and hudi-rs list files through it: rows of unlisted files are not read")]
+        found.append(Finding("metadata", "ok", f"the metadata table's files partition lists the {count} data "
+                             "files on storage"))
+    else:
+        found.append(Finding("metadata", "warn", f"the metadata table's files partition misses {len(missing)} "
+                             f"data files on storage ({', '.join(missing[:3])}) and lists {len(extra)} that are "
+                             f"not there ({', '.join(extra[:3])})",
+                             "Hudi 1.x readers and hudi-rs list files through it: rows of unlisted files are not "
+                             "read"))
+    return found + check_record_index_partition(table, timeline)
+
+
+def check_record_index_partition(table: Table, timeline: ActiveTimeline) -> list[Finding]:
+    """A table with a record index (`record_index` listed): does it hold exactly the live keys,
+    each at the file group that has it, in the index file group its hash names? (A key missing
+    from it is written again by Hudi's upserts: a duplicate.)"""
+    if RECORD_INDEX not in listed_partitions(table.config.props):
+        return []
+    try:
+        check = check_record_index(RecordIndex.open(table.storage, table.config.props, timeline),
+                                   located_keys(table, timeline))
+    except (LakeError, OSError, ValueError, KeyError, EOFError) as e:
+        return [Finding("metadata", "error", f"the record index is unreadable ({e})",
+                        "Hudi's upserts route keys through it: rebuild it with Hudi "
+                        f"({how_to_rebuild(RECORD_INDEX)})")]
+    if check.ok:
+        return [Finding("metadata", "ok", f"the record index locates each of the {check.keys} live keys in the "
+                        "file group holding it")]
+    parts = [f"{len(keys)} {what} ({', '.join(keys[:3])})" for what, keys in (
+        ("live keys missing", check.missing), ("keys no row has", check.stale),
+        ("keys in another file group", check.moved), ("keys in the wrong index file group", check.misplaced)) if keys]
+    return [Finding("metadata", "warn", f"the record index is stale: {'; '.join(parts)}",
+                    "Hudi's upserts route keys through it (a missing key is inserted again: a duplicate); "
+                    f"rebuild it with Hudi ({how_to_rebuild(RECORD_INDEX)})")]
 
 
 def check_lock(table: Table) -> list[Finding]:

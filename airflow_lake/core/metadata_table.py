@@ -6,9 +6,12 @@ holds `files`."""
 
 from __future__ import annotations
 
+import functools
 import io
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import fastavro
 
@@ -26,6 +29,7 @@ FILES = "files"
 ALL_PARTITIONS = "__all_partitions__"
 PARTITION_LIST, FILE_LIST = 1, 2
 NON_PARTITIONED = "."  # the key of a non-partitioned table's files record
+INDEX_DEFS = "hoodie.table.index.defs.path"  # the index definitions (index.json)
 INIT_PREFIX = "0000000000000"  # the MDT's partition-initialisation instants: 00000000000000000, ...001
 
 
@@ -41,27 +45,57 @@ class FileListing:
 
 def has_files_partition(props: dict[str, str]) -> bool:
     """Whether readers list the table's files through the metadata table (§5.2)."""
-    listed = [p.strip() for p in props.get("hoodie.table.metadata.partitions", "").split(",")]
-    return FILES in listed
+    return FILES in listed_partitions(props)
 
 
-def read_file_listing(storage: Storage, data_timeline: ActiveTimeline | None = None) -> FileListing:
-    """The `files` partition's listing, merged over the latest file slice of `files-0000-0`.
-    With `data_timeline`, MDT deltacommits of data-table instants not completed there are
-    skipped (Java's rule; hudi-rs reads every completed MDT deltacommit)."""
+def listed_partitions(props: dict[str, str]) -> list[str]:
+    """The MDT partitions readers may use (`hoodie.table.metadata.partitions`, §5.2)."""
+    return [p.strip() for p in props.get("hoodie.table.metadata.partitions", "").split(",") if p.strip()]
+
+
+def index_definitions(storage: Storage, props: dict[str, str]) -> dict[str, dict]:
+    """The table's index definitions (`.hoodie/.index_defs/index.json`), by index name."""
+    path = props.get(INDEX_DEFS)
+    if not path or not storage.exists(path):
+        return {}
+    return json.loads(storage.read(path)).get("indexDefinitions") or {}
+
+
+def mdt_timeline(storage: Storage) -> ActiveTimeline:
+    """The metadata table's active timeline."""
     mdt_props = properties.load(MdtStorage(storage)).props
-    timeline = ActiveTimeline(storage, folder=f"{MDT}/{timeline_folder(mdt_props)}")
+    return ActiveTimeline(storage, folder=f"{MDT}/{timeline_folder(mdt_props)}")
+
+
+def readable_instants(timeline: ActiveTimeline, data_timeline: ActiveTimeline | None = None) -> set[str]:
+    """The MDT instants whose records a reader merges (§5.9): completed deltacommits and
+    commits (compactions); with `data_timeline`, deltacommits of data-table instants not
+    completed there are skipped (Java's rule; hudi-rs reads every completed MDT deltacommit)."""
     valid = {i.time for i in timeline.completed() if i.comparable_action in ("deltacommit", "commit")}
     if data_timeline is not None:
         done = {i.time for i in data_timeline.completed()}
         compactions = {i.time for i in timeline.completed() if i.comparable_action == "commit"}
         valid = {t for t in valid if t in done or data_timeline.is_before_start(t) or t.startswith(INIT_PREFIX)
                  or t in compactions}
-    partition = f"{MDT}/{FILES}"
-    view = FileSystemView(storage, timeline, partition_files={partition: storage.list(partition)})
+    return valid
+
+
+def partition_view(storage: Storage, timeline: ActiveTimeline, partition: str) -> FileSystemView:
+    """The file groups of MDT partition `partition` (`files`, `record_index`, ...)."""
+    folder = f"{MDT}/{partition}"
+    return FileSystemView(storage, timeline, partition_files={folder: storage.list(folder)})
+
+
+def read_file_listing(storage: Storage, data_timeline: ActiveTimeline | None = None) -> FileListing:
+    """The `files` partition's listing, merged over the latest file slice of `files-0000-0`.
+    With `data_timeline`, MDT deltacommits of data-table instants not completed there are
+    skipped (Java's rule; hudi-rs reads every completed MDT deltacommit)."""
+    timeline = mdt_timeline(storage)
+    valid = readable_instants(timeline, data_timeline)
+    view = partition_view(storage, timeline, FILES)
     listing = FileListing()
     state: dict[str, dict | None] = {}  # key -> merged filesystemMetadata (None: deleted)
-    for group in view.file_groups(partition):
+    for group in view.file_groups(f"{MDT}/{FILES}"):
         base, logs = view.read_slice(group)
         listing.instants += merge_files_slice(storage, base.path if base else None, [lf.path for lf in logs],
                                               valid, state)
@@ -82,11 +116,20 @@ def merge_files_slice(storage: Storage, base: str | None, logs: list[str], valid
     """Merge one `files` file slice into `state` (key -> filesystemMetadata, None: deleted):
     the base HFile's records, then the log blocks of `valid` instants in order. Returns the
     instants read."""
+    return merge_mdt_slice(storage, base, logs, valid, state, _files_entries, _merge)
+
+
+def merge_mdt_slice(storage: Storage, base: str | None, logs: list[str], valid: set[str], state: dict[str, Any],
+                pick: Callable[[dict], Any], merge: Callable[[Any, Any], Any]) -> list[str]:
+    """Merge one MDT file slice into `state` (key -> value, None: deleted), as
+    `HoodieMetadataPayload` merges (§5.3): the base HFile's records, then the log blocks of
+    `valid` instants in order; `pick(record)` is a record's value (None: not this partition's
+    kind), `merge(older, newer)` combines two values of a key (a DELETE block's key: None).
+    Returns the instants read."""
     read: list[str] = []
     if base is not None:
         hfile = read_hfile(storage.read(base), f"{storage.uri}/{base}")
-        for key, record in _records(hfile, hfile.info.get(b"schema", b"").decode()):
-            state[key] = _merge(state.get(key), record)
+        _merge_cells(hfile, hfile.info.get(b"schema", b"").decode(), state, pick, merge)
         read.append(base.rsplit("_", 1)[-1].split(".")[0])
     for path in logs:
         for block in read_log_file(storage.read(path), f"{storage.uri}/{path}", hfile_blocks=True):
@@ -95,8 +138,7 @@ def merge_files_slice(storage: Storage, base: str | None, logs: list[str], valid
             if isinstance(block, HFileBlock):
                 hfile = block.hfile()
                 schema = block.header.get(HeaderKey.SCHEMA) or hfile.info.get(b"schema", b"").decode()
-                for key, record in _records(hfile, schema):
-                    state[key] = _merge(state.get(key), record)
+                _merge_cells(hfile, schema, state, pick, merge)
             elif isinstance(block, DeleteBlock):
                 for key in block.keys:
                     state[key] = None
@@ -104,14 +146,27 @@ def merge_files_slice(storage: Storage, base: str | None, logs: list[str], valid
     return read
 
 
-def _records(hfile: HFile, schema_text: str):
-    """(key, filesystemMetadata) of the type 1 and 2 records of an HFile (the key is the cell's
-    row: the Avro `key` field is written empty)."""
-    schema = fastavro.parse_schema(json.loads(schema_text))
+def _merge_cells(hfile: HFile, schema_text: str, state: dict[str, Any], pick: Callable[[dict], Any],
+                 merge: Callable[[Any, Any], Any]) -> None:
+    """Merge an HFile's records into `state` (the key is the cell's row: the Avro `key` field
+    is written empty)."""
+    schema = _parsed(schema_text)
     for row, value in hfile.cells:
-        record = fastavro.schemaless_reader(io.BytesIO(value), schema, None)
-        if record.get("type") in (PARTITION_LIST, FILE_LIST):
-            yield row.decode(), record.get("filesystemMetadata") or {}
+        picked = pick(fastavro.schemaless_reader(io.BytesIO(value), schema, None))
+        if picked is not None:
+            key = row.decode()
+            older = state.get(key)
+            state[key] = picked if older is None else merge(older, picked)
+
+
+@functools.lru_cache(maxsize=8)
+def _parsed(schema_text: str):
+    return fastavro.parse_schema(json.loads(schema_text))
+
+
+def _files_entries(record: dict) -> dict | None:
+    """A type 1 or 2 record's filesystemMetadata."""
+    return (record.get("filesystemMetadata") or {}) if record.get("type") in (PARTITION_LIST, FILE_LIST) else None
 
 
 def _merge(older: dict | None, newer: dict) -> dict:

@@ -34,6 +34,7 @@ from .metadata_table import (
     ALL_PARTITIONS,
     FILE_LIST,
     FILES,
+    INDEX_DEFS,
     INIT_PREFIX,
     MDT,
     NON_PARTITIONED,
@@ -67,7 +68,6 @@ FILES_GROUP = "files-0000-0"
 PAYLOAD_STRATEGY = "00000000-0000-0000-0000-000000000000"
 METADATA_ENABLE = "hoodie.metadata.enable"  # a write option: true builds the files partition, false drops the MDT
 MDT_BLOOM_ENTRIES, MDT_BLOOM_FPP = 10000, 1e-9  # the MDT base files' bloom filter (as Hudi's fixtures have)
-INDEX_DEFS = "hoodie.table.index.defs.path"
 
 
 @dataclass

@@ -177,8 +177,9 @@ def test_hudi1x_tables_say_their_version_and_whether_they_are_written(tmp_path):
     lance = invoke_json("doctor", str(unpack(TABLES["v9_lance"], tmp_path / "lance")))
     [version] = by_check(lance)["version"]
     assert version["level"] == "info" and "writes parquet only" in version["advice"]
-    *switched_off, listing = by_check(doc)["metadata"]
+    *switched_off, listing, record_index = by_check(doc)["metadata"]
     assert listing["level"] == "ok" and listing["message"].endswith("lists the 17 data files on storage")
+    assert record_index["level"] == "ok" and "locates each of the 12 live keys" in record_index["message"]
     # the partitions our first write switches off, each with how Hudi rebuilds it
     assert [f["message"].split("metadata table's ")[1].split(" partition")[0] for f in switched_off] == \
         ["column_stats", "partition_stats", "record_index", "secondary_index_merchant_idx",
@@ -188,6 +189,6 @@ def test_hudi1x_tables_say_their_version_and_whether_they_are_written(tmp_path):
     # a file the metadata table does not list is one Hudi 1.x readers never read: said
     (hudi / "region=us" / "stray.parquet").write_bytes(b"x")
     doc = invoke_json("doctor", str(hudi), code=3)
-    *_, listing = by_check(doc)["metadata"]
+    *_, listing, _ = by_check(doc)["metadata"]
     assert listing["level"] == "warn" and "misses 1 data files on storage (region=us/stray.parquet)" in \
         listing["message"]

@@ -1,0 +1,235 @@
+"""The record-level index (RLI): the metadata table's `record_index` partition (v8 spec §5.5),
+record key -> the partition and file group holding it, spread over N file groups
+`record-index-<i>-0` by Java's `String.hashCode` of the key.
+
+Reading: a lookup reads only the file groups its keys hash to, each merged over its latest file
+slice (base HFile, then the log blocks of readable MDT instants; a DELETE block removes a key).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..errors import InvalidTableError
+from ..merge import KEY
+from ..metadata_table import (
+    MDT,
+    index_definitions,
+    listed_partitions,
+    mdt_timeline,
+    merge_mdt_slice,
+    partition_view,
+    readable_instants,
+)
+from ..model import FileGroup
+from ..read import Reader
+from ..storage import Storage
+from ..timeline.active import ActiveTimeline
+from ..view import FileSystemView
+
+RECORD_INDEX = "record_index"
+FILE_ID_PREFIX = "record-index-"
+RECORD_INDEX_TYPE = 5
+UUID_ENCODING, RAW_ENCODING = 0, 1
+LOCATIONS = pa.schema([pa.field("key", pa.string()), pa.field("partition", pa.string()),
+                       pa.field("file_id", pa.string()), pa.field("instant_ms", pa.int64())])
+
+
+def java_string_hashes(keys: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """Java's `String.hashCode` of each key (`h = 31*h + c` over UTF-16 code units, 32-bit
+    wrapping), as int32; vectorised over the bytes of ASCII keys, the others one by one."""
+    keys = pa.chunked_array([keys]) if isinstance(keys, pa.Array) else keys
+    out = np.empty(len(keys), dtype=np.int32)
+    at = 0
+    for chunk in keys.chunks:
+        chunk = chunk.cast(pa.large_string())
+        if chunk.null_count:
+            raise ValueError("a record key is null")
+        out[at:at + len(chunk)] = _ascii_hashes(chunk) if pc.all(pc.string_is_ascii(chunk)).as_py() is not False \
+            else [_hash_one(k) for k in chunk.to_pylist()]
+        at += len(chunk)
+    return out
+
+
+def _ascii_hashes(chunk: pa.LargeStringArray) -> np.ndarray:
+    offsets = np.frombuffer(chunk.buffers()[1], dtype=np.int64)[chunk.offset:chunk.offset + len(chunk) + 1]
+    data = np.frombuffer(chunk.buffers()[2], dtype=np.uint8) if chunk.buffers()[2] is not None \
+        else np.zeros(0, dtype=np.uint8)
+    starts, lengths = offsets[:-1], np.diff(offsets)
+    h = np.zeros(len(chunk), dtype=np.uint32)
+    for j in range(int(lengths.max()) if len(lengths) else 0):
+        rows = lengths > j
+        h[rows] = h[rows] * np.uint32(31) + data[starts[rows] + j].astype(np.uint32)
+    return h.view(np.int32)
+
+
+def _hash_one(key: str) -> int:
+    units = key.encode("utf-16-be")
+    h = 0
+    for i in range(0, len(units), 2):
+        h = (31 * h + int.from_bytes(units[i:i + 2], "big")) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def file_group_index(keys: pa.Array | pa.ChunkedArray, groups: int) -> np.ndarray:
+    """The RLI file group of each key: `abs(abs(h) % N)` as Java computes it (§5.5)."""
+    return np.abs(np.abs(java_string_hashes(keys).astype(np.int64)) % groups)
+
+
+def file_group_id(index: int) -> str:
+    return f"{FILE_ID_PREFIX}{index:04d}-0"
+
+
+def decode_file_id(info: dict) -> str:
+    """The data file group id of a `recordIndexMetadata` value (§5.5: a UUID in two signed
+    longs and the index after it, or the raw id)."""
+    if info.get("fileIdEncoding", UUID_ENCODING) != UUID_ENCODING:
+        return info["fileId"]
+    value = ((info["fileIdHighBits"] & (2 ** 64 - 1)) << 64) | (info["fileIdLowBits"] & (2 ** 64 - 1))
+    index = info.get("fileIndex")
+    return str(uuid.UUID(int=value)) + ("" if index is None or index == -1 else f"-{index}")
+
+
+def _location(record: dict) -> dict | None:
+    return record.get("recordIndexMetadata") if record.get("type") == RECORD_INDEX_TYPE else None
+
+
+def _newer(older: dict, newer: dict) -> dict:
+    return newer
+
+
+@dataclass
+class RecordIndex:
+    """A table's record index as of its metadata table's latest completed instant (with
+    `data_timeline`: only MDT instants of data-table commits completed there, Java's rule)."""
+
+    storage: Storage
+    view: FileSystemView  # of the MDT's record_index partition
+    valid: set[str]  # the MDT instants read
+    groups: dict[int, FileGroup]  # file group index -> the MDT file group
+
+    @classmethod
+    def open(cls, storage: Storage, props: dict[str, str], data_timeline: ActiveTimeline | None = None,
+             ) -> RecordIndex:
+        """The record index of the table whose properties are `props`; refused when the table
+        has none listed, or a partitioned one (v9 `isPartitioned`, not specified here)."""
+        if RECORD_INDEX not in listed_partitions(props):
+            raise InvalidTableError(f"table {storage.uri} has no record index (hoodie.table.metadata.partitions: "
+                                    f"{props.get('hoodie.table.metadata.partitions', '')!r})")
+        options = (index_definitions(storage, props).get(RECORD_INDEX) or {}).get("indexOptions") or {}
+        if str(options.get("isPartitioned", "false")).lower() == "true":
+            raise InvalidTableError(f"table {storage.uri}: its record index is partitioned (index.json "
+                                    "isPartitioned=true), which airflow-lake does not read yet")
+        timeline = mdt_timeline(storage)
+        view = partition_view(storage, timeline, RECORD_INDEX)
+        groups = {}
+        for group in view.file_groups(f"{MDT}/{RECORD_INDEX}"):
+            if not group.file_id.startswith(FILE_ID_PREFIX):
+                continue
+            groups[int(group.file_id[len(FILE_ID_PREFIX):].split("-")[0])] = group
+        if sorted(groups) != list(range(len(groups))):
+            raise InvalidTableError(f"table {storage.uri}: the record index's file groups are not numbered 0..N-1: "
+                             f"{sorted(groups)}")
+        return cls(storage, view, readable_instants(timeline, data_timeline), groups)
+
+    @property
+    def num_groups(self) -> int:
+        return len(self.groups)
+
+    def _group_state(self, index: int) -> dict[str, dict | None]:
+        base, logs = self.view.read_slice(self.groups[index])
+        state: dict[str, dict | None] = {}
+        merge_mdt_slice(self.storage, base.path if base else None, [lf.path for lf in logs], self.valid, state,
+                    _location, _newer)
+        return state
+
+    def lookup(self, keys: pa.Array | pa.ChunkedArray) -> pa.Table:
+        """The locations of those `keys` the index holds (`LOCATIONS`), reading only the file
+        groups they hash to."""
+        keys = pc.unique(keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys)
+        if not len(keys) or not self.groups:
+            return LOCATIONS.empty_table()
+        indexes = file_group_index(keys, self.num_groups)
+        found: list[tuple[str, dict]] = []
+        for index in np.unique(indexes):
+            state = self._group_state(int(index))
+            wanted = keys.filter(pa.array(indexes == index)).to_pylist()
+            found += [(k, state[k]) for k in wanted if state.get(k) is not None]
+        return _table(found)
+
+    def entries(self) -> pa.Table:
+        """Every live entry (`LOCATIONS`), group by group."""
+        found: list[tuple[str, dict]] = []
+        for index in sorted(self.groups):
+            found += [(k, v) for k, v in sorted(self._group_state(index).items()) if v is not None]
+        return _table(found)
+
+    def misplaced(self) -> list[tuple[str, int]]:
+        """Live keys stored in another file group than their hash names (key, group)."""
+        out = []
+        for index in sorted(self.groups):
+            keys = [k for k, v in self._group_state(index).items() if v is not None]
+            if keys:
+                want = file_group_index(pa.array(keys, pa.string()), self.num_groups)
+                out += [(k, index) for k, w in zip(keys, want, strict=True) if w != index]
+        return out
+
+
+def _table(found: list[tuple[str, dict]]) -> pa.Table:
+    return pa.table({"key": [k for k, _ in found], "partition": [v.get("partitionName") or "" for _, v in found],
+                     "file_id": [decode_file_id(v) for _, v in found],
+                     "instant_ms": [v.get("instantTime") for _, v in found]}, schema=LOCATIONS)
+
+
+@dataclass
+class IndexCheck:
+    """A record index compared with where the table's rows are (`check_record_index`)."""
+
+    keys: int  # live keys in the table
+    missing: list[str]  # live keys the index lacks
+    stale: list[str]  # indexed keys no row has
+    moved: list[str]  # keys the index places in another partition or file group
+    misplaced: list[str]  # keys stored in a file group of the index their hash does not name
+
+    @property
+    def ok(self) -> bool:
+        return not (self.missing or self.stale or self.moved or self.misplaced)
+
+
+def check_record_index(index: RecordIndex, located: pa.Table) -> IndexCheck:
+    """Compare `index` with `located` (`key`, `partition`, `file_id` of every live row, as a
+    snapshot scan gives them)."""
+    entries = index.entries()
+    rows = located.select(["key", "partition", "file_id"])
+    joined = rows.join(entries.select(["key", "partition", "file_id"]), "key", join_type="full outer",
+                       left_suffix="_row", right_suffix="_index")
+
+    def keys(mask) -> list[str]:
+        return sorted(joined.filter(mask)["key"].to_pylist())
+
+    missing = keys(pc.is_null(joined["file_id_index"]))
+    stale = keys(pc.is_null(joined["file_id_row"]))
+    both = pc.and_(pc.is_valid(joined["file_id_index"]), pc.is_valid(joined["file_id_row"]))
+    differ = pc.or_(pc.not_equal(joined["partition_row"], joined["partition_index"]),
+                    pc.not_equal(joined["file_id_row"], joined["file_id_index"]))
+    moved = keys(pc.and_(both, differ))
+    return IndexCheck(rows.num_rows, missing, stale, moved, sorted(k for k, _ in index.misplaced()))
+
+
+def located_keys(table, timeline: ActiveTimeline) -> pa.Table:
+    """`key`, `partition`, `file_id` of every live record of `table`'s latest snapshot, file
+    group by file group (keys derived from the key fields on a table without meta fields)."""
+    reader = Reader(table, timeline=timeline)
+    view = FileSystemView(table.storage, timeline)
+    out = [LOCATIONS.empty_table().select(["key", "partition", "file_id"])]
+    for group in view.file_groups():
+        keys = reader.read_group(view, group, [KEY]).column(KEY)
+        out.append(pa.table({"key": keys.cast(pa.string()),
+                             "partition": pa.array([group.partition] * len(keys), pa.string()),
+                             "file_id": pa.array([group.file_id] * len(keys), pa.string())}))
+    return pa.concat_tables(out)

@@ -1,0 +1,133 @@
+"""The record-level index read (v8 spec §5.5): Java's key hashing, the location encoding, and
+the record indexes of the Hudi-written fixtures decoded and compared with a scan of the table
+by hudi-rs; `doctor` reports a stale index."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pyarrow as pa
+import pytest
+
+from airflow_lake.core import Table
+from airflow_lake.core.errors import InvalidTableError
+from airflow_lake.core.index.record_index import (
+    RecordIndex,
+    _hash_one,
+    check_record_index,
+    decode_file_id,
+    file_group_index,
+    java_string_hashes,
+    located_keys,
+)
+from tests.cli.conftest import invoke_json
+from tests.core.test_hudi1x_read import TABLES, theirs, unpack
+
+RLI_TABLES = ["v8_trips", "v9_cow_meta", "v9_mor_nonpart", "v9_lance"]  # INDEX.md: those with record_index
+
+
+def test_java_string_hash_codes():
+    # values of java.lang.String#hashCode: ASCII, a collision, Integer.MIN_VALUE, a code unit
+    # above 127, a character outside the BMP (a surrogate pair: two code units)
+    known = {"": 0, "hello": 99162322, "Aa": 2112, "BB": 2112, "polygenelubricants": -2147483648,
+             "héllo": 103094734, "\U0001F600": 31 * 0xD83D + 0xDE00, "TXN-006": -166313933}
+    keys = list(known)
+    assert java_string_hashes(pa.array(keys)).tolist() == list(known.values())
+    assert [_hash_one(k) for k in keys] == list(known.values())
+    # Math.abs(Math.abs(h) % n): Math.abs(MIN_VALUE) stays negative in Java
+    assert file_group_index(pa.array(["polygenelubricants"]), 10).tolist() == [8]
+
+
+def test_vectorised_hashes_equal_the_scalar_ones():
+    rng = random.Random(7)
+    alphabet = "abcXYZ019-_:/=é€\U0001F600"
+    keys = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40))) for _ in range(500)]
+    ascii_keys = [k.encode("ascii", "ignore").decode() for k in keys]
+    for sample in (keys, ascii_keys):
+        chunked = pa.chunked_array([pa.array(sample[:200]), pa.array(sample[200:]).slice(3)])
+        expected = [_hash_one(k) for k in sample[:200] + sample[203:]]
+        assert java_string_hashes(chunked).tolist() == expected
+        assert java_string_hashes(pa.array(sample, pa.large_string())).tolist() == [_hash_one(k) for k in sample]
+
+
+def test_file_id_encodings():
+    info = {"fileIdEncoding": 0, "fileIdHighBits": -3953092633855571514, "fileIdLowBits": -8122439937145257415,
+            "fileIndex": 0, "fileId": ""}
+    assert decode_file_id(info) == "c923cb31-a2d3-49c6-8f47-4be96502c239-0"
+    assert decode_file_id({**info, "fileIndex": -1}) == "c923cb31-a2d3-49c6-8f47-4be96502c239"
+    assert decode_file_id({"fileIdEncoding": 1, "fileId": "00000001-0", "fileIdHighBits": -1,
+                           "fileIdLowBits": -1, "fileIndex": -1}) == "00000001-0"
+
+
+@pytest.fixture(scope="module")
+def rli_tables(tmp_path_factory):
+    base = tmp_path_factory.mktemp("rli")
+    return {name: unpack(TABLES[name], base / name) for name in RLI_TABLES}
+
+
+@pytest.mark.parametrize("name", RLI_TABLES)
+def test_the_fixtures_record_index_holds_exactly_what_a_scan_finds(rli_tables, name):
+    path = rli_tables[name]
+    table = Table.open(str(path))
+    index = RecordIndex.open(table.storage, table.config.props, table.timeline)
+    assert index.num_groups == 10  # (INDEX.md: every fixture's record index has 10 file groups)
+    scan = theirs(path)  # hudi-rs: each live row's key, partition and file
+    expected = sorted(zip(scan["_hoodie_record_key"].to_pylist(), scan["_hoodie_partition_path"].to_pylist(),
+                          [f.split("_")[0] for f in scan["_hoodie_file_name"].to_pylist()], strict=True))
+    entries = index.entries()
+    assert sorted(zip(entries["key"].to_pylist(), entries["partition"].to_pylist(), entries["file_id"].to_pylist(),
+                      strict=True)) == expected
+    assert index.misplaced() == []  # every key sits in the file group Java's hash names
+    assert check_record_index(index, located_keys(table, table.timeline)).ok
+
+
+def test_a_lookup_reads_only_the_groups_its_keys_hash_to(rli_tables, monkeypatch):
+    table = Table.open(str(rli_tables["v9_cow_meta"]))
+    index = RecordIndex.open(table.storage, table.config.props, table.timeline)
+    scan = theirs(rli_tables["v9_cow_meta"])
+    where = {k: (p, f.split("_")[0]) for k, p, f in zip(scan["_hoodie_record_key"].to_pylist(),
+                                                        scan["_hoodie_partition_path"].to_pylist(),
+                                                        scan["_hoodie_file_name"].to_pylist(), strict=True)}
+    wanted = sorted(where)[::5]
+    read: list[int] = []
+    original = RecordIndex._group_state
+    monkeypatch.setattr(RecordIndex, "_group_state", lambda self, i: read.append(i) or original(self, i))
+    keys = pa.array(wanted + ["TXN-404"])  # (not in the table)
+    found = index.lookup(keys)
+    assert sorted(read) == sorted(set(file_group_index(keys, 10).tolist())) and len(set(read)) < 10
+    assert {r["key"]: (r["partition"], r["file_id"]) for r in found.to_pylist()} == {k: where[k] for k in wanted}
+
+
+def test_a_stale_record_index_is_found(rli_tables):
+    table = Table.open(str(rli_tables["v9_mor_nonpart"]))
+    index = RecordIndex.open(table.storage, table.config.props, table.timeline)
+    located = located_keys(table, table.timeline)
+    keys = sorted(located["key"].to_pylist())
+    # a row the index lacks, a key no row has, a key in another file group
+    tampered = located.filter(pa.compute.not_equal(located["key"], keys[0]))
+    tampered = pa.concat_tables([tampered, pa.table({"key": ["NEW-1"], "partition": [""], "file_id": ["f-0"]})])
+    moved = tampered.set_column(2, "file_id", pa.array(["other-0" if k == keys[1] else f for k, f in zip(
+        tampered["key"].to_pylist(), tampered["file_id"].to_pylist(), strict=True)]))
+    check = check_record_index(index, moved)
+    assert (check.stale, check.missing, check.moved, check.ok) == ([keys[0]], ["NEW-1"], [keys[1]], False)
+
+
+def test_doctor_checks_the_record_index(rli_tables):
+    path = str(rli_tables["v8_trips"])
+    findings = [f for f in invoke_json("doctor", path)["findings"] if f["check"] == "metadata"]
+    assert any(f["level"] == "ok" and "record index locates each of the 6 live keys" in f["message"]
+               for f in findings), findings
+
+
+def test_a_partitioned_record_index_is_refused_naming_it(rli_tables, tmp_path):
+    import shutil
+
+    path = shutil.copytree(rli_tables["v9_cow_meta"], tmp_path / "t")
+    defs = path / ".hoodie" / ".index_defs" / "index.json"
+    doc = json.loads(defs.read_text())
+    doc["indexDefinitions"]["record_index"]["indexOptions"]["isPartitioned"] = "true"
+    defs.write_text(json.dumps(doc))
+    table = Table.open(str(path))
+    with pytest.raises(InvalidTableError, match="record index is partitioned"):
+        RecordIndex.open(table.storage, table.config.props)
