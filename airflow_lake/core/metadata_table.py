@@ -150,7 +150,7 @@ def _merge_cells(hfile: HFile, schema_text: str, state: dict[str, Any], pick: Ca
                  merge: Callable[[Any, Any], Any]) -> None:
     """Merge an HFile's records into `state` (the key is the cell's row: the Avro `key` field
     is written empty)."""
-    schema = _parsed(schema_text)
+    schema = parsed_schema(schema_text)
     for row, value in hfile.cells:
         picked = pick(fastavro.schemaless_reader(io.BytesIO(value), schema, None))
         if picked is not None:
@@ -160,7 +160,8 @@ def _merge_cells(hfile: HFile, schema_text: str, state: dict[str, Any], pick: Ca
 
 
 @functools.lru_cache(maxsize=8)
-def _parsed(schema_text: str):
+def parsed_schema(schema_text: str):
+    """A writer schema text, parsed (cached: every block of an MDT carries the same)."""
     return fastavro.parse_schema(json.loads(schema_text))
 
 

@@ -8,14 +8,19 @@ slice (base HFile, then the log blocks of readable MDT instants; a DELETE block 
 
 from __future__ import annotations
 
+import io
 import uuid
 from dataclasses import dataclass
 
+import fastavro
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import InvalidTableError
+from ..formats.hfile import write_hfile
+from ..formats.log import BlockType, HeaderKey, delete_block_content, encode_block
+from ..formats.log.blocks import wrap_ordering
 from ..merge import KEY
 from ..metadata_table import (
     MDT,
@@ -23,6 +28,7 @@ from ..metadata_table import (
     listed_partitions,
     mdt_timeline,
     merge_mdt_slice,
+    parsed_schema,
     partition_view,
     readable_instants,
 )
@@ -93,6 +99,62 @@ def decode_file_id(info: dict) -> str:
     value = ((info["fileIdHighBits"] & (2 ** 64 - 1)) << 64) | (info["fileIdLowBits"] & (2 ** 64 - 1))
     index = info.get("fileIndex")
     return str(uuid.UUID(int=value)) + ("" if index is None or index == -1 else f"-{index}")
+
+
+def location_info(partition: str, file_id: str, instant_ms: int) -> dict:
+    """The `recordIndexMetadata` of a location (§5.5): a `<uuid>-<n>` or bare-uuid file id in
+    two signed longs and the index after it (encoding 0), any other id as is (encoding 1)."""
+    head, _, tail = file_id.rpartition("-")
+    for text, index in ((head, tail), (file_id, None)):
+        try:
+            value = uuid.UUID(text).int if len(text) == 36 else None
+        except ValueError:
+            value = None
+        if value is not None and (index is None or index.isdigit()):
+            return {"partitionName": partition, "fileIdHighBits": _signed(value >> 64),
+                    "fileIdLowBits": _signed(value & (2 ** 64 - 1)), "fileIndex": -1 if index is None else int(index),
+                    "fileId": "", "instantTime": instant_ms, "fileIdEncoding": UUID_ENCODING, "position": None}
+    return {"partitionName": partition, "fileIdHighBits": -1, "fileIdLowBits": -1, "fileIndex": -1,
+            "fileId": file_id, "instantTime": instant_ms, "fileIdEncoding": RAW_ENCODING, "position": None}
+
+
+def _signed(value: int) -> int:
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def index_cells(schema_text: str, locations: pa.Table) -> list[tuple[bytes, bytes]]:
+    """The HFile cells of `locations` (`LOCATIONS`), sorted by key: the key as the row, the
+    `HoodieMetadataRecord` (type 5, its `key` empty) as the value (§5.3)."""
+    schema = parsed_schema(schema_text)
+    cells = []
+    for row in locations.to_pylist():
+        buf = io.BytesIO()
+        fastavro.schemaless_writer(buf, schema, {
+            "_hoodie_commit_time": None, "_hoodie_commit_seqno": None, "_hoodie_record_key": None,
+            "_hoodie_partition_path": None, "_hoodie_file_name": None, "key": "", "type": RECORD_INDEX_TYPE,
+            "filesystemMetadata": None, "BloomFilterMetadata": None, "ColumnStatsMetadata": None,
+            "recordIndexMetadata": location_info(row["partition"], row["file_id"], row["instant_ms"]),
+            "SecondaryIndexMetadata": None})
+        cells.append((row["key"].encode(), buf.getvalue()))
+    return sorted(cells, key=lambda c: c[0])
+
+
+def index_log_blocks(instant: str, schema_text: str, locations: pa.Table, deleted: list[str], *,
+                     create_time_ms: int | None = None) -> bytes:
+    """What one MDT deltacommit at `instant` appends to one record-index file group (§5.5): an
+    HFILE_DATA block of the new `locations` and a DELETE block of the `deleted` keys (each only
+    when it has entries); `create_time_ms`: the HFile's creation time (default now)."""
+    out = b""
+    header = {HeaderKey.SCHEMA: schema_text, HeaderKey.INSTANT_TIME: instant}
+    if locations.num_rows:
+        out += encode_block(BlockType.HFILE_DATA, header,
+                            write_hfile(index_cells(schema_text, locations), {b"schema": schema_text.encode()},
+                                        create_time_ms=create_time_ms))
+    if deleted:
+        keys = sorted(deleted)
+        out += encode_block(BlockType.DELETE, header, delete_block_content(
+            keys, [RECORD_INDEX] * len(keys), [wrap_ordering(None, None)] * len(keys)))
+    return out
 
 
 def _location(record: dict) -> dict | None:

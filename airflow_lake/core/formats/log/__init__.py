@@ -10,12 +10,14 @@ from .blocks import (
     data_block_bytes,
     decode_block,
     delete_block_bytes,
+    delete_block_content,
     read_log_file,
 )
 from .framing import BlockType, HeaderKey, encode_block
 
 __all__ = [
     "BlockType", "CommandBlock", "CorruptBlock", "DataBlock", "DeleteBlock", "HeaderKey", "LogBlock",
-    "command_block_bytes", "data_block_bytes", "decode_block", "delete_block_bytes", "encode_block",
+    "command_block_bytes", "data_block_bytes", "decode_block", "delete_block_bytes", "delete_block_content",
+    "encode_block",
     "read_log_file",
 ]

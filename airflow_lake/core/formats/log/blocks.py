@@ -346,14 +346,19 @@ def _avro_datum(value, t: pa.DataType):
 
 def delete_block_bytes(instant: str, avro_schema_with_meta: dict, keys: list[str], partitions: list[str],
                        ordering: list[tuple[str, dict]]) -> bytes:
+    header = {HeaderKey.INSTANT_TIME: instant, HeaderKey.SCHEMA: json.dumps(avro_schema_with_meta)}
+    return encode_block(BlockType.DELETE, header, delete_block_content(keys, partitions, ordering))
+
+
+def delete_block_content(keys: list[str], partitions: list[str], ordering: list[tuple[str, dict] | None]) -> bytes:
+    """A DELETE block's content: content version, length, the `HoodieDeleteRecordList` of
+    `keys` (each with its partition and wrapped ordering value)."""
     records = [{"recordKey": k, "partitionPath": p, "orderingVal": o}
                for k, p, o in zip(keys, partitions, ordering, strict=True)]
     buf = io.BytesIO()
     fastavro.schemaless_writer(buf, _DELETE_SCHEMA, {"deleteRecordList": records})
     payload = buf.getvalue()
-    content = struct.pack(">ii", CONTENT_VERSION, len(payload)) + payload
-    header = {HeaderKey.INSTANT_TIME: instant, HeaderKey.SCHEMA: json.dumps(avro_schema_with_meta)}
-    return encode_block(BlockType.DELETE, header, content)
+    return struct.pack(">ii", CONTENT_VERSION, len(payload)) + payload
 
 
 def command_block_bytes(instant: str, target: str) -> bytes:
