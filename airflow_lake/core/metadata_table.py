@@ -26,8 +26,9 @@ from .view import FileSystemView
 
 MDT = ".hoodie/metadata"
 FILES = "files"
+RECORD_INDEX = "record_index"
 ALL_PARTITIONS = "__all_partitions__"
-PARTITION_LIST, FILE_LIST = 1, 2
+PARTITION_LIST, FILE_LIST, RECORD_INDEX_TYPE = 1, 2, 5  # `HoodieMetadataRecord.type`
 NON_PARTITIONED = "."  # the key of a non-partitioned table's files record
 INDEX_DEFS = "hoodie.table.index.defs.path"  # the index definitions (index.json)
 INIT_PREFIX = "0000000000000"  # the MDT's partition-initialisation instants: 00000000000000000, ...001
@@ -116,7 +117,7 @@ def merge_files_slice(storage: Storage, base: str | None, logs: list[str], valid
     """Merge one `files` file slice into `state` (key -> filesystemMetadata, None: deleted):
     the base HFile's records, then the log blocks of `valid` instants in order. Returns the
     instants read."""
-    return merge_mdt_slice(storage, base, logs, valid, state, _files_entries, _merge)
+    return merge_mdt_slice(storage, base, logs, valid, state, *MERGERS[FILES])
 
 
 def merge_mdt_slice(storage: Storage, base: str | None, logs: list[str], valid: set[str], state: dict[str, Any],
@@ -170,6 +171,15 @@ def _files_entries(record: dict) -> dict | None:
     return (record.get("filesystemMetadata") or {}) if record.get("type") in (PARTITION_LIST, FILE_LIST) else None
 
 
+def _index_location(record: dict) -> dict | None:
+    """A type 5 (record index) record's recordIndexMetadata."""
+    return record.get("recordIndexMetadata") if record.get("type") == RECORD_INDEX_TYPE else None
+
+
+def _newer(older: dict, newer: dict) -> dict:
+    return newer
+
+
 def _merge(older: dict | None, newer: dict) -> dict:
     """`HoodieMetadataPayload`'s merge of two file lists (§5.3): a tombstone removes the name
     from the older list (and is kept only when the older list lacks it, to cancel a base
@@ -188,6 +198,14 @@ def _merge(older: dict | None, newer: dict) -> dict:
         else:
             out[name] = info
     return out
+
+
+# MDT partition -> how its records merge (§5.3): the value a record holds (None: not of this
+# partition) and the merge of an older and a newer value of one key
+MERGERS: dict[str, tuple[Callable[[dict], Any], Callable[[Any, Any], Any]]] = {
+    FILES: (_files_entries, _merge),
+    RECORD_INDEX: (_index_location, _newer),
+}
 
 
 class MdtStorage:

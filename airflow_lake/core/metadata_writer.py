@@ -30,6 +30,7 @@ from .formats.bloom import BloomFilter
 from .formats.hfile import read_hfile, write_hfile
 from .formats.log import encode_block
 from .formats.log.framing import BlockType, HeaderKey
+from .index.record_index import index_datum
 from .metadata_table import (
     ALL_PARTITIONS,
     FILE_LIST,
@@ -37,11 +38,14 @@ from .metadata_table import (
     INDEX_DEFS,
     INIT_PREFIX,
     MDT,
+    MERGERS,
     NON_PARTITIONED,
     PARTITION_LIST,
     MdtStorage,
     has_files_partition,
     merge_files_slice,
+    merge_mdt_slice,
+    parsed_schema,
     read_file_listing,
 )
 from .model import BaseFile, LogFile, WriteStat
@@ -219,20 +223,24 @@ def compaction_due(timeline: ActiveTimeline, max_delta_commits: int) -> bool:
     return len(deltas) >= max_delta_commits
 
 
-def compaction_plan(storage: Storage, timeline: ActiveTimeline, instant: str) -> tuple[CompactionPlan, list[str]]:
-    """The MDT compaction at `instant` of `files-0000-0`: its latest slice's base HFile and the
-    log files of deltacommits that completed before `instant` (a later one, e.g. the data
-    instant still completing, stays in the next slice: v8 spec §5.8). Returns the plan and the
-    log paths."""
-    partition = f"{MDT}/{FILES}"
-    view = FileSystemView(storage, timeline, partition_files={partition: storage.list(partition)})
-    group = view.groups[partition][FILES_GROUP]
-    base, logs = view.read_slice(group)
+def compaction_plan(storage: Storage, timeline: ActiveTimeline, instant: str,
+                    partitions: tuple[str, ...] = (FILES,)) -> CompactionPlan:
+    """The MDT compaction at `instant` of every file group of `partitions`: each group's latest
+    slice's base HFile and the log files of deltacommits that completed before `instant` (a
+    later one, e.g. the data instant still completing, stays in the next slice: v8 spec §5.8)."""
     completion = {i.time: i.completion or i.time for i in timeline.completed()}
-    logs = [lf for lf in logs if completion.get(lf.base_instant, "9" * 17) < instant]
-    operation = CompactionOperation(FILES, FILES_GROUP, base.instant if base else logs[0].base_instant,
-                                    base.name if base else None, tuple(lf.name for lf in logs))
-    return CompactionPlan((operation,)), [lf.path for lf in logs]
+    operations = []
+    for name in partitions:
+        partition = f"{MDT}/{name}"
+        view = FileSystemView(storage, timeline, partition_files={partition: storage.list(partition)})
+        for group in sorted(view.file_groups(partition), key=lambda g: g.file_id):
+            base, logs = view.read_slice(group)
+            logs = [lf for lf in logs if completion.get(lf.base_instant, "9" * 17) < instant]
+            if base is None and not logs:
+                continue
+            operations.append(CompactionOperation(name, group.file_id, base.instant if base else logs[0].base_instant,
+                                                  base.name if base else None, tuple(lf.name for lf in logs)))
+    return CompactionPlan(tuple(operations))
 
 
 def valid_instants(timeline: ActiveTimeline, data_timeline: ActiveTimeline) -> set[str]:
@@ -263,42 +271,54 @@ def logged_files(storage: Storage, log_paths: list[str], instant: str) -> dict[s
             for key, entries in state.items() if key != ALL_PARTITIONS and entries}
 
 
-def compacted_base(storage: Storage, timeline: ActiveTimeline, plan: CompactionPlan, logs: list[str],
-                   instant: str, schema_text: str, valid: set[str] | None = None) -> tuple[str, bytes, CommitMetadata]:
-    """The new base HFile of an MDT compaction (records merged, tombstones applied and dropped,
-    `_hoodie_file_name` set to its own name, a DYNAMIC_V0 bloom filter of its keys, as Hudi
-    writes MDT base files) and the compaction's commit metadata."""
-    op = plan.operations[0]
+def compacted_bases(storage: Storage, timeline: ActiveTimeline, plan: CompactionPlan, instant: str,
+                    schema_text: str, valid: set[str] | None = None, *, create_time_ms: int | None = None,
+                    ) -> tuple[list[tuple[str, bytes]], CommitMetadata]:
+    """The new base HFiles of an MDT compaction, one per operation (records merged, tombstones
+    and deleted keys dropped, `_hoodie_file_name` set to its own name, a DYNAMIC_V0 bloom filter
+    of its keys, as Hudi writes MDT base files; a group left without records still gets one),
+    and the compaction's commit metadata."""
     valid = {i.time for i in timeline.completed()} if valid is None else valid
-    state: dict[str, dict | None] = {}
-    base = f"{MDT}/{FILES}/{op.data_file}" if op.data_file else None
-    merge_files_slice(storage, base, logs, valid, state)
-    name = f"{FILES_GROUP}_0-{int(instant[-9:])}-0_{instant}.hfile"
-    data, count = _base_hfile(state, name, schema_text)
-    stat = WriteStat(FILES_GROUP, FILES, f"{FILES}/{name}", op.base_instant, num_writes=count,
-                     total_write_bytes=len(data), file_size=len(data),
-                     delta={"prevBaseFile": op.data_file})
-    meta = CommitMetadata.from_stats("COMPACT", [stat], {"schema": _without_meta(schema_text)})
+    files: list[tuple[str, bytes]] = []
+    stats: list[WriteStat] = []
+    for n, op in enumerate(plan.operations):
+        folder = f"{MDT}/{op.partition}"
+        merged: dict[str, dict | None] = {}
+        pick, merge = MERGERS[op.partition]
+        merge_mdt_slice(storage, f"{folder}/{op.data_file}" if op.data_file else None,
+                        [f"{folder}/{name}" for name in op.delta_files], valid, merged, pick, merge)
+        name = f"{op.file_id}_{n}-{int(instant[-9:])}-{n}_{instant}.hfile"
+        data, count = base_hfile(op.partition, merged, name, schema_text, create_time_ms)
+        files.append((f"{folder}/{name}", data))
+        stats.append(WriteStat(op.file_id, op.partition, f"{op.partition}/{name}", op.base_instant, num_writes=count,
+                               total_write_bytes=len(data), file_size=len(data),
+                               delta={"prevBaseFile": op.data_file}))
+    meta = CommitMetadata.from_stats("COMPACT", stats, {"schema": _without_meta(schema_text)})
     meta.compacted = True
-    return f"{MDT}/{FILES}/{name}", data, meta
+    return files, meta
 
 
-def _base_hfile(state: dict[str, dict | None], name: str, schema_text: str) -> tuple[bytes, int]:
-    """A base HFile `name` of the files partition from merged `state` (tombstones dropped), as
-    Hudi writes MDT base files; and its number of records."""
-    schema = fastavro.parse_schema(json.loads(schema_text))
+def base_hfile(partition: str, state: dict[str, dict | None], name: str, schema_text: str,
+                create_time_ms: int | None = None) -> tuple[bytes, int]:
+    """A base HFile `name` of MDT partition `partition` from merged `state` (deleted keys and
+    tombstones dropped), as Hudi writes MDT base files; and its number of records."""
+    schema = parsed_schema(schema_text)
     cells = []
     for key in sorted((k for k, v in state.items() if v is not None), key=lambda k: k.encode()):
-        kind = PARTITION_LIST if key == ALL_PARTITIONS else FILE_LIST
-        entries = {n: i for n, i in state[key].items() if not i["isDeleted"]}
+        if partition == FILES:
+            kind = PARTITION_LIST if key == ALL_PARTITIONS else FILE_LIST
+            datum = _datum(kind, {n: i for n, i in state[key].items() if not i["isDeleted"]}, name)
+        else:
+            datum = index_datum(state[key], name)
         buf = io.BytesIO()
-        fastavro.schemaless_writer(buf, schema, _datum(kind, entries, name))
+        fastavro.schemaless_writer(buf, schema, datum)
         cells.append((key.encode(), buf.getvalue()))
     keys = pa.array([c[0].decode() for c in cells], pa.string())
     bloom = BloomFilter.build(keys, num_entries=MDT_BLOOM_ENTRIES, fpp=MDT_BLOOM_FPP)
     info = {b"schema": schema_text.encode(), b"bloomFilterTypeCode": b"DYNAMIC_V0",
             b"minRecordKey": cells[0][0] if cells else b"", b"maxRecordKey": cells[-1][0] if cells else b""}
-    return write_hfile(cells, info, {"bloomFilter": bloom.to_base64().encode()}), len(cells)
+    return write_hfile(cells, info, {"bloomFilter": bloom.to_base64().encode()},
+                       create_time_ms=create_time_ms), len(cells)
 
 
 # -- building the files partition (partition initialisation, v8 spec §5.6) --------------------
@@ -369,7 +389,7 @@ def init_files(instant: str, change: FilesChange, schema_text: str) -> tuple[dic
     for key, (_, entries) in _records_of(change).items():
         state[key] = entries
     name = f"{FILES_GROUP}_0-0-0_{instant}.hfile"
-    base, count = _base_hfile(state, name, schema_text)
+    base, count = base_hfile(FILES, state, name, schema_text)
     empty_delete = encode_block(BlockType.DELETE, {HeaderKey.INSTANT_TIME: instant},
                                 b"\x00\x00\x00\x03\x00\x00\x00\x01\x00")
     files = {

@@ -8,6 +8,7 @@ import io
 import json
 import random
 import struct
+from collections import Counter
 
 import fastavro
 import pyarrow as pa
@@ -15,6 +16,7 @@ import pytest
 
 from airflow_lake.core import Table
 from airflow_lake.core.errors import InvalidTableError
+from airflow_lake.core.formats.hfile import read_hfile
 from airflow_lake.core.formats.log import DeleteBlock, HeaderKey, read_log_file
 from airflow_lake.core.formats.log.blocks import HFileBlock
 from airflow_lake.core.index.record_index import (
@@ -29,6 +31,10 @@ from airflow_lake.core.index.record_index import (
     located_keys,
     location_info,
 )
+from airflow_lake.core.metadata_table import MERGERS, mdt_timeline, merge_mdt_slice
+from airflow_lake.core.metadata_writer import base_hfile, compaction_plan, valid_instants
+from airflow_lake.core.timeline.instant import Instant, State
+from airflow_lake.core.timeline.payloads import CompactionPlan
 from tests.cli.conftest import invoke_json
 from tests.core.test_hudi1x_read import TABLES, theirs, unpack
 
@@ -179,3 +185,46 @@ def test_a_partitioned_record_index_is_refused_naming_it(rli_tables, tmp_path):
     table = Table.open(str(path))
     with pytest.raises(InvalidTableError, match="record index is partitioned"):
         RecordIndex.open(table.storage, table.config.props)
+
+
+def test_metadata_compaction_merges_record_index_groups_as_hudi_does(rli_tables):
+    """Each file group of Hudi's own metadata-table compactions (record_index and files) merged
+    again from the plan's slices: the record index's base HFiles equal Hudi 1.1's byte for byte;
+    the files partition's hold the same records (Java writes a file list's map entries in an
+    order of its own)."""
+    compared = Counter()
+    for name in ("v9_cow_meta", "v9_mor_nonpart"):
+        root = rli_tables[name]
+        table = Table.open(str(root))
+        timeline = mdt_timeline(table.storage)
+        valid = valid_instants(timeline, table.timeline)
+        for done in (i for i in timeline.completed() if i.action == "commit"):
+            plan = CompactionPlan.from_bytes(timeline.read_details(Instant(done.time, "compaction", State.REQUESTED)))
+            assert {op.partition for op in plan.operations} >= {"files", "record_index"}
+            # a compaction planned now starts each group's slice at the base HFile Hudi's made
+            later = compaction_plan(table.storage, timeline, "99991231235959999", ("files", "record_index"))
+            assert sorted((o.file_id, o.data_file.split("_")[0], o.base_instant) for o in later.operations) == \
+                sorted((o.file_id, o.file_id, done.time) for o in plan.operations
+                       if o.partition in ("files", "record_index"))
+            for op in (o for o in plan.operations if o.partition in MERGERS):
+                [java] = (root / ".hoodie" / "metadata" / op.partition).glob(f"{op.file_id}_*_{done.time}.hfile")
+                data = java.read_bytes()
+                theirs_ = read_hfile(data)
+                folder = f".hoodie/metadata/{op.partition}"
+                state: dict = {}
+                merge_mdt_slice(table.storage, f"{folder}/{op.data_file}" if op.data_file else None,
+                                [f"{folder}/{f}" for f in op.delta_files], valid, state, *MERGERS[op.partition])
+                created = struct.unpack(">q", theirs_.info[b"hfile.CREATE_TIME_TS"])[0]
+                mine, _ = base_hfile(op.partition, state, java.name, theirs_.info[b"schema"].decode(), created)
+                if op.partition == "record_index":
+                    assert mine == data, java.name
+                else:
+                    schema_text = theirs_.info[b"schema"].decode()
+                    assert [(r, decoded_record(v, schema_text)) for r, v in read_hfile(mine).cells] == \
+                        [(r, decoded_record(v, schema_text)) for r, v in theirs_.cells], java.name
+                compared[op.partition] += 1
+    assert compared == {"record_index": 20, "files": 2}
+
+
+def decoded_record(value: bytes, schema_text: str) -> dict:
+    return fastavro.schemaless_reader(io.BytesIO(value), fastavro.parse_schema(json.loads(schema_text)), None)

@@ -24,6 +24,9 @@ from ..formats.log.blocks import wrap_ordering
 from ..merge import KEY
 from ..metadata_table import (
     MDT,
+    MERGERS,
+    RECORD_INDEX,
+    RECORD_INDEX_TYPE,
     index_definitions,
     listed_partitions,
     mdt_timeline,
@@ -38,9 +41,7 @@ from ..storage import Storage
 from ..timeline.active import ActiveTimeline
 from ..view import FileSystemView
 
-RECORD_INDEX = "record_index"
 FILE_ID_PREFIX = "record-index-"
-RECORD_INDEX_TYPE = 5
 UUID_ENCODING, RAW_ENCODING = 0, 1
 LOCATIONS = pa.schema([pa.field("key", pa.string()), pa.field("partition", pa.string()),
                        pa.field("file_id", pa.string()), pa.field("instant_ms", pa.int64())])
@@ -122,6 +123,15 @@ def _signed(value: int) -> int:
     return value - (1 << 64) if value >= 1 << 63 else value
 
 
+def index_datum(info: dict, file_name: str | None) -> dict:
+    """A record-index `HoodieMetadataRecord` (its key is the HFile row: `key` empty); base files
+    name themselves in `_hoodie_file_name`."""
+    return {"_hoodie_commit_time": None, "_hoodie_commit_seqno": None, "_hoodie_record_key": None,
+            "_hoodie_partition_path": None, "_hoodie_file_name": file_name, "key": "", "type": RECORD_INDEX_TYPE,
+            "filesystemMetadata": None, "BloomFilterMetadata": None, "ColumnStatsMetadata": None,
+            "recordIndexMetadata": info, "SecondaryIndexMetadata": None}
+
+
 def index_cells(schema_text: str, locations: pa.Table) -> list[tuple[bytes, bytes]]:
     """The HFile cells of `locations` (`LOCATIONS`), sorted by key: the key as the row, the
     `HoodieMetadataRecord` (type 5, its `key` empty) as the value (§5.3)."""
@@ -129,12 +139,8 @@ def index_cells(schema_text: str, locations: pa.Table) -> list[tuple[bytes, byte
     cells = []
     for row in locations.to_pylist():
         buf = io.BytesIO()
-        fastavro.schemaless_writer(buf, schema, {
-            "_hoodie_commit_time": None, "_hoodie_commit_seqno": None, "_hoodie_record_key": None,
-            "_hoodie_partition_path": None, "_hoodie_file_name": None, "key": "", "type": RECORD_INDEX_TYPE,
-            "filesystemMetadata": None, "BloomFilterMetadata": None, "ColumnStatsMetadata": None,
-            "recordIndexMetadata": location_info(row["partition"], row["file_id"], row["instant_ms"]),
-            "SecondaryIndexMetadata": None})
+        fastavro.schemaless_writer(buf, schema, index_datum(
+            location_info(row["partition"], row["file_id"], row["instant_ms"]), None))
         cells.append((row["key"].encode(), buf.getvalue()))
     return sorted(cells, key=lambda c: c[0])
 
@@ -155,14 +161,6 @@ def index_log_blocks(instant: str, schema_text: str, locations: pa.Table, delete
         out += encode_block(BlockType.DELETE, header, delete_block_content(
             keys, [RECORD_INDEX] * len(keys), [wrap_ordering(None, None)] * len(keys)))
     return out
-
-
-def _location(record: dict) -> dict | None:
-    return record.get("recordIndexMetadata") if record.get("type") == RECORD_INDEX_TYPE else None
-
-
-def _newer(older: dict, newer: dict) -> dict:
-    return newer
 
 
 @dataclass
@@ -207,7 +205,7 @@ class RecordIndex:
         base, logs = self.view.read_slice(self.groups[index])
         state: dict[str, dict | None] = {}
         merge_mdt_slice(self.storage, base.path if base else None, [lf.path for lf in logs], self.valid, state,
-                    _location, _newer)
+                        *MERGERS[RECORD_INDEX])
         return state
 
     def lookup(self, keys: pa.Array | pa.ChunkedArray) -> pa.Table:

@@ -38,7 +38,7 @@ from ..metadata_writer import (
     clean_plan,
     clean_retention,
     committed_files,
-    compacted_base,
+    compacted_bases,
     compaction_due,
     files_change,
     init_files,
@@ -319,8 +319,8 @@ class Transaction:
 
     def compact_metadata_table(self, writer: MetadataWriter, pending_data: str) -> None:
         """Finish an MDT compaction a crash left pending; else, when enough MDT deltacommits
-        followed the last one, compact `files-0000-0` at `pending_data` minus 1 ms (v8 spec
-        §5.8: the MDT deltacommit of the data instant still completing stays out of it)."""
+        followed the last one, compact the MDT's file groups at `pending_data` minus 1 ms (v8
+        spec §5.8: the MDT deltacommit of the data instant still completing stays out of it)."""
         timeline = writer.timeline()
         pending = [i for i in timeline.pending() if i.action == COMPACTION]
         if pending:
@@ -336,16 +336,14 @@ class Transaction:
             at = format_instant(parse_instant(earliest) - timedelta(milliseconds=1))
             if timeline.contains(at) or any(i.time > at for i in timeline if i.action == COMPACTION):
                 return  # (an instant there already: the next commit compacts)
-            plan, _ = metadata_compaction_plan(self.storage, timeline, at)
+            plan = metadata_compaction_plan(self.storage, timeline, at, (MDT_FILES,))
             requested = timeline.create(Instant(at, COMPACTION, State.REQUESTED), plan.to_bytes())
-        op = plan.operations[0]
-        logs = [f"{MDT_PATH}/{op.partition}/{name}" for name in op.delta_files]
         if requested.state == State.REQUESTED:
             requested = timeline.transition(requested, State.INFLIGHT)
         valid = valid_instants(timeline, self.timeline)
-        path, data, meta = compacted_base(self.storage, timeline, plan, logs, requested.time, writer.schema_text(),
-                                          valid)
-        self.storage.write(path, data)
+        files, meta = compacted_bases(self.storage, timeline, plan, requested.time, writer.schema_text(), valid)
+        for path, data in files:
+            self.storage.write(path, data)
         timeline.transition(requested, State.COMPLETED, meta.to_bytes())
 
     def rollback_metadata_table(self, writer: MetadataWriter, by: str | None, target: str,
