@@ -157,21 +157,33 @@ class MetadataWriter:
         meta = CommitMetadata.from_stats("UPSERT_PREPPED", [stat], {"schema": _without_meta(schema_text)})
         return f"{MDT}/{FILES}/{name}", block, meta
 
-    def written_by(self, instant: str) -> list[str]:
-        """The MDT log files the deltacommit at `instant` wrote."""
-        return sorted(st.path for st in self.storage.list(f"{MDT}/{FILES}")
-                      if st.name.startswith(f".{FILES_GROUP}_{instant}.log."))
+    def partitions(self) -> list[str]:
+        """The MDT's partition folders (`files`, `record_index`, ...)."""
+        names = (path.rsplit("/", 1)[-1] for path in self.storage.list_dirs(MDT))
+        return sorted(name for name in names if not name.startswith("."))
+
+    def written_by(self, instant: str) -> dict[str, list[str]]:
+        """The MDT log files the deltacommit at `instant` wrote, per MDT partition."""
+        out: dict[str, list[str]] = {}
+        for partition in self.partitions():
+            logs = sorted(st.path for st in self.storage.list(f"{MDT}/{partition}")
+                          if st.name.startswith(".") and f"_{instant}.log." in st.name)
+            if logs:
+                out[partition] = logs
+        return out
 
     def rollback_plan(self, timeline: ActiveTimeline, target: str) -> tuple[Instant, RollbackPlan]:
         """The MDT deltacommit `target` (its highest state) and the plan rolling it back."""
         current = max((i for i in timeline if i.time == target), key=lambda i: i.state)
-        full = tuple(absolute_path(self.storage, p) for p in self.written_by(target))
-        return current, RollbackPlan(target, current.action, (RollbackRequest(FILES, full),))
+        written = self.written_by(target) or {FILES: []}
+        return current, RollbackPlan(target, current.action, tuple(
+            RollbackRequest(partition, tuple(absolute_path(self.storage, p) for p in paths))
+            for partition, paths in sorted(written.items())))
 
     @staticmethod
     def rollback_metadata(by: str, current: Instant, plan: RollbackPlan, start: float) -> RollbackMetadata:
-        files = plan.requests[0].files if plan.requests else ()
-        return RollbackMetadata(by, (ActionInstant(current.time, current.action),), {FILES: files},
+        return RollbackMetadata(by, (ActionInstant(current.time, current.action),),
+                                {r.partition: r.files for r in plan.requests} or {FILES: ()},
                                 int((time.time() - start) * 1000))
 
 
@@ -190,19 +202,22 @@ def clean_retention(policy: str, retained: int) -> int:
     return math.ceil(retained * 1.2)
 
 
-def clean_plan(storage: Storage, timeline: ActiveTimeline, policy: str, retained: int) -> CleanerPlan | None:
-    """The MDT's clean of the file slices of `files-0000-0` no retained read needs (None:
-    nothing to delete): the data-table clean's rules on the MDT's own timeline."""
-    partition = f"{MDT}/{FILES}"
-    view = FileSystemView(storage, timeline, partition_files={partition: storage.list(partition)},
+def clean_plan(storage: Storage, timeline: ActiveTimeline, policy: str, retained: int,
+               partitions: list[str] | tuple[str, ...] = (FILES,)) -> CleanerPlan | None:
+    """The MDT's clean of the file slices of `partitions` no retained read needs (None: nothing
+    to delete): the data-table clean's rules on the MDT's own timeline."""
+    folders = [f"{MDT}/{p}" for p in partitions]
+    view = FileSystemView(storage, timeline, partition_files={f: storage.list(f) for f in folders},
                           include_replaced=True)
     files, earliest = files_to_clean(view, timeline, policy, retained)
     if not files:
         return None
     last = timeline.commits().completed().last
+    deleted: dict[str, tuple[str, ...]] = {}
+    for folder, paths in sorted(files.items()):
+        deleted[folder.removeprefix(f"{MDT}/")] = tuple(absolute_path(storage, f) for f in paths)
     return CleanerPlan(policy, ActionInstant(earliest.time, earliest.action) if earliest else None,
-                       last.time if last else "",
-                       {FILES: tuple(absolute_path(storage, f) for paths in files.values() for f in paths)})
+                       last.time if last else "", deleted)
 
 
 def clean_metadata(instant: str, plan: CleanerPlan, start: float) -> CleanMetadata:

@@ -32,7 +32,7 @@ from airflow_lake.core.index.record_index import (
     location_info,
 )
 from airflow_lake.core.metadata_table import MERGERS, mdt_timeline, merge_mdt_slice
-from airflow_lake.core.metadata_writer import base_hfile, compaction_plan, valid_instants
+from airflow_lake.core.metadata_writer import MetadataWriter, base_hfile, clean_plan, compaction_plan, valid_instants
 from airflow_lake.core.timeline.instant import Instant, State
 from airflow_lake.core.timeline.payloads import CompactionPlan
 from tests.cli.conftest import invoke_json
@@ -228,3 +228,36 @@ def test_metadata_compaction_merges_record_index_groups_as_hudi_does(rli_tables)
 
 def decoded_record(value: bytes, schema_text: str) -> dict:
     return fastavro.schemaless_reader(io.BytesIO(value), fastavro.parse_schema(json.loads(schema_text)), None)
+
+
+def test_metadata_rollback_and_clean_cover_every_partition(rli_tables):
+    """The MDT rollback of a deltacommit names its log files in every MDT partition; an MDT
+    clean of files and record_index deletes the slices Hudi's compaction left behind in both."""
+    root = rli_tables["v9_cow_meta"]
+    table = Table.open(str(root))
+    writer = MetadataWriter(table.storage)
+    timeline = writer.timeline()
+    [compaction] = [i.time for i in timeline.completed() if i.action == "commit"]
+    later = [i.time for i in timeline.completed() if i.action == "deltacommit" and i.time > compaction]
+    target = next(t for t in later if (root / ".hoodie/metadata/record_index").glob(f".*_{t}.log.*"))
+    written = writer.written_by(target)
+    on_disk = {p.parent.name: [] for p in (root / ".hoodie/metadata").glob(f"*/.*_{target}.log.*")}
+    for p in (root / ".hoodie/metadata").glob(f"*/.*_{target}.log.*"):
+        on_disk[p.parent.name].append(f".hoodie/metadata/{p.parent.name}/{p.name}")
+    assert {k: sorted(v) for k, v in written.items()} == {k: sorted(v) for k, v in on_disk.items()}
+    assert {"files", "record_index"} <= set(written)
+    _, plan = writer.rollback_plan(timeline, target)
+    assert {r.partition: len(r.files) for r in plan.requests} == {k: len(v) for k, v in written.items()}
+
+    # keeping one file version: everything Hudi's compaction merged goes (its plan's base and log
+    # files, the initialisation's empty logs); a log of a deltacommit that completed after the
+    # compaction was planned stays, whatever its instant
+    cleaned = clean_plan(table.storage, timeline, "KEEP_LATEST_FILE_VERSIONS", 1, ("files", "record_index"))
+    merged = CompactionPlan.from_bytes(timeline.read_details(Instant(compaction, "compaction", State.REQUESTED)))
+    expected: dict[str, set[str]] = {"files": set(), "record_index": set()}
+    for op in merged.operations:
+        if op.partition in expected:
+            expected[op.partition] |= set(op.delta_files) | ({op.data_file} if op.data_file else set())
+            expected[op.partition] |= {f.name for f in (root / ".hoodie/metadata" / op.partition).glob(
+                f".{op.file_id}_0000000000000000?.log.*")}
+    assert {p: {f.rsplit("/", 1)[-1] for f in fs} for p, fs in cleaned.files.items()} == expected

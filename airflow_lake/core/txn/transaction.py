@@ -362,7 +362,7 @@ class Transaction:
             # merged into an MDT base file already: its files are deleted by a deltacommit at `by`
             # (tombstones, as Java turns a rollback's deleted files into MDT records)
             if deleted is None:
-                deleted = logged_files(self.storage, logs, target)
+                deleted = logged_files(self.storage, logs.get(MDT_FILES, []), target)
             self.metadata_deltacommit(writer, timeline, by, FilesChange(deleted=deleted, list_partitions=False))
             return
         if rb is not None:  # an MDT rollback a crash left pending: finish it
@@ -374,7 +374,7 @@ class Transaction:
                 rb = timeline.create(Instant(by, ROLLBACK, State.REQUESTED), plan.to_bytes())
         if rb is not None and rb.state == State.REQUESTED:
             rb = timeline.transition(rb, State.INFLIGHT)
-        for path in logs:
+        for path in (p for paths in logs.values() for p in paths):
             self.storage.delete(path)
         timeline.delete_instant_files(target)
         if rb is not None:
