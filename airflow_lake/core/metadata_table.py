@@ -16,7 +16,7 @@ from typing import Any
 import fastavro
 
 from . import properties
-from .formats.hfile import HFile, read_hfile
+from .formats.hfile import read_hfile, read_hfile_index, read_rows
 from .formats.log import DeleteBlock, read_log_file
 from .formats.log.blocks import HFileBlock
 from .formats.log.framing import HeaderKey
@@ -121,16 +121,32 @@ def merge_files_slice(storage: Storage, base: str | None, logs: list[str], valid
 
 
 def merge_mdt_slice(storage: Storage, base: str | None, logs: list[str], valid: set[str], state: dict[str, Any],
-                pick: Callable[[dict], Any], merge: Callable[[Any, Any], Any]) -> list[str]:
+                    pick: Callable[[dict], Any], merge: Callable[[Any, Any], Any], *,
+                    keys: list[str] | None = None) -> list[str]:
     """Merge one MDT file slice into `state` (key -> value, None: deleted), as
     `HoodieMetadataPayload` merges (§5.3): the base HFile's records, then the log blocks of
     `valid` instants in order; `pick(record)` is a record's value (None: not this partition's
     kind), `merge(older, newer)` combines two values of a key (a DELETE block's key: None).
-    Returns the instants read."""
+    With `keys` (sorted), only those: of the base file only the data blocks that may hold them
+    are read. Returns the instants read."""
     read: list[str] = []
+    wanted = None if keys is None else set(keys)
     if base is not None:
-        hfile = read_hfile(storage.read(base), f"{storage.uri}/{base}")
-        _merge_cells(hfile, hfile.info.get(b"schema", b"").decode(), state, pick, merge)
+        where = f"{storage.uri}/{base}"
+        if keys is None:
+            hfile = read_hfile(storage.read(base), where)
+            _merge_cells(hfile.cells, hfile.info.get(b"schema", b"").decode(), state, pick, merge)
+        else:
+            with storage.open_input(base) as f:
+                index = read_hfile_index(lambda offset, length: f.read_at(length, offset), f.size(), where)
+                cells = read_rows(lambda offset, length: f.read_at(length, offset), index,
+                                  [k.encode() for k in keys], where) if index is not None else None
+            if cells is None:  # (a multi-level index: scanned)
+                hfile = read_hfile(storage.read(base), where)
+                index_info, cells = hfile.info, dict(hfile.cells)
+            else:
+                index_info = index.info
+            _merge_cells(sorted(cells.items()), index_info.get(b"schema", b"").decode(), state, pick, merge, wanted)
         read.append(base.rsplit("_", 1)[-1].split(".")[0])
     for path in logs:
         for block in read_log_file(storage.read(path), f"{storage.uri}/{path}", hfile_blocks=True):
@@ -139,23 +155,26 @@ def merge_mdt_slice(storage: Storage, base: str | None, logs: list[str], valid: 
             if isinstance(block, HFileBlock):
                 hfile = block.hfile()
                 schema = block.header.get(HeaderKey.SCHEMA) or hfile.info.get(b"schema", b"").decode()
-                _merge_cells(hfile, schema, state, pick, merge)
+                _merge_cells(hfile.cells, schema, state, pick, merge, wanted)
             elif isinstance(block, DeleteBlock):
                 for key in block.keys:
-                    state[key] = None
+                    if wanted is None or key in wanted:
+                        state[key] = None
             read.append(block.instant)
     return read
 
 
-def _merge_cells(hfile: HFile, schema_text: str, state: dict[str, Any], pick: Callable[[dict], Any],
-                 merge: Callable[[Any, Any], Any]) -> None:
+def _merge_cells(cells: list[tuple[bytes, bytes]], schema_text: str, state: dict[str, Any],
+                 pick: Callable[[dict], Any], merge: Callable[[Any, Any], Any], wanted: set[str] | None = None) -> None:
     """Merge an HFile's records into `state` (the key is the cell's row: the Avro `key` field
-    is written empty)."""
+    is written empty); with `wanted`, only those keys (the others are not decoded)."""
     schema = parsed_schema(schema_text)
-    for row, value in hfile.cells:
+    for row, value in cells:
+        key = row.decode()
+        if wanted is not None and key not in wanted:
+            continue
         picked = pick(fastavro.schemaless_reader(io.BytesIO(value), schema, None))
         if picked is not None:
-            key = row.decode()
             older = state.get(key)
             state[key] = picked if older is None else merge(older, picked)
 

@@ -146,7 +146,8 @@ def test_a_lookup_reads_only_the_groups_its_keys_hash_to(rli_tables, monkeypatch
     wanted = sorted(where)[::5]
     read: list[int] = []
     original = RecordIndex._group_state
-    monkeypatch.setattr(RecordIndex, "_group_state", lambda self, i: read.append(i) or original(self, i))
+    monkeypatch.setattr(RecordIndex, "_group_state",
+                        lambda self, i, keys=None: read.append(i) or original(self, i, keys))
     keys = pa.array(wanted + ["TXN-404"])  # (not in the table)
     found = index.lookup(keys)
     assert sorted(read) == sorted(set(file_group_index(keys, 10).tolist())) and len(set(read)) < 10

@@ -9,11 +9,13 @@ key (UTF-8), the value an Avro datum; the cell key's tail is always that of a Pu
 
 from __future__ import annotations
 
+import bisect
 import gzip
 import math
 import struct
 import time
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..errors import InvalidTableError
@@ -105,6 +107,70 @@ def _read(data: bytes) -> HFile:
     for first, second in _pairs(payload[pos:pos + length]):
         info[first] = second
     return HFile(cells, info, meta)
+
+
+@dataclass
+class HFileIndex:
+    """What an HFile's trailer and load-on-open section say: its codec, its data blocks
+    (offset, size on disk, first row) and its file info; for reading chosen rows only."""
+
+    codec: int
+    blocks: list[tuple[int, int, bytes]]
+    info: dict[bytes, bytes]
+
+
+def read_hfile_index(read_at: Callable[[int, int], bytes], size: int, where: str = "") -> HFileIndex | None:
+    """The index of an HFile read through `read_at(offset, length)` (its trailer, then the
+    load-on-open section); None when the file has a multi-level data index (HBase's writer, for
+    large files): scan it with `read_hfile` instead."""
+    try:
+        trailer = read_at(size - TRAILER_SIZE, TRAILER_SIZE)
+        if trailer[:8] != TRAILER_MAGIC or int.from_bytes(trailer[-4:], "big") & 0x00FFFFFF != 3:
+            raise ValueError("no HFile version 3 trailer")
+        length, pos = _varint(trailer, 8)
+        fields = _protobuf(trailer[pos:pos + length])
+        if fields.get(8, 1) != 1:
+            return None
+        codec, start, info_offset = fields.get(12, NONE), fields[2], fields[1]
+        section = read_at(start, size - TRAILER_SIZE - start)
+        _, payload, _ = _block(section, 0, codec)
+        blocks = []
+        pos = 0
+        while pos < len(payload):
+            offset, on_disk = struct.unpack_from(">qi", payload, pos)
+            key_len, pos = _hadoop_vlong(payload, pos + 12)
+            key = payload[pos:pos + key_len]
+            pos += key_len
+            (row_len,) = struct.unpack_from(">h", key, 0)
+            blocks.append((offset, on_disk, key[2:2 + row_len]))
+        magic, payload, _ = _block(section, info_offset - start, codec)
+        if magic != FILE_INFO or payload[:4] != b"PBUF":
+            raise ValueError("no file info block")
+        length, pos = _varint(payload, 4)
+        return HFileIndex(codec, blocks, dict(_pairs(payload[pos:pos + length])))
+    except (IndexError, KeyError, ValueError, struct.error, zlib.error, EOFError, OSError) as e:
+        raise InvalidTableError(f"{where or 'HFile'}: not a readable HFile ({e})") from e
+
+
+def read_rows(read_at: Callable[[int, int], bytes], index: HFileIndex, rows: list[bytes],
+              where: str = "") -> dict[bytes, bytes]:
+    """The values of those `rows` the HFile holds, reading only the data blocks whose key
+    range may hold them (one read per block)."""
+    firsts = [first for _, _, first in index.blocks]
+    wanted: dict[int, set[bytes]] = {}
+    for row in rows:
+        at = bisect.bisect_right(firsts, row) - 1
+        if at >= 0:
+            wanted.setdefault(at, set()).add(row)
+    found: dict[bytes, bytes] = {}
+    try:
+        for at, want in sorted(wanted.items()):
+            offset, on_disk, _ = index.blocks[at]
+            _, payload, _ = _block(read_at(offset, on_disk), 0, index.codec)
+            found.update((row, value) for row, value in _cells(payload) if row in want)
+    except (IndexError, KeyError, ValueError, struct.error, zlib.error, EOFError, OSError) as e:
+        raise InvalidTableError(f"{where or 'HFile'}: not a readable HFile ({e})") from e
+    return found
 
 
 def _block(data: bytes, offset: int, codec: int) -> tuple[bytes, bytes, int]:

@@ -201,24 +201,26 @@ class RecordIndex:
     def num_groups(self) -> int:
         return len(self.groups)
 
-    def _group_state(self, index: int) -> dict[str, dict | None]:
+    def _group_state(self, index: int, keys: list[str] | None = None) -> dict[str, dict | None]:
+        """File group `index` merged (key -> recordIndexMetadata, None: deleted); with `keys`
+        (sorted) only those, reading only the base file's blocks that may hold them."""
         base, logs = self.view.read_slice(self.groups[index])
         state: dict[str, dict | None] = {}
         merge_mdt_slice(self.storage, base.path if base else None, [lf.path for lf in logs], self.valid, state,
-                        *MERGERS[RECORD_INDEX])
+                        *MERGERS[RECORD_INDEX], keys=keys)
         return state
 
     def lookup(self, keys: pa.Array | pa.ChunkedArray) -> pa.Table:
         """The locations of those `keys` the index holds (`LOCATIONS`), reading only the file
-        groups they hash to."""
+        groups they hash to, and of their base files only the blocks that may hold them."""
         keys = pc.unique(keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys)
         if not len(keys) or not self.groups:
             return LOCATIONS.empty_table()
         indexes = file_group_index(keys, self.num_groups)
         found: list[tuple[str, dict]] = []
         for index in np.unique(indexes):
-            state = self._group_state(int(index))
-            wanted = keys.filter(pa.array(indexes == index)).to_pylist()
+            wanted = sorted(keys.filter(pa.array(indexes == index)).to_pylist(), key=str.encode)
+            state = self._group_state(int(index), wanted)
             found += [(k, state[k]) for k in wanted if state.get(k) is not None]
         return _table(found)
 
