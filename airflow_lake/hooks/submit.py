@@ -13,8 +13,10 @@ result is read from the table's timeline by run token (`LakeHook.job_result`).
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import shutil
 import sys
 import tempfile
 from collections.abc import Mapping
@@ -112,9 +114,22 @@ class JobSubmission:
         return value if isinstance(value, dict) else None
 
 
+_RESULTS: list = []  # [folder, pid]: this process's folder of result files, removed at its exit
+
+
+def _remove_results(folder: str, pid: int) -> None:
+    if os.getpid() == pid:  # (not in a forked child that inherited the handler)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def result_file(job: str) -> Path:
-    """A new, empty local file for a client-mode job's result (`--result-file`)."""
-    handle, name = tempfile.mkstemp(prefix=f"airflow-lake-{job}-", suffix=".json")
+    """A new, empty local file for a client-mode job's result (`--result-file`), in a folder of
+    this process's own that goes when the process exits (a submission built and never run,
+    or a run whose task was killed, leaves nothing behind)."""
+    if not _RESULTS or _RESULTS[1] != os.getpid() or not os.path.isdir(_RESULTS[0]):
+        _RESULTS[:] = [tempfile.mkdtemp(prefix="airflow-lake-results-"), os.getpid()]
+        atexit.register(_remove_results, *_RESULTS)
+    handle, name = tempfile.mkstemp(prefix=f"{job}-", suffix=".json", dir=_RESULTS[0])
     os.close(handle)
     return Path(name)
 
