@@ -20,9 +20,9 @@ from ..core.clean_planner import savepointed_files
 from ..core.config import ServiceOptions, TableOptions, WriteOptions
 from ..core.errors import LakeError
 from ..core.health import TableHealth, table_health
-from ..core.index.record_index import RECORD_INDEX, RecordIndex, check_record_index, located_keys
+from ..core.index.record_index import RecordIndex, check_record_index, is_partitioned, located_keys
 from ..core.lock import LOCK_PATH
-from ..core.metadata_table import has_files_partition, listed_partitions, read_file_listing
+from ..core.metadata_table import RECORD_INDEX, has_files_partition, listed_partitions, read_file_listing
 from ..core.metadata_writer import how_to_rebuild, unmaintained_partitions
 from ..core.properties import PROPERTIES, PROPERTIES_BACKUP, parse_properties, table_checksum
 from ..core.services import archive as archive_service
@@ -129,6 +129,9 @@ def check_record_index_partition(table: Table, timeline: ActiveTimeline) -> list
     from it is written again by Hudi's upserts: a duplicate.)"""
     if RECORD_INDEX not in listed_partitions(table.config.props):
         return []
+    if is_partitioned(table.storage, table.config.props):
+        return [Finding("metadata", "info", "the record index is partitioned (index.json isPartitioned=true): not "
+                        "checked, airflow-lake reads only the global record index")]
     try:
         check = check_record_index(RecordIndex.open(table.storage, table.config.props, timeline),
                                    located_keys(table, timeline))
@@ -141,7 +144,8 @@ def check_record_index_partition(table: Table, timeline: ActiveTimeline) -> list
                         "file group holding it")]
     parts = [f"{len(keys)} {what} ({', '.join(keys[:3])})" for what, keys in (
         ("live keys missing", check.missing), ("keys no row has", check.stale),
-        ("keys in another file group", check.moved), ("keys in the wrong index file group", check.misplaced)) if keys]
+        ("keys in another file group", check.moved), ("keys in the wrong index file group", check.misplaced),
+        ("keys live in several file groups of the table", check.duplicated)) if keys]
     return [Finding("metadata", "warn", f"the record index is stale: {'; '.join(parts)}",
                     "Hudi's upserts route keys through it (a missing key is inserted again: a duplicate); "
                     f"rebuild it with Hudi ({how_to_rebuild(RECORD_INDEX)})")]

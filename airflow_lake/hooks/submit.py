@@ -124,8 +124,8 @@ def _remove_results(folder: str, pid: int) -> None:
 
 def result_file(job: str) -> Path:
     """A new, empty local file for a client-mode job's result (`--result-file`), in a folder of
-    this process's own that goes when the process exits (a submission built and never run,
-    or a run whose task was killed, leaves nothing behind)."""
+    this process's own that goes when the process exits (a submission built and never run
+    leaves nothing behind; a process killed outright leaves its folder)."""
     if not _RESULTS or _RESULTS[1] != os.getpid() or not os.path.isdir(_RESULTS[0]):
         _RESULTS[:] = [tempfile.mkdtemp(prefix="airflow-lake-results-"), os.getpid()]
         atexit.register(_remove_results, *_RESULTS)

@@ -16,7 +16,7 @@ import pytest
 
 from airflow_lake.core import Table
 from airflow_lake.core.errors import InvalidTableError
-from airflow_lake.core.formats.hfile import read_hfile
+from airflow_lake.core.formats.hfile import read_hfile, write_hfile
 from airflow_lake.core.formats.log import DeleteBlock, HeaderKey, read_log_file
 from airflow_lake.core.formats.log.blocks import HFileBlock
 from airflow_lake.core.index.record_index import (
@@ -57,6 +57,7 @@ def test_vectorised_hashes_equal_the_scalar_ones():
     rng = random.Random(7)
     alphabet = "abcXYZ019-_:/=é€\U0001F600"
     keys = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40))) for _ in range(500)]
+    keys[7] = "x" * 3000  # (one long key among short ones)
     ascii_keys = [k.encode("ascii", "ignore").decode() for k in keys]
     for sample in (keys, ascii_keys):
         chunked = pa.chunked_array([pa.array(sample[:200]), pa.array(sample[200:]).slice(3)])
@@ -155,24 +156,74 @@ def test_a_lookup_reads_only_the_groups_its_keys_hash_to(rli_tables, monkeypatch
 
 
 def test_a_stale_record_index_is_found(rli_tables):
-    table = Table.open(str(rli_tables["v9_mor_nonpart"]))
+    table = Table.open(str(rli_tables["v9_cow_meta"]))
     index = RecordIndex.open(table.storage, table.config.props, table.timeline)
     located = located_keys(table, table.timeline)
     keys = sorted(located["key"].to_pylist())
-    # a row the index lacks, a key no row has, a key in another file group
-    tampered = located.filter(pa.compute.not_equal(located["key"], keys[0]))
-    tampered = pa.concat_tables([tampered, pa.table({"key": ["NEW-1"], "partition": [""], "file_id": ["f-0"]})])
-    moved = tampered.set_column(2, "file_id", pa.array(["other-0" if k == keys[1] else f for k, f in zip(
-        tampered["key"].to_pylist(), tampered["file_id"].to_pylist(), strict=True)]))
-    check = check_record_index(index, moved)
-    assert (check.stale, check.missing, check.moved, check.ok) == ([keys[0]], ["NEW-1"], [keys[1]], False)
+    # a row the index lacks, a key no row has, a key in another file group, one in another
+    # partition, a key live in two file groups
+    rows = [r for r in located.to_pylist() if r["key"] != keys[0]]
+    rows.append({"key": "NEW-1", "partition": "region=us", "file_id": "f-0"})
+    rows = [{**r, "file_id": "other-0"} if r["key"] == keys[1] else r for r in rows]
+    rows = [{**r, "partition": "region=zz"} if r["key"] == keys[2] else r for r in rows]
+    rows.append({**next(r for r in rows if r["key"] == keys[3]), "file_id": "twin-0"})
+    check = check_record_index(index, pa.Table.from_pylist(rows))
+    assert (check.stale, check.missing, check.moved, check.duplicated, check.misplaced, check.ok) == \
+        ([keys[0]], ["NEW-1"], [keys[1], keys[2]], [keys[3]], [], False)
+    assert check.keys == len(keys)  # (distinct keys)
+    # the index's groups numbered otherwise: every key sits in a group its hash does not name
+    shifted = RecordIndex(index.storage, index.view, index.valid,
+                          {(i + 1) % index.num_groups: g for i, g in index.groups.items()})
+    assert sorted(k for k, _ in shifted.misplaced()) == keys
+    assert check_record_index(shifted, located).misplaced == keys
 
 
-def test_doctor_checks_the_record_index(rli_tables):
+def test_lookups_of_nothing_and_null_keys(rli_tables):
+    table = Table.open(str(rli_tables["v9_cow_meta"]))
+    index = RecordIndex.open(table.storage, table.config.props, table.timeline)
+    assert index.lookup(pa.array([], pa.string())).num_rows == 0
+    assert index.lookup(pa.array([None, "TXN-404"], pa.string())).num_rows == 0
+
+
+def test_doctor_checks_the_record_index(rli_tables, tmp_path):
+    import shutil
+
     path = str(rli_tables["v8_trips"])
     findings = [f for f in invoke_json("doctor", path)["findings"] if f["check"] == "metadata"]
     assert any(f["level"] == "ok" and "record index locates each of the 6 live keys" in f["message"]
                for f in findings), findings
+    # a key no row has, added to a base file of the index (in the group its hash names): said, exit 3
+    copy = shutil.copytree(rli_tables["v9_mor_nonpart"], tmp_path / "t")
+    base = sorted((copy / ".hoodie" / "metadata" / "record_index").glob("record-index-0003-0_*.hfile"))[-1]
+    hfile = read_hfile(base.read_bytes())
+    stale = next(k for k in (f"GONE-{i}" for i in range(100)) if file_group_index(pa.array([k]), 10)[0] == 3)
+    cells = sorted(hfile.cells + [(stale.encode(), hfile.cells[0][1])])
+    base.write_bytes(write_hfile(cells, hfile.info, hfile.meta))
+    doc = invoke_json("doctor", str(copy), code=3)
+    [warned] = [f for f in doc["findings"] if f["check"] == "metadata" and f["level"] == "warn"]
+    assert warned["message"] == f"the record index is stale: 1 keys no row has ({stale})"
+    assert "duplicate" in warned["advice"]
+    # a partitioned record index is not checked, and not an error
+    defs = copy / ".hoodie" / ".index_defs" / "index.json"
+    doc = json.loads(defs.read_text())
+    doc["indexDefinitions"]["record_index"]["indexOptions"]["isPartitioned"] = "true"
+    defs.write_text(json.dumps(doc))
+    base.write_bytes(b"")  # (not read)
+    found = [f for f in invoke_json("doctor", str(copy))["findings"] if "record index" in f["message"]]
+    assert [(f["level"], f["message"].split(":")[0]) for f in found] == \
+        [("info", "the record index is partitioned (index.json isPartitioned=true)")]
+
+
+def test_an_index_without_file_groups_is_refused(rli_tables, tmp_path):
+    import shutil
+
+    copy = shutil.copytree(rli_tables["v9_lance"], tmp_path / "t")
+    for f in (copy / ".hoodie" / "metadata" / "record_index").iterdir():
+        if f.name != ".hoodie_partition_metadata":
+            f.unlink()
+    table = Table.open(str(copy))
+    with pytest.raises(InvalidTableError, match="holds no file group"):
+        RecordIndex.open(table.storage, table.config.props)
 
 
 def test_a_partitioned_record_index_is_refused_naming_it(rli_tables, tmp_path):

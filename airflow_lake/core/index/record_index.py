@@ -67,12 +67,15 @@ def _ascii_hashes(chunk: pa.LargeStringArray) -> np.ndarray:
     offsets = np.frombuffer(chunk.buffers()[1], dtype=np.int64)[chunk.offset:chunk.offset + len(chunk) + 1]
     data = np.frombuffer(chunk.buffers()[2], dtype=np.uint8) if chunk.buffers()[2] is not None \
         else np.zeros(0, dtype=np.uint8)
-    starts, lengths = offsets[:-1], np.diff(offsets)
+    order = np.argsort(-np.diff(offsets), kind="stable")  # longest first: position j's rows are a prefix
+    starts, lengths = offsets[:-1][order], np.diff(offsets)[order]
     h = np.zeros(len(chunk), dtype=np.uint32)
-    for j in range(int(lengths.max()) if len(lengths) else 0):
-        rows = lengths > j
-        h[rows] = h[rows] * np.uint32(31) + data[starts[rows] + j].astype(np.uint32)
-    return h.view(np.int32)
+    for j in range(int(lengths[0]) if len(lengths) else 0):
+        k = int(np.searchsorted(-lengths, -j, side="left"))  # rows longer than j
+        h[:k] = h[:k] * np.uint32(31) + data[starts[:k] + j].astype(np.uint32)
+    out = np.empty_like(h)
+    out[order] = h
+    return out.view(np.int32)
 
 
 def _hash_one(key: str) -> int:
@@ -96,7 +99,11 @@ def decode_file_id(info: dict) -> str:
     """The data file group id of a `recordIndexMetadata` value (§5.5: a UUID in two signed
     longs and the index after it, or the raw id)."""
     if info.get("fileIdEncoding", UUID_ENCODING) != UUID_ENCODING:
+        if info.get("fileId") is None:
+            raise InvalidTableError(f"a record index entry has no file id: {info}")
         return info["fileId"]
+    if info.get("fileIdHighBits") is None or info.get("fileIdLowBits") is None:
+        raise InvalidTableError(f"a record index entry has no file id bits: {info}")
     value = ((info["fileIdHighBits"] & (2 ** 64 - 1)) << 64) | (info["fileIdLowBits"] & (2 ** 64 - 1))
     index = info.get("fileIndex")
     return str(uuid.UUID(int=value)) + ("" if index is None or index == -1 else f"-{index}")
@@ -163,6 +170,16 @@ def index_log_blocks(instant: str, schema_text: str, locations: pa.Table, delete
     return out
 
 
+class UnsupportedRecordIndex(InvalidTableError):
+    """A record index of a form airflow-lake does not read (a partitioned one)."""
+
+
+def is_partitioned(storage: Storage, props: dict[str, str]) -> bool:
+    """Whether the table's record index is the v9 partitioned form (`index.json`)."""
+    options = (index_definitions(storage, props).get(RECORD_INDEX) or {}).get("indexOptions") or {}
+    return str(options.get("isPartitioned", "false")).lower() == "true"
+
+
 @dataclass
 class RecordIndex:
     """A table's record index as of its metadata table's latest completed instant (with
@@ -181,9 +198,8 @@ class RecordIndex:
         if RECORD_INDEX not in listed_partitions(props):
             raise InvalidTableError(f"table {storage.uri} has no record index (hoodie.table.metadata.partitions: "
                                     f"{props.get('hoodie.table.metadata.partitions', '')!r})")
-        options = (index_definitions(storage, props).get(RECORD_INDEX) or {}).get("indexOptions") or {}
-        if str(options.get("isPartitioned", "false")).lower() == "true":
-            raise InvalidTableError(f"table {storage.uri}: its record index is partitioned (index.json "
+        if is_partitioned(storage, props):
+            raise UnsupportedRecordIndex(f"table {storage.uri}: its record index is partitioned (index.json "
                                     "isPartitioned=true), which airflow-lake does not read yet")
         timeline = mdt_timeline(storage)
         view = partition_view(storage, timeline, RECORD_INDEX)
@@ -191,7 +207,14 @@ class RecordIndex:
         for group in view.file_groups(f"{MDT}/{RECORD_INDEX}"):
             if not group.file_id.startswith(FILE_ID_PREFIX):
                 continue
-            groups[int(group.file_id[len(FILE_ID_PREFIX):].split("-")[0])] = group
+            number = int(group.file_id[len(FILE_ID_PREFIX):].split("-")[0])
+            if number in groups:
+                raise InvalidTableError(f"table {storage.uri}: two record index file groups are number {number}: "
+                                        f"{groups[number].file_id}, {group.file_id}")
+            groups[number] = group
+        if not groups:
+            raise InvalidTableError(f"table {storage.uri}: hoodie.table.metadata.partitions lists record_index, "
+                                    f"but {MDT}/{RECORD_INDEX} holds no file group")
         if sorted(groups) != list(range(len(groups))):
             raise InvalidTableError(f"table {storage.uri}: the record index's file groups are not numbered 0..N-1: "
                              f"{sorted(groups)}")
@@ -213,7 +236,7 @@ class RecordIndex:
     def lookup(self, keys: pa.Array | pa.ChunkedArray) -> pa.Table:
         """The locations of those `keys` the index holds (`LOCATIONS`), reading only the file
         groups they hash to, and of their base files only the blocks that may hold them."""
-        keys = pc.unique(keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys)
+        keys = pc.unique(keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys).drop_null()
         if not len(keys) or not self.groups:
             return LOCATIONS.empty_table()
         indexes = file_group_index(keys, self.num_groups)
@@ -226,20 +249,24 @@ class RecordIndex:
 
     def entries(self) -> pa.Table:
         """Every live entry (`LOCATIONS`), group by group."""
-        found: list[tuple[str, dict]] = []
-        for index in sorted(self.groups):
-            found += [(k, v) for k, v in sorted(self._group_state(index).items()) if v is not None]
-        return _table(found)
+        return self._scan()[0]
 
     def misplaced(self) -> list[tuple[str, int]]:
         """Live keys stored in another file group than their hash names (key, group)."""
-        out = []
+        return self._scan()[1]
+
+    def _scan(self) -> tuple[pa.Table, list[tuple[str, int]]]:
+        found: list[tuple[str, dict]] = []
+        stored_in: list[int] = []
         for index in sorted(self.groups):
-            keys = [k for k, v in self._group_state(index).items() if v is not None]
-            if keys:
-                want = file_group_index(pa.array(keys, pa.string()), self.num_groups)
-                out += [(k, index) for k, w in zip(keys, want, strict=True) if w != index]
-        return out
+            live = [(k, v) for k, v in sorted(self._group_state(index).items()) if v is not None]
+            found += live
+            stored_in += [index] * len(live)
+        table = _table(found)
+        hashed = file_group_index(table["key"], self.num_groups) if table.num_rows else np.zeros(0, np.int64)
+        wrong = np.nonzero(hashed != np.array(stored_in, dtype=np.int64))[0]
+        keys = table["key"].to_pylist()
+        return table, [(keys[i], stored_in[i]) for i in wrong]
 
 
 def _table(found: list[tuple[str, dict]]) -> pa.Table:
@@ -252,22 +279,27 @@ def _table(found: list[tuple[str, dict]]) -> pa.Table:
 class IndexCheck:
     """A record index compared with where the table's rows are (`check_record_index`)."""
 
-    keys: int  # live keys in the table
+    keys: int  # distinct live keys in the table
     missing: list[str]  # live keys the index lacks
     stale: list[str]  # indexed keys no row has
     moved: list[str]  # keys the index places in another partition or file group
     misplaced: list[str]  # keys stored in a file group of the index their hash does not name
+    duplicated: list[str]  # keys live in more than one file group of the table (a global index allows one)
 
     @property
     def ok(self) -> bool:
-        return not (self.missing or self.stale or self.moved or self.misplaced)
+        return not (self.missing or self.stale or self.moved or self.misplaced or self.duplicated)
 
 
 def check_record_index(index: RecordIndex, located: pa.Table) -> IndexCheck:
     """Compare `index` with `located` (`key`, `partition`, `file_id` of every live row, as a
     snapshot scan gives them)."""
-    entries = index.entries()
+    entries, misplaced = index._scan()
     rows = located.select(["key", "partition", "file_id"])
+    counts = rows.group_by("key").aggregate([("key", "count")])
+    duplicated = sorted(counts.filter(pc.greater(counts["key_count"], 1))["key"].to_pylist())
+    rows = rows.group_by("key", use_threads=False).aggregate([("partition", "first"), ("file_id", "first")]) \
+        .rename_columns(["key", "partition", "file_id"])
     joined = rows.join(entries.select(["key", "partition", "file_id"]), "key", join_type="full outer",
                        left_suffix="_row", right_suffix="_index")
 
@@ -279,8 +311,8 @@ def check_record_index(index: RecordIndex, located: pa.Table) -> IndexCheck:
     both = pc.and_(pc.is_valid(joined["file_id_index"]), pc.is_valid(joined["file_id_row"]))
     differ = pc.or_(pc.not_equal(joined["partition_row"], joined["partition_index"]),
                     pc.not_equal(joined["file_id_row"], joined["file_id_index"]))
-    moved = keys(pc.and_(both, differ))
-    return IndexCheck(rows.num_rows, missing, stale, moved, sorted(k for k, _ in index.misplaced()))
+    moved = sorted(set(keys(pc.and_(both, differ))) - set(duplicated))
+    return IndexCheck(counts.num_rows, missing, stale, moved, sorted(k for k, _ in misplaced), duplicated)
 
 
 def located_keys(table, timeline: ActiveTimeline) -> pa.Table:
