@@ -258,15 +258,6 @@ def compaction_plan(storage: Storage, timeline: ActiveTimeline, instant: str,
     return CompactionPlan(tuple(operations))
 
 
-def valid_instants(timeline: ActiveTimeline, data_timeline: ActiveTimeline) -> set[str]:
-    """The MDT instants whose records count (Java's rule, §5.9): completed MDT deltacommits of
-    completed (or archived) data-table instants, initialisations and MDT compactions."""
-    done = {i.time for i in data_timeline.completed()}
-    return {i.time for i in timeline.completed() if i.comparable_action in ("deltacommit", "commit")
-            and (i.time in done or data_timeline.is_before_start(i.time) or i.time.startswith(INIT_PREFIX)
-                 or i.action == COMMIT)}
-
-
 def absorbed(timeline: ActiveTimeline, instant: str) -> bool:
     """Whether a completed MDT compaction merged the MDT deltacommit at `instant` into a base
     file: one planned after that deltacommit completed (§5.8: a compaction takes the log files

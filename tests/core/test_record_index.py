@@ -31,8 +31,8 @@ from airflow_lake.core.index.record_index import (
     located_keys,
     location_info,
 )
-from airflow_lake.core.metadata_table import MERGERS, mdt_timeline, merge_mdt_slice
-from airflow_lake.core.metadata_writer import MetadataWriter, base_hfile, clean_plan, compaction_plan, valid_instants
+from airflow_lake.core.metadata_table import MERGERS, mdt_timeline, merge_mdt_slice, readable_instants
+from airflow_lake.core.metadata_writer import MetadataWriter, base_hfile, clean_plan, compaction_plan
 from airflow_lake.core.timeline.instant import Instant, State
 from airflow_lake.core.timeline.payloads import CompactionPlan
 from tests.cli.conftest import invoke_json
@@ -249,7 +249,7 @@ def test_metadata_compaction_merges_record_index_groups_as_hudi_does(rli_tables)
         root = rli_tables[name]
         table = Table.open(str(root))
         timeline = mdt_timeline(table.storage)
-        valid = valid_instants(timeline, table.timeline)
+        valid = readable_instants(timeline, table.timeline)
         for done in (i for i in timeline.completed() if i.action == "commit"):
             plan = CompactionPlan.from_bytes(timeline.read_details(Instant(done.time, "compaction", State.REQUESTED)))
             assert {op.partition for op in plan.operations} >= {"files", "record_index"}

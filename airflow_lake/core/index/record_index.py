@@ -91,10 +91,6 @@ def file_group_index(keys: pa.Array | pa.ChunkedArray, groups: int) -> np.ndarra
     return np.abs(np.abs(java_string_hashes(keys).astype(np.int64)) % groups)
 
 
-def file_group_id(index: int) -> str:
-    return f"{FILE_ID_PREFIX}{index:04d}-0"
-
-
 def decode_file_id(info: dict) -> str:
     """The data file group id of a `recordIndexMetadata` value (§5.5: a UUID in two signed
     longs and the index after it, or the raw id)."""
@@ -200,7 +196,7 @@ class RecordIndex:
                                     f"{props.get('hoodie.table.metadata.partitions', '')!r})")
         if is_partitioned(storage, props):
             raise UnsupportedRecordIndex(f"table {storage.uri}: its record index is partitioned (index.json "
-                                    "isPartitioned=true), which airflow-lake does not read yet")
+                                         "isPartitioned=true), which airflow-lake does not read yet")
         timeline = mdt_timeline(storage)
         view = partition_view(storage, timeline, RECORD_INDEX)
         groups = {}
@@ -217,7 +213,7 @@ class RecordIndex:
                                     f"but {MDT}/{RECORD_INDEX} holds no file group")
         if sorted(groups) != list(range(len(groups))):
             raise InvalidTableError(f"table {storage.uri}: the record index's file groups are not numbered 0..N-1: "
-                             f"{sorted(groups)}")
+                                    f"{sorted(groups)}")
         return cls(storage, view, readable_instants(timeline, data_timeline), groups)
 
     @property

@@ -26,7 +26,7 @@ from ..engine import Engine
 from ..errors import InvalidTableError, TimelineError, WriteConflictError
 from ..lock import LockProvider, lock_provider_name, table_lock
 from ..metadata_table import FILES as MDT_FILES
-from ..metadata_table import INIT_PREFIX, MdtStorage, has_files_partition
+from ..metadata_table import INIT_PREFIX, MdtStorage, has_files_partition, readable_instants
 from ..metadata_table import MDT as MDT_PATH
 from ..metadata_writer import (
     METADATA_ENABLE,
@@ -47,7 +47,6 @@ from ..metadata_writer import (
     mdt_properties,
     restore_change,
     switch_off_unmaintained,
-    valid_instants,
 )
 from ..metadata_writer import compaction_plan as metadata_compaction_plan
 from ..metadata_writer import is_on as metadata_on
@@ -340,7 +339,7 @@ class Transaction:
             requested = timeline.create(Instant(at, COMPACTION, State.REQUESTED), plan.to_bytes())
         if requested.state == State.REQUESTED:
             requested = timeline.transition(requested, State.INFLIGHT)
-        valid = valid_instants(timeline, self.timeline)
+        valid = readable_instants(timeline, self.timeline)
         files, meta = compacted_bases(self.storage, timeline, plan, requested.time, writer.schema_text(), valid)
         for path, data in files:
             self.storage.write(path, data)
