@@ -41,6 +41,7 @@ from .metadata_table import (
     MERGERS,
     NON_PARTITIONED,
     PARTITION_LIST,
+    RECORD_INDEX,
     MdtStorage,
     has_files_partition,
     merge_files_slice,
@@ -278,8 +279,7 @@ def logged_files(storage: Storage, log_paths: list[str], instant: str) -> dict[s
 
 
 def compacted_bases(storage: Storage, timeline: ActiveTimeline, plan: CompactionPlan, instant: str,
-                    schema_text: str, valid: set[str] | None = None, *, create_time_ms: int | None = None,
-                    ) -> tuple[list[tuple[str, bytes]], CommitMetadata]:
+                    schema_text: str, valid: set[str] | None = None) -> tuple[list[tuple[str, bytes]], CommitMetadata]:
     """The new base HFiles of an MDT compaction, one per operation (records merged, tombstones
     and deleted keys dropped, `_hoodie_file_name` set to its own name, a DYNAMIC_V0 bloom filter
     of its keys, as Hudi writes MDT base files; a group left without records still gets one),
@@ -294,7 +294,7 @@ def compacted_bases(storage: Storage, timeline: ActiveTimeline, plan: Compaction
         merge_mdt_slice(storage, f"{folder}/{op.data_file}" if op.data_file else None,
                         [f"{folder}/{name}" for name in op.delta_files], valid, merged, pick, merge)
         name = f"{op.file_id}_{n}-{int(instant[-9:])}-{n}_{instant}.hfile"
-        data, count = base_hfile(op.partition, merged, name, schema_text, create_time_ms)
+        data, count = base_hfile(op.partition, merged, name, schema_text)
         files.append((f"{folder}/{name}", data))
         stats.append(WriteStat(op.file_id, op.partition, f"{op.partition}/{name}", op.base_instant, num_writes=count,
                                total_write_bytes=len(data), file_size=len(data),
@@ -305,7 +305,7 @@ def compacted_bases(storage: Storage, timeline: ActiveTimeline, plan: Compaction
 
 
 def base_hfile(partition: str, state: dict[str, dict | None], name: str, schema_text: str,
-                create_time_ms: int | None = None) -> tuple[bytes, int]:
+               create_time_ms: int | None = None) -> tuple[bytes, int]:
     """A base HFile `name` of MDT partition `partition` from merged `state` (deleted keys and
     tombstones dropped), as Hudi writes MDT base files; and its number of records."""
     schema = parsed_schema(schema_text)
@@ -314,8 +314,10 @@ def base_hfile(partition: str, state: dict[str, dict | None], name: str, schema_
         if partition == FILES:
             kind = PARTITION_LIST if key == ALL_PARTITIONS else FILE_LIST
             datum = _datum(kind, {n: i for n, i in state[key].items() if not i["isDeleted"]}, name)
-        else:
+        elif partition == RECORD_INDEX:
             datum = index_datum(state[key], name)
+        else:
+            raise ValueError(f"metadata table partition {partition!r} is not written by airflow-lake")
         buf = io.BytesIO()
         fastavro.schemaless_writer(buf, schema, datum)
         cells.append((key.encode(), buf.getvalue()))
