@@ -155,6 +155,7 @@ def test_what_the_page_shows_is_escaped_and_judged():
 
 @pytest.mark.slow
 def test_the_lake_tables_page_in_a_browser(tmp_path, request):
+    from selenium.common.exceptions import WebDriverException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as ec
     from selenium.webdriver.support.ui import WebDriverWait
@@ -231,11 +232,20 @@ def test_the_lake_tables_page_in_a_browser(tmp_path, request):
 
         # -- in the browser: log in, open the page from the navigation -----------------------
         driver = _browser()
-        wait = WebDriverWait(driver, 60)
-        driver.get(base_url)
-        wait.until(ec.presence_of_element_located((By.NAME, "username"))).send_keys("admin")
-        driver.find_element(By.NAME, "password").send_keys(PASSWORD)
-        driver.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+        # (Airflow's single-page app redirects while it loads: a lookup that lands mid-way fails
+        # "aborted by navigation"; waits look again, the login starts over)
+        wait = WebDriverWait(driver, 60, ignored_exceptions=(WebDriverException,))
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                driver.get(base_url)
+                wait.until(ec.presence_of_element_located((By.NAME, "username"))).send_keys("admin")
+                driver.find_element(By.NAME, "password").send_keys(PASSWORD)
+                driver.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+                break
+            except WebDriverException:
+                if time.monotonic() > deadline:
+                    raise
         wait.until(ec.element_to_be_clickable((By.XPATH, "//a[.//*[normalize-space()='Lake tables'] or "
                                                          "normalize-space()='Lake tables']"))).click()
         wait.until(ec.url_contains("/plugin/lake_tables"))
