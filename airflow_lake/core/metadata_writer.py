@@ -47,6 +47,7 @@ from .metadata_table import (
     merge_files_slice,
     merge_mdt_slice,
     parsed_schema,
+    partition_view,
     read_file_listing,
 )
 from .model import BaseFile, LogFile, WriteStat
@@ -247,9 +248,8 @@ def compaction_plan(storage: Storage, timeline: ActiveTimeline, instant: str,
     completion = {i.time: i.completion or i.time for i in timeline.completed()}
     operations = []
     for name in partitions:
-        partition = f"{MDT}/{name}"
-        view = FileSystemView(storage, timeline, partition_files={partition: storage.list(partition)})
-        for group in sorted(view.file_groups(partition), key=lambda g: g.file_id):
+        view = partition_view(storage, timeline, name)
+        for group in sorted(view.file_groups(f"{MDT}/{name}"), key=lambda g: g.file_id):
             base, logs = view.read_slice(group)
             logs = [lf for lf in logs if completion.get(lf.base_instant, "9" * 17) < instant]
             if base is None and not logs:

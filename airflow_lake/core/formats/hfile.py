@@ -67,14 +67,7 @@ def read_hfile(data: bytes, where: str = "") -> HFile:
 def _read(data: bytes) -> HFile:
     if len(data) < TRAILER_SIZE:
         raise ValueError("shorter than its trailer")
-    trailer = data[-TRAILER_SIZE:]
-    if trailer[:8] != TRAILER_MAGIC:
-        raise ValueError("no trailer magic")
-    version = int.from_bytes(trailer[-4:], "big")
-    if version & 0x00FFFFFF != 3:
-        raise ValueError(f"HFile major version {version & 0x00FFFFFF}, not 3")
-    length, pos = _varint(trailer, 8)
-    fields = _protobuf(trailer[pos:pos + length])
+    fields = _trailer(data[-TRAILER_SIZE:])
     codec = fields.get(12, NONE)
     load_on_open = fields[2]
     info_offset = fields[1]
@@ -99,14 +92,26 @@ def _read(data: bytes) -> HFile:
             name = payload[pos:pos + name_len].decode()
             pos += name_len
             meta[name] = _block(data, block_offset, codec)[1]
-    magic, payload, _ = _block(data, info_offset, codec)
+    return HFile(cells, _file_info(*_block(data, info_offset, codec)[:2]), meta)
+
+
+def _trailer(trailer: bytes) -> dict[int, int | bytes]:
+    """The fields of the trailer (the file's last 4096 bytes) of an HFile version 3."""
+    if trailer[:8] != TRAILER_MAGIC:
+        raise ValueError("no trailer magic")
+    version = int.from_bytes(trailer[-4:], "big")
+    if version & 0x00FFFFFF != 3:
+        raise ValueError(f"HFile major version {version & 0x00FFFFFF}, not 3")
+    length, pos = _varint(trailer, 8)
+    return _protobuf(trailer[pos:pos + length])
+
+
+def _file_info(magic: bytes, payload: bytes) -> dict[bytes, bytes]:
+    """The entries of the file info block."""
     if magic != FILE_INFO or payload[:4] != b"PBUF":
         raise ValueError("no file info block")
     length, pos = _varint(payload, 4)
-    info = {}
-    for first, second in _pairs(payload[pos:pos + length]):
-        info[first] = second
-    return HFile(cells, info, meta)
+    return dict(_pairs(payload[pos:pos + length]))
 
 
 @dataclass
@@ -124,11 +129,7 @@ def read_hfile_index(read_at: Callable[[int, int], bytes], size: int, where: str
     load-on-open section); None when the file has a multi-level data index (HBase's writer, for
     large files): scan it with `read_hfile` instead."""
     try:
-        trailer = read_at(size - TRAILER_SIZE, TRAILER_SIZE)
-        if trailer[:8] != TRAILER_MAGIC or int.from_bytes(trailer[-4:], "big") & 0x00FFFFFF != 3:
-            raise ValueError("no HFile version 3 trailer")
-        length, pos = _varint(trailer, 8)
-        fields = _protobuf(trailer[pos:pos + length])
+        fields = _trailer(read_at(size - TRAILER_SIZE, TRAILER_SIZE))
         if fields.get(8, 1) != 1:
             return None
         codec, start, info_offset = fields.get(12, NONE), fields[2], fields[1]
@@ -143,11 +144,7 @@ def read_hfile_index(read_at: Callable[[int, int], bytes], size: int, where: str
             pos += key_len
             (row_len,) = struct.unpack_from(">h", key, 0)
             blocks.append((offset, on_disk, key[2:2 + row_len]))
-        magic, payload, _ = _block(section, info_offset - start, codec)
-        if magic != FILE_INFO or payload[:4] != b"PBUF":
-            raise ValueError("no file info block")
-        length, pos = _varint(payload, 4)
-        return HFileIndex(codec, blocks, dict(_pairs(payload[pos:pos + length])))
+        return HFileIndex(codec, blocks, _file_info(*_block(section, info_offset - start, codec)[:2]))
     except (IndexError, KeyError, ValueError, struct.error, zlib.error, EOFError, OSError) as e:
         raise InvalidTableError(f"{where or 'HFile'}: not a readable HFile ({e})") from e
 
