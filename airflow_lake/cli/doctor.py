@@ -97,8 +97,9 @@ def check_metadata_table(table: Table, timeline: ActiveTimeline) -> list[Finding
     if table.config.version < 8:
         return []
     found = [Finding("metadata", "info", f"the first write or service switches off the metadata table's {p} "
-                     "partition (airflow-lake keeps only files current)", f"Hudi rebuilds it with {how_to_rebuild(p)}")
-             for p in unmaintained_partitions(table.config.props)]
+                     "partition (airflow-lake keeps files and a global record_index current)",
+                     f"Hudi rebuilds it with {how_to_rebuild(p)}")
+             for p in unmaintained_partitions(table.storage, table.config.props)]
     if not has_files_partition(table.config.props):
         return found
     try:

@@ -18,6 +18,7 @@ import json
 import logging
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import fastavro
@@ -30,7 +31,7 @@ from .formats.bloom import BloomFilter
 from .formats.hfile import read_hfile, write_hfile
 from .formats.log import encode_block
 from .formats.log.framing import BlockType, HeaderKey
-from .index.record_index import index_datum
+from .index.record_index import index_datum, is_partitioned
 from .metadata_table import (
     ALL_PARTITIONS,
     FILE_LIST,
@@ -44,6 +45,7 @@ from .metadata_table import (
     RECORD_INDEX,
     MdtStorage,
     has_files_partition,
+    listed_partitions,
     merge_files_slice,
     merge_mdt_slice,
     parsed_schema,
@@ -145,9 +147,11 @@ class MetadataWriter:
                 return read_hfile(self.storage.read(st.path), st.path).info[b"schema"].decode()
         raise FileNotFoundError(f"{self.storage.uri}/{partition}: no base HFile to take the record schema from")
 
-    def deltacommit(self, instant: str, change: FilesChange) -> tuple[str, bytes, CommitMetadata]:
+    def deltacommit(self, instant: str, change: FilesChange, index_stats: Sequence[WriteStat] = (),
+                    ) -> tuple[str, bytes, CommitMetadata]:
         """What the MDT deltacommit at `instant` writes for `change`: its log file (path,
-        bytes: one HFILE_DATA block) and its commit metadata (the transaction writes them)."""
+        bytes: one HFILE_DATA block) and its commit metadata, which also names the index log
+        files `index_stats` (written by the data write's tasks); the transaction writes them."""
         schema_text = self.schema_text()
         name = f".{FILES_GROUP}_{instant}.log.1_0-{int(instant[-9:])}-0"
         cells = _cells(schema_text, change)
@@ -156,7 +160,7 @@ class MetadataWriter:
         stat = WriteStat(FILES_GROUP, FILES, f"{FILES}/{name}", instant, num_writes=len(cells),
                          num_update_writes=len(cells), total_write_bytes=len(block), file_size=len(block),
                          delta={"logVersion": 1, "logOffset": 0, "baseFile": "", "logFiles": [name]})
-        meta = CommitMetadata.from_stats("UPSERT_PREPPED", [stat], {"schema": _without_meta(schema_text)})
+        meta = CommitMetadata.from_stats("UPSERT_PREPPED", [*index_stats, stat], {"schema": _without_meta(schema_text)})
         return f"{MDT}/{FILES}/{name}", block, meta
 
     def partitions(self) -> list[str]:
@@ -415,27 +419,37 @@ def _java_date() -> str:
     return time.strftime("%a %b %d %H:%M:%S UTC %Y", time.gmtime())
 
 
-def unmaintained_partitions(props: dict[str, str]) -> list[str]:
+def maintained_partitions(storage: Storage, props: dict[str, str]) -> list[str]:
+    """The MDT partitions our writes and services keep current: `files`, and a built global
+    record index (listed, `isPartitioned` false)."""
+    listed = listed_partitions(props)
+    kept = [FILES] if FILES in listed else []
+    if RECORD_INDEX in listed and FILES in listed and not is_partitioned(storage, props):
+        kept.append(RECORD_INDEX)
+    return kept
+
+
+def unmaintained_partitions(storage: Storage, props: dict[str, str]) -> list[str]:
     """The MDT partitions (listed or inflight) that our first write or service switches off:
-    all but `files`."""
-    listed = [p.strip() for p in props.get("hoodie.table.metadata.partitions", "").split(",") if p.strip()]
+    all but those we maintain (an inflight one too: another writer is still building it)."""
     inflight = [p.strip() for p in props.get("hoodie.table.metadata.partitions.inflight", "").split(",") if p.strip()]
-    return sorted({p for p in listed + inflight if p != FILES})
+    kept = maintained_partitions(storage, props)
+    return sorted({p for p in listed_partitions(props) + inflight if p != FILES and (p not in kept or p in inflight)})
 
 
 def switch_off_unmaintained(storage: Storage, config: TableConfig) -> list[str]:
-    """Remove every MDT partition but `files` the way Java switches one off (§5.7): from
+    """Remove every MDT partition we do not maintain the way Java switches one off (§5.7): from
     `hoodie.table.metadata.partitions` (and `.inflight`), its folder, its index definition;
     with a warning naming each and how to rebuild it. Returns the partitions switched off."""
-    listed = [p.strip() for p in config.props.get("hoodie.table.metadata.partitions", "").split(",") if p.strip()]
+    listed = listed_partitions(config.props)
     inflight = [p.strip() for p in config.props.get("hoodie.table.metadata.partitions.inflight", "").split(",")
                 if p.strip()]
-    off = unmaintained_partitions(config.props)
+    off = unmaintained_partitions(storage, config.props)
     if not off:
         return []
     for partition in off:
         log.warning("table %s: switching off the metadata table's %s partition (airflow-lake does not keep it "
-                    "current yet); Hudi rebuilds it when a writer asks for it again: %s", storage.uri, partition,
+                    "current); Hudi rebuilds it when a writer asks for it again: %s", storage.uri, partition,
                     how_to_rebuild(partition))
     defs_path = config.props.get(INDEX_DEFS)
     if defs_path and storage.exists(defs_path):

@@ -180,6 +180,15 @@ class SparkFrames:
     def with_udf(self, frame: DataFrame, name: str, fn, inputs: list[str], arrow_type: pa.DataType) -> DataFrame:
         return frame.withColumn(name, scalar_arrow_udf(fn, from_arrow_type(arrow_type))(*inputs))
 
+    def project(self, frame: DataFrame, columns: list[str]) -> DataFrame:
+        return frame.select(*columns)
+
+    def every_group(self, frame: DataFrame, key: str, groups: int) -> DataFrame:
+        types = {f.name: f.dataType for f in frame.schema.fields}
+        marks = self.spark.range(groups).select(*[F.col("id").cast(types[c]).alias(c) if c == key
+                                                  else F.lit(None).cast(types[c]).alias(c) for c in frame.columns])
+        return frame.unionByName(marks)
+
     def write_groups(self, fn, frame: DataFrame, key: str, groups: int) -> list:
         return stage(lambda: group_results(fn, frame, key, groups), self.where, "writing file groups")
 

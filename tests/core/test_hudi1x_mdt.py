@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
+from airflow_lake.core.index.record_index import RecordIndex
 from airflow_lake.core.metadata_table import read_file_listing
 from airflow_lake.core.metadata_writer import MetadataWriter
 from airflow_lake.core.table import Table
@@ -24,12 +25,23 @@ MDT_TABLES = ["v8_trips", "v9_cow_meta", "v9_mor_nonpart"]
 
 
 def agree(table: Table, path) -> pa.Table:
-    """hudi-rs (listing through the MDT) reads what we read, and the MDT lists what is stored."""
+    """hudi-rs (listing through the MDT) reads what we read, the MDT lists what is stored, and
+    a record index holds exactly the keys hudi-rs reads, each where hudi-rs finds it."""
     ours = table.read()
-    same_rows(ours, theirs(path))
+    judge = theirs(path)
+    same_rows(ours, judge)
     on_disk = {p: {st.name: st.size for st in sts} for p, sts in list_partition_files(table.storage).items()}
     for data_timeline in (None, table.timeline):
         assert read_file_listing(table.storage, data_timeline).files == on_disk
+    props = Table.open(str(path)).config.props
+    if "record_index" in props["hoodie.table.metadata.partitions"].split(","):
+        index = RecordIndex.open(table.storage, props, table.timeline)
+        entries = index.entries()
+        assert sorted(zip(entries["key"].to_pylist(), entries["partition"].to_pylist(),
+                          entries["file_id"].to_pylist(), strict=True)) == sorted(zip(
+            judge["_hoodie_record_key"].to_pylist(), judge["_hoodie_partition_path"].to_pylist(),
+            [f.split("_")[0] for f in judge["_hoodie_file_name"].to_pylist()], strict=True))
+        assert index.misplaced() == []
     return ours
 
 
@@ -49,16 +61,18 @@ def test_writes_and_services_keep_the_files_partition_current(tmp_path, name, ca
     listed = table.config.props["hoodie.table.metadata.partitions"].split(",")
     with caplog.at_level(logging.WARNING):
         first = table.write(later(table, before.slice(0, 2), 10**6))
-    # every partition but files switched off, as Java does it, each named in a warning
+    # every partition but files and the record index switched off, as Java does it, each named
+    # in a warning
     props = Table.open(str(path)).config.props
-    assert props["hoodie.table.metadata.partitions"] == "files"
+    assert props["hoodie.table.metadata.partitions"] == "files,record_index"
     assert props["hoodie.table.metadata.partitions.inflight"] == ""
-    assert sorted(p.name for p in (path / ".hoodie" / "metadata").iterdir()) == [".hoodie", "files"]
+    assert sorted(p.name for p in (path / ".hoodie" / "metadata").iterdir()) == [".hoodie", "files", "record_index"]
     index = json.loads((path / ".hoodie" / ".index_defs" / "index.json").read_text())
-    assert index["indexDefinitions"] == {}
+    assert set(index["indexDefinitions"]) <= {"record_index"}  # (v8: the record index has no definition)
     for partition in listed:
-        if partition != "files":
+        if partition not in ("files", "record_index"):
             assert any(partition in r.getMessage() and "switching off" in r.getMessage() for r in caplog.records)
+    assert not any("record_index" in r.getMessage() for r in caplog.records)
     agree(table, path)
     mdt = path / ".hoodie" / "metadata"
     assert list((mdt / "files").glob(f".files-0000-0_{first.instant}.log.1_*"))
@@ -92,7 +106,7 @@ def test_hudi_rs_lists_files_through_the_metadata_table(tmp_path, monkeypatch):
     path = unpack(TABLES["v9_cow_meta"], tmp_path / "t")
     table = Table.open(str(path))
     before = table.read()
-    monkeypatch.setattr(Transaction, "sync_metadata_table", lambda self, instant, content: None)
+    monkeypatch.setattr(Transaction, "sync_metadata_table", lambda self, instant, content, index_stats=(): None)
     new = later(table, before.slice(0, 1), 10**6)
     new = new.set_column(new.schema.get_field_index("txn_id"), "txn_id", pa.array(["TXN-NEW"]))
     table.write(new, operation="insert")
@@ -107,8 +121,8 @@ def test_a_crash_between_the_metadata_commit_and_the_data_commit_is_repaired(tmp
     before = agree(table, path)
     real = Transaction.sync_metadata_table
 
-    def sync_then_die(self, instant, content):
-        real(self, instant, content)
+    def sync_then_die(self, instant, content, index_stats=()):
+        real(self, instant, content, index_stats)
         raise KeyboardInterrupt("killed after the MDT commit")
 
     monkeypatch.setattr(Transaction, "sync_metadata_table", sync_then_die)

@@ -8,10 +8,12 @@ import io
 import json
 import random
 import struct
+import time
 from collections import Counter
 
 import fastavro
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 from airflow_lake.core import Table
@@ -35,6 +37,7 @@ from airflow_lake.core.metadata_table import MERGERS, mdt_timeline, merge_mdt_sl
 from airflow_lake.core.metadata_writer import MetadataWriter, base_hfile, clean_plan, compaction_plan
 from airflow_lake.core.timeline.instant import Instant, State
 from airflow_lake.core.timeline.payloads import CompactionPlan
+from airflow_lake.core.write.client import WriteClient
 from tests.cli.conftest import invoke_json
 from tests.core.test_hudi1x_read import TABLES, theirs, unpack
 
@@ -313,3 +316,104 @@ def test_metadata_rollback_and_clean_cover_every_partition(rli_tables):
             expected[op.partition] |= {f.name for f in (root / ".hoodie/metadata" / op.partition).glob(
                 f".{op.file_id}_0000000000000000?.log.*")}
     assert {p: {f.rsplit("/", 1)[-1] for f in fs} for p, fs in cleaned.files.items()} == expected
+
+
+def index_matches_hudi_rs(path) -> pa.Table:
+    """The table's record index holds exactly the keys hudi-rs reads, each where hudi-rs finds
+    it, in the file group Java's hash names; returns hudi-rs's rows."""
+    table = Table.open(str(path))
+    index = RecordIndex.open(table.storage, table.config.props, table.timeline)
+    scan = theirs(path)
+    entries = index.entries()
+    assert sorted(zip(entries["key"].to_pylist(), entries["partition"].to_pylist(), entries["file_id"].to_pylist(),
+                      strict=True)) == sorted(zip(
+        scan["_hoodie_record_key"].to_pylist(), scan["_hoodie_partition_path"].to_pylist(),
+        [f.split("_")[0] for f in scan["_hoodie_file_name"].to_pylist()], strict=True))
+    assert index.misplaced() == []
+    return scan
+
+
+def data_of(rows: pa.Table) -> pa.Table:
+    return rows.select([c for c in rows.schema.names if not c.startswith("_hoodie")])
+
+
+@pytest.mark.parametrize("name", ["v9_cow_meta", "v8_trips"])
+def test_writes_keep_the_record_index_current(tmp_path, name, monkeypatch):
+    """Inserts, updates, deletes, a key moved to another partition (global index), an
+    insert_overwrite and a failed write, each followed by the index compared with hudi-rs's
+    scan; each touched index file group gets one log file per write: new locations in an
+    HFILE_DATA block, deleted keys in a DELETE block (as Java writes them)."""
+    path = unpack(TABLES[name], tmp_path / "t")
+    table = Table.open(str(path), options={"hoodie.client.heartbeat.interval_in_ms": 100,
+                                           "hoodie.client.heartbeat.tolerable.misses": 1})
+    key, part = table.config.record_key_fields[0], table.config.partition_fields[0]
+    rows = data_of(index_matches_hudi_rs(path)).sort_by(key)
+    folder = path / ".hoodie" / "metadata" / "record_index"
+
+    def logs_of(instant: str) -> dict[str, list]:
+        out = {}
+        for log_path in folder.glob(f".record-index-*_{instant}.log.*"):
+            out[log_path.name.split("_")[0][1:]] = read_log_file(log_path.read_bytes(), hfile_blocks=True)
+        return out
+
+    fresh = rows.slice(0, 3).set_column(rows.schema.get_field_index(key), key,
+                                        pa.array([f"NEW-{i}" for i in range(3)]))
+    inserted = table.write(fresh, operation="insert")
+    written = logs_of(inserted.instant)
+    assert {g: [type(b).__name__ for b in blocks] for g, blocks in written.items()} == \
+        {g: ["HFileBlock"] for g in written}
+    assert sorted(k.decode() for blocks in written.values() for b in blocks for k, _ in b.hfile().cells) \
+        == ["NEW-0", "NEW-1", "NEW-2"]
+    for group, blocks in written.items():  # each key in the group its hash names
+        cells = blocks[0].hfile().cells
+        assert all(f"record-index-{file_group_index(pa.array([k.decode()]), 10)[0]:04d}-0" == group for k, _ in cells)
+    index_matches_hudi_rs(path)
+
+    updated = table.write(rows.slice(0, 2))  # in place: the index does not change
+    assert logs_of(updated.instant) == {}
+    index_matches_hudi_rs(path)
+
+    gone = table.write(rows.slice(2, 1), operation="delete")
+    [blocks] = logs_of(gone.instant).values()
+    assert [type(b) for b in blocks] == [DeleteBlock]
+    assert blocks[0].keys == [rows[key][2].as_py()]
+    assert blocks[0].header[HeaderKey.SCHEMA] == MetadataWriter(table.storage).schema_text()
+    index_matches_hudi_rs(path)
+
+    # a key moved to another partition under a global index (its entry moves with it)
+    moving = rows.slice(3, 1)
+    other = next(p for p in pc.unique(rows[part]).to_pylist() if p != moving[part][0].as_py())
+    moving = moving.set_column(moving.schema.get_field_index(part), part, pa.array([other]))
+    Table.open(str(path), options={"hoodie.index.type": "GLOBAL_SIMPLE",
+                                   "hoodie.simple.index.update.partition.path": "true",
+                                   "airflow_lake.index.switch.force": "true"}).write(moving)
+    scan = index_matches_hudi_rs(path)
+    assert scan.filter(pc.equal(scan[key], moving[key][0]))[part].to_pylist() == [other]
+
+    # an overwrite: the replaced groups' keys leave the index unless written again
+    overwrite = table.write(rows.slice(4, 1), operation="insert_overwrite")
+    assert any(isinstance(b, DeleteBlock) for blocks in logs_of(overwrite.instant).values() for b in blocks)
+    index_matches_hudi_rs(path)
+
+    # a write that dies after its tasks wrote index logs leaves log files no MDT instant names;
+    # the next writer rolls it back, and its logs with it
+    monkeypatch.setattr(WriteClient, "commit", _die)
+    with pytest.raises(KeyboardInterrupt):
+        table.write(fresh.set_column(fresh.schema.get_field_index(key), key, pa.array(["X-1", "X-2", "X-3"])))
+    monkeypatch.undo()
+    done = {i.time for i in Table.open(str(path)).timeline.completed()}
+    assert [p for p in folder.iterdir() if p.name.startswith(".") and _instant_of(p.name) not in done]
+    time.sleep(0.3)  # (its heartbeat expires)
+    table.write(rows.slice(0, 1))
+    done = {i.time for i in Table.open(str(path)).timeline.completed()}
+    assert not [p for p in folder.iterdir() if p.name.startswith(".") and not p.name.startswith(".hoodie")
+                and not _instant_of(p.name).startswith("0000") and _instant_of(p.name) not in done]
+    index_matches_hudi_rs(path)
+
+
+def _die(*args, **kwargs):
+    raise KeyboardInterrupt("killed before the commit")
+
+
+def _instant_of(name: str) -> str:
+    return name.split("_")[1].split(".")[0]

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import timedelta
 
@@ -44,12 +44,14 @@ from ..metadata_writer import (
     init_files,
     init_instant,
     logged_files,
+    maintained_partitions,
     mdt_properties,
     restore_change,
     switch_off_unmaintained,
 )
 from ..metadata_writer import compaction_plan as metadata_compaction_plan
 from ..metadata_writer import is_on as metadata_on
+from ..model import WriteStat
 from ..paths import Deleter, relative_path
 from ..timeline.active import ActiveTimeline, timeline_folder
 from ..timeline.avro_mdt import METADATA_RECORD_V8, METADATA_RECORD_V9
@@ -221,11 +223,12 @@ class Transaction:
                                 "writer while this write ran; nothing was committed")
 
     def commit(self, timeline: ActiveTimeline, inflight: Instant, content: bytes, *,
-               conflicts: ConflictCheck | None = None) -> None:
+               conflicts: ConflictCheck | None = None, index_stats: Sequence[WriteStat] = ()) -> None:
         """Under the lock: check that `inflight` is still ours and, given `conflicts`, that
         nothing committed or planned since this write started clashes with it (against a fresh
         listing; a clash rolls it back and raises WriteConflictError), then complete it with
-        `content`; its markers go after."""
+        `content` (`index_stats`: the MDT index log files its tasks wrote, which its MDT
+        deltacommit commits); its markers go after."""
         with self.lock():
             if conflicts is None:
                 self.check_still_owner(inflight)
@@ -236,7 +239,7 @@ class Transaction:
                 if conflict:
                     self.rollback(timeline, inflight)
                     raise WriteConflictError(conflict)
-            self.sync_metadata_table(inflight, content)
+            self.sync_metadata_table(inflight, content, index_stats)
             timeline.transition(inflight, State.COMPLETED, content)
         delete_markers(self.storage, inflight.time)
 
@@ -260,9 +263,10 @@ class Transaction:
             return None
         return MetadataWriter(self.storage, "UTC" if self.config.timezone == "UTC" else "LOCAL")
 
-    def sync_metadata_table(self, instant: Instant, content: bytes) -> None:
+    def sync_metadata_table(self, instant: Instant, content: bytes, index_stats: Sequence[WriteStat] = ()) -> None:
         """Before `instant` completes: its MDT deltacommit at the same instant, completed (v8
-        spec §2.4: a reader never sees a data commit whose files the MDT lacks)."""
+        spec §2.4: a reader never sees a data commit whose files the MDT lacks), committing the
+        index log files `index_stats` name too."""
         writer = self.metadata_writer()
         change = files_change(instant, content) if writer is not None else None
         if change is None:
@@ -271,15 +275,15 @@ class Transaction:
         if timeline.contains(instant.time):  # left by a crash: this instant's commit is being redone
             self.rollback_metadata_table(writer, None, instant.time)
             timeline = writer.timeline()
-        self.metadata_deltacommit(writer, timeline, instant.time, change)
+        self.metadata_deltacommit(writer, timeline, instant.time, change, index_stats)
         self.clean_metadata_table(writer)
         self.compact_metadata_table(writer, instant.time)
 
     def metadata_deltacommit(self, writer: MetadataWriter, timeline: ActiveTimeline, instant: str,
-                             change: FilesChange) -> None:
+                             change: FilesChange, index_stats: Sequence[WriteStat] = ()) -> None:
         """The MDT deltacommit at `instant` recording `change`: requested, inflight, its log
-        file, completed."""
-        path, block, meta = writer.deltacommit(instant, change)
+        file, completed (with the index log files already written, `index_stats`)."""
+        path, block, meta = writer.deltacommit(instant, change, index_stats)
         requested = timeline.create(Instant(instant, DELTA_COMMIT, State.REQUESTED))
         inflight = timeline.transition(requested, State.INFLIGHT, CommitMetadata("UPSERT_PREPPED").to_bytes())
         self.storage.write(path, block)
@@ -300,7 +304,8 @@ class Transaction:
             policy = CLEAN_POLICIES.parse(self.option(ServiceOptions.CLEAN_POLICY), f"table {self.storage.uri}",
                                           ServiceOptions.CLEAN_POLICY.key)
             plan = clean_plan(self.storage, timeline, policy,
-                              clean_retention(policy, self.option(ServiceOptions.RETAINED[policy])))
+                              clean_retention(policy, self.option(ServiceOptions.RETAINED[policy])),
+                              maintained_partitions(self.storage, self.config.props))
             if plan is None:
                 return
             instant = timeline.create(Instant(self.new_instant_time(timeline), CLEAN, State.REQUESTED), plan.to_bytes())
@@ -335,7 +340,8 @@ class Transaction:
             at = format_instant(parse_instant(earliest) - timedelta(milliseconds=1))
             if timeline.contains(at) or any(i.time > at for i in timeline if i.action == COMPACTION):
                 return  # (an instant there already: the next commit compacts)
-            plan = metadata_compaction_plan(self.storage, timeline, at, (MDT_FILES,))
+            plan = metadata_compaction_plan(self.storage, timeline, at,
+                                            tuple(maintained_partitions(self.storage, self.config.props)))
             requested = timeline.create(Instant(at, COMPACTION, State.REQUESTED), plan.to_bytes())
         if requested.state == State.REQUESTED:
             requested = timeline.transition(requested, State.INFLIGHT)
@@ -354,6 +360,8 @@ class Transaction:
         timeline = writer.timeline()
         rb = next((i for i in timeline.pending() if i.time == by and i.action == ROLLBACK), None) if by else None
         if not timeline.contains(target) and rb is None:
+            for path in (p for paths in writer.written_by(target).values() for p in paths):
+                self.storage.delete(path)  # index log files its tasks wrote before it failed
             return
         start = time.time()
         logs = writer.written_by(target)

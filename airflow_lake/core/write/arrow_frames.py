@@ -116,10 +116,10 @@ class ArrowFrames:
         loc_p = pa.array([f.partition for f in tags.files] + [None], pa.string()).take(index)
         loc_f = pa.array([f.file_id for f in tags.files] + [None], pa.string()).take(index)
         rows = frame.append_column(LOC_P, loc_p).append_column(LOC_F, loc_f)
-        # the located rule compares with the stored record only a MOR delete and a move (a key in
+        # the located rule compares with the stored record only a delete and a move (a key in
         # another partition under a global index): only their groups are read for it
         dels = frame.column(DEL).to_numpy(zero_copy_only=False).astype(bool)
-        need = found & (dels if table.config.is_mor else np.zeros(len(dels), dtype=bool))
+        need = found & dels
         if is_global:
             need |= found & ~dels & pc.fill_null(pc.not_equal(loc_p, partitions), False) \
                 .to_numpy(zero_copy_only=False)
@@ -190,6 +190,14 @@ class ArrowFrames:
             pa.array([], arrow_type)
         return frame.append_column(name, pa.array(values, arrow_type) if not isinstance(values, pa.Array)
                                    else values.cast(arrow_type))
+
+    def project(self, frame: pa.Table, columns: list[str]) -> pa.Table:
+        return frame.select(columns)
+
+    def every_group(self, frame: pa.Table, key: str, groups: int) -> pa.Table:
+        marks = pa.table({c: pa.array(range(groups), pa.int64()) if c == key else pa.nulls(groups, f.type)
+                          for c, f in zip(frame.column_names, frame.schema, strict=True)}, schema=frame.schema)
+        return pa.concat_tables([frame, marks])
 
     def write_groups(self, fn, frame: pa.Table, key: str, groups: int) -> list:
         return self.engine.write_groups(fn, frame, key)

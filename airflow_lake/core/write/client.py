@@ -183,17 +183,19 @@ class WriteClient:
 
     def commit(self, timeline: ActiveTimeline, inflight: Instant, seen: set[str], operation: str,
                stats: list[WriteStat], extra: dict[str, str], avro_schema: dict, touched: set[tuple[str, str]],
-               key_clash: KeyClash, replaced: dict[str, list[str]] | None) -> WriteResult:
+               key_clash: KeyClash, replaced: dict[str, list[str]] | None,
+               index_stats: list[WriteStat] | None = None) -> WriteResult:
         """The transaction's commit: under the lock, conflict checks against what appeared
         since `seen` (a clash rolls this write back), then the completed instant. `key_clash`
         finds a key this write inserts in the base files of a concurrent commit (asked only
-        when one wrote base files)."""
+        when one wrote base files). `index_stats`: the MDT index log files the write's tasks
+        wrote (its MDT deltacommit commits them)."""
         metadata = CommitMetadata.from_stats(OPERATION_TYPES[operation], stats,
                                              {**extra, "schema": json.dumps(avro_schema)})
         if replaced is not None:
             metadata.partition_to_replace_file_ids = replaced
         conflicts = ConflictCheck(frozenset(seen), frozenset(touched), key_clash, self.index_type() == "BUCKET")
-        self.txn.commit(timeline, inflight, metadata.to_bytes(), conflicts=conflicts)
+        self.txn.commit(timeline, inflight, metadata.to_bytes(), conflicts=conflicts, index_stats=index_stats or ())
         result = WriteResult(inflight.time, operation)
         _add_stats(result, stats)
         result.replaced_file_groups = sum(len(v) for v in (replaced or {}).values())

@@ -21,9 +21,14 @@ import pyarrow as pa
 from ..config import WriteOptions
 from ..errors import LakeError, WriteConflictError
 from ..index import check_index_type
+from ..index.record_index import RecordIndex
+from ..index.record_index_update import RLI_GROUP, index_groups, update_for, write_index_group
 from ..merge import KEY
+from ..metadata_table import RECORD_INDEX
+from ..metadata_writer import MetadataWriter, maintained_partitions
 from ..model import WriteStat
 from ..ordering import ordering_column
+from ..timeline.clock import instant_epoch_ms
 from ..txn.conflicts import KeyClash
 from ..txn.heartbeat import beating
 from ..view import FileSystemView
@@ -115,6 +120,13 @@ class FrameOps(Protocol):
 
     def with_udf(self, frame: Any, name: str, fn: Any, inputs: list[str], arrow_type: pa.DataType) -> Any:
         """`frame` with the column `name` computed by `fn` (Arrow arrays of `inputs` -> an array)."""
+
+    def project(self, frame: Any, columns: list[str]) -> Any:
+        """`frame` with only `columns`."""
+
+    def every_group(self, frame: Any, key: str, groups: int) -> Any:
+        """`frame` with one more row per group id 0..`groups`-1 in `key` (its other columns
+        null), so that `write_groups` runs a task for every group."""
 
     def write_groups(self, fn: Any, frame: Any, key: str, groups: int) -> list[Any]:
         """`fn` applied to each group's rows (`key`: the group id), one task per group."""
@@ -231,14 +243,15 @@ def _run(table, ops: FrameOps, client: WriteClient, keyed, parts: list[str], avr
     replaced = client.replaced_groups(view, operation, parts)
     index_stats: dict[str, int] = {}
     routing = None
+    record_index = maintained_record_index(table, timeline)
     try:
         if index_type == "BUCKET":
             routing = _route_buckets(ops, client, keyed, view, requested.time, replaced is not None)
         else:
             routing = _route_keys(ops, table, client, keyed, view, operation, parts, is_global, index_type,
-                                  timeline, replaced, index_stats, where)
+                                  timeline, replaced, index_stats, where, exact=record_index is not None)
         result = _execute(ops, table, client, routing, view, avro, operation, is_global, index_type, requested,
-                          timeline, seen, extra, replaced, where)
+                          timeline, seen, extra, replaced, where, record_index)
     finally:
         for frame in routing.cached if routing else []:
             ops.release(frame)
@@ -248,16 +261,17 @@ def _run(table, ops: FrameOps, client: WriteClient, keyed, parts: list[str], avr
 
 def _route_keys(ops: FrameOps, table, client: WriteClient, keyed, view: FileSystemView, operation: str,
                 parts: list[str], is_global: bool, index_type: str, timeline, replaced,
-                index_stats: dict[str, int], where: str) -> Routing:
+                index_stats: dict[str, int], where: str, *, exact: bool = False) -> Routing:
     """Key-lookup indexes (and no index): located rows to their group, inserts into small groups
-    and new ones, in slot order."""
+    and new ones, in slot order. `exact`: every key's location confirmed (the record index
+    maintained learns from the routing which keys are new)."""
     cfg = table.config
     cached: list = []
     trust = False
     if client.looks_up(operation):
         # a COW upsert or delete rewrites every file a key is tagged to and sees there which keys it
         # really holds (a key a bloom filter wrongly claims is inserted into it and reported as new)
-        trust = ops.trusts_filters and not cfg.is_mor and operation in LOOKUP_OPERATIONS
+        trust = ops.trusts_filters and not cfg.is_mor and operation in LOOKUP_OPERATIONS and not exact
         rows, cached, stats = ops.tag(table, view, keyed, None if is_global else parts, is_global, index_type,
                                       where, trust_filters=trust)
         index_stats.update(stats)
@@ -308,7 +322,7 @@ def _with_stored(plan, stored):
 
 def _execute(ops: FrameOps, table, client: WriteClient, routing: Routing, view: FileSystemView, avro: dict,
              operation: str, is_global: bool, index_type: str, requested, timeline, seen, extra, replaced,
-             where) -> WriteResult:
+             where, record_index: RecordIndex | None) -> WriteResult:
     """Inflight, every group written in a task, then the commit."""
     cfg = table.config
     instant = requested.time
@@ -328,6 +342,9 @@ def _execute(ops: FrameOps, table, client: WriteClient, routing: Routing, view: 
                     schema=client.reader(view).full_schema if stored else None)
     written = ops.write_groups(partial(execute_group, spec), routed, TARGET, max(1, len(groups)))
     stats: list[WriteStat] = [s for s in written if s is not None]
+    index_written = [] if record_index is None else \
+        _update_record_index(ops, table, record_index, routing, instant, replaced, index_type != "BUCKET" and
+                             client.looks_up(operation))
     touched = client.touched(groups.values(), replaced, bucket=index_type == "BUCKET")
     if operation != "upsert":
         clash = _no_clash
@@ -335,7 +352,32 @@ def _execute(ops: FrameOps, table, client: WriteClient, routing: Routing, view: 
         clash = stored_key_clash(table.context(), _inserted_keys(stats), is_global)
     else:
         clash = ops.key_clash(table.context(), routing.new_keys, is_global, where)
-    return client.commit(timeline, inflight, seen, operation, stats, extra, avro, touched, clash, replaced)
+    return client.commit(timeline, inflight, seen, operation, stats, extra, avro, touched, clash, replaced,
+                         index_written)
+
+
+def maintained_record_index(table, timeline) -> RecordIndex | None:
+    """The table's record index when our writes keep it (a Hudi 1.x table's global one)."""
+    if table.config.version < 8 or RECORD_INDEX not in maintained_partitions(table.storage, table.config.props):
+        return None
+    return RecordIndex.open(table.storage, table.config.props, timeline)
+
+
+def _update_record_index(ops: FrameOps, table, index: RecordIndex, routing: Routing, instant: str,
+                         replaced: dict[str, list[str]] | None, located: bool) -> list[WriteStat]:
+    """The record index's log files of this write, one task per index file group its keys
+    hash to (every group on an overwrite); their write stats for the MDT deltacommit."""
+    plan = routing.plan
+    targets = {gid: (g.partition, g.file_id) for gid, g in plan.groups.items()}
+    update = update_for(table.context(), index, instant, instant_epoch_ms(instant, table.config.timezone),
+                        MetadataWriter(table.storage).schema_text(), targets, target=TARGET, delete=DEL,
+                        located=LOC_F if located else None, replaced=replaced)
+    frame = ops.project(routing.routed, update.columns())
+    frame = ops.with_udf(frame, RLI_GROUP, partial(index_groups, update.num_groups), [KEY], pa.int64())
+    if update.replaced:
+        frame = ops.every_group(frame, RLI_GROUP, update.num_groups)
+    written = ops.write_groups(partial(write_index_group, update), frame, RLI_GROUP, update.num_groups)
+    return [s for s in written if s is not None]
 
 
 def _inserted_keys(stats: list[WriteStat]) -> dict[str, pa.Array]:

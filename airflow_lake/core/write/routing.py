@@ -55,8 +55,8 @@ class LocatedRule:
 
 def located_rule(x: Columns, table, operation: str, is_global: bool, index_type: str) -> LocatedRule:
     """The rule for tagged rows (LOC_P, LOC_F, STORED): an insert that drops duplicates keeps
-    new keys only; a delete of an unknown key does nothing; on MOR a `_hoodie_is_deleted` row
-    older than the stored record changes nothing; under a global index with
+    new keys only; a delete of an unknown key does nothing, nor does a `_hoodie_is_deleted` row
+    older than the stored record; under a global index with
     `update.partition.path` a key arriving in another partition moves unless the stored
     record wins on ordering (else it is updated in place, in its old partition)."""
     cfg = table.config
@@ -68,9 +68,10 @@ def located_rule(x: Columns, table, operation: str, is_global: bool, index_type:
         older = x.lit(False)
     if operation == "insert":  # drop duplicates: keys already stored are not inserted again
         return LocatedRule(~located & ~delete, None)
-    keep = located | ~delete  # deleting an unknown key: nothing to do
-    if cfg.is_mor:
-        keep = keep & ~(delete & located & older)
+    # deleting an unknown key does nothing, nor does a delete older than the stored record (COW's
+    # merge would keep the stored one; MOR: Java's delete blocks would not): every delete routed
+    # deletes, which the record index maintained relies on
+    keep = (located | ~delete) & ~(delete & located & older)
     option = WriteOptions.BLOOM_UPDATE_PARTITION_PATH if "BLOOM" in index_type else \
         WriteOptions.SIMPLE_UPDATE_PARTITION_PATH
     if not is_global or not table.option(option):

@@ -1,0 +1,134 @@
+"""Keeping the record-level index current on a write (v8 spec §5.5, "Updates per data-table
+write"): the routed rows regrouped by the index file group their key hashes to, one task per
+index file group, each appending one log file to its group (an HFILE_DATA block of the new
+locations, a DELETE block of the keys that left the table) and returning its write stat for
+the MDT deltacommit at the write's instant. Rows never reach the driver.
+
+A row's fate is decided by the write's routing (the index task applies no rule of its own):
+a row that is not a delete lives in its target file group afterwards (an entry unless the
+routing found it there already: an in-place update); a delete row deletes its key unless the
+same key lives on in this write (a key moved to another partition). An overwrite also deletes
+the keys of the file groups it replaces that it does not write again (read from the index's
+own group, so every index group gets a task then).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..context import TableContext
+from ..merge import KEY
+from ..metadata_table import MDT, MERGERS, RECORD_INDEX, merge_mdt_slice
+from ..model import WriteStat
+from .record_index import LOCATIONS, RecordIndex, decode_file_id, file_group_index, index_log_blocks
+
+RLI_GROUP = "_al_rli_group"  # work column: the record-index file group of the row's key
+
+
+@dataclass(frozen=True)
+class IndexUpdate:
+    """What every index task of one write shares (metadata only): the index's file groups and
+    the slices an overwrite reads, the write's instant, its targets' locations, and the
+    columns naming a row's fate."""
+
+    ctx: TableContext
+    instant: str
+    instant_ms: int
+    schema_text: str
+    file_ids: tuple[str, ...]  # index file group k -> its file id
+    targets: dict[int, tuple[str, str]]  # the write's group id -> (partition, file id)
+    target: str  # the column holding a row's group id
+    delete: str  # the column saying a row deletes its key
+    located: str | None  # the column of the file id the index found a key in (None: not looked up)
+    replaced: frozenset[tuple[str, str]] = frozenset()  # (partition, file id) of the groups replaced
+    slices: tuple[tuple[str | None, tuple[str, ...]], ...] = ()  # index group k -> (base, logs) (overwrite)
+    readable: frozenset[str] = frozenset()  # the MDT instants a slice read merges
+
+    @property
+    def num_groups(self) -> int:
+        return len(self.file_ids)
+
+    def columns(self) -> list[str]:
+        """The routed columns the index tasks read."""
+        return [KEY, self.target, self.delete] + ([self.located] if self.located else [])
+
+
+def update_for(ctx: TableContext, index: RecordIndex, instant: str, instant_ms: int, schema_text: str,
+               targets: dict[int, tuple[str, str]], *, target: str, delete: str, located: str | None,
+               replaced: dict[str, list[str]] | None = None) -> IndexUpdate:
+    """The index update of one write to the table whose record index is `index`."""
+    file_ids = tuple(index.groups[k].file_id for k in range(index.num_groups))
+    gone = frozenset((p, f) for p, ids in (replaced or {}).items() for f in ids)
+    slices: tuple = ()
+    if gone:
+        slices = tuple(_slice_paths(index, k) for k in range(index.num_groups))
+    return IndexUpdate(ctx, instant, instant_ms, schema_text, file_ids, dict(targets), target, delete, located,
+                       gone, slices, frozenset(index.valid))
+
+
+def _slice_paths(index: RecordIndex, k: int) -> tuple[str | None, tuple[str, ...]]:
+    base, logs = index.view.read_slice(index.groups[k])
+    return (base.path if base else None, tuple(lf.path for lf in logs))
+
+
+def index_groups(num_groups: int, keys: pa.Array) -> pa.Array:
+    """The index file group of each key (a task function: Arrow in, Arrow out)."""
+    return pa.array(file_group_index(keys, num_groups) if len(keys) else np.zeros(0, np.int64), pa.int64())
+
+
+def write_index_group(update: IndexUpdate, rows: pa.Table) -> WriteStat | None:
+    """One index file group's part of the write: its log file appended (None when nothing in
+    it changes). Rows with a null key only name the group (an overwrite's every-group task)."""
+    k = int(rows.column(RLI_GROUP)[0].as_py())
+    rows = rows.filter(pc.is_valid(rows.column(KEY)))
+    dels = rows.column(update.delete).to_numpy(zero_copy_only=False).astype(bool) if rows.num_rows \
+        else np.zeros(0, bool)
+    live = rows.filter(pa.array(~dels))
+    gids = live.column(update.target).to_numpy(zero_copy_only=False)
+    order = sorted(update.targets)
+    where = np.searchsorted(np.array(order, dtype=np.int64), gids) if len(gids) else np.zeros(0, np.int64)
+    partitions = pa.array([update.targets[g][0] for g in order] or [""], pa.string()).take(pa.array(where))
+    files = pa.array([update.targets[g][1] for g in order] or [""], pa.string()).take(pa.array(where))
+    new = np.ones(live.num_rows, dtype=bool)
+    if update.located is not None and live.num_rows:  # found in its target group already: in place
+        new = ~pc.fill_null(pc.equal(live.column(update.located), files), False).to_numpy(zero_copy_only=False)
+    entries = pa.table({"key": live.column(KEY).cast(pa.string()), "partition": partitions, "file_id": files,
+                        "instant_ms": pa.repeat(pa.scalar(update.instant_ms, pa.int64()), live.num_rows)},
+                       schema=LOCATIONS).filter(pa.array(new))
+    entries = _last_per_key(entries)
+    staying = live.column(KEY).combine_chunks().cast(pa.string())
+    gone = rows.filter(pa.array(dels)).column(KEY).combine_chunks().cast(pa.string())
+    if update.replaced:
+        gone = pa.concat_arrays([gone, _replaced_keys(update, k)])
+    deleted = pc.unique(gone.filter(pc.invert(pc.is_in(gone, value_set=staying)))).to_pylist()
+    if not entries.num_rows and not deleted:
+        return None
+    data = index_log_blocks(update.instant, update.schema_text, entries, sorted(deleted))
+    file_id = update.file_ids[k]
+    name = f".{file_id}_{update.instant}.log.1_{k}-{int(update.instant[-9:])}-{k}"
+    update.ctx.storage.write(f"{MDT}/{RECORD_INDEX}/{name}", data)
+    return WriteStat(file_id, RECORD_INDEX, f"{RECORD_INDEX}/{name}", update.instant, num_writes=entries.num_rows,
+                     num_update_writes=entries.num_rows, num_deletes=len(deleted), total_write_bytes=len(data),
+                     file_size=len(data), delta={"logVersion": 1, "logOffset": 0, "baseFile": "", "logFiles": [name]})
+
+
+def _last_per_key(entries: pa.Table) -> pa.Table:
+    """One entry per key (the last row of a key that repeats: an insert without combining)."""
+    if entries.num_rows < 2 or pc.count_distinct(entries.column("key")).as_py() == entries.num_rows:
+        return entries
+    numbered = entries.append_column("_n", pa.array(np.arange(entries.num_rows)))
+    last = numbered.group_by("key", use_threads=False).aggregate([("_n", "max")]).column("_n_max")
+    return entries.take(pc.sort_indices(last))
+
+
+def _replaced_keys(update: IndexUpdate, k: int) -> pa.Array:
+    """The keys index group `k` places in a file group the write replaces."""
+    base, logs = update.slices[k]
+    state: dict[str, dict | None] = {}
+    merge_mdt_slice(update.ctx.storage, base, list(logs), set(update.readable), state, *MERGERS[RECORD_INDEX])
+    return pa.array([key for key, info in state.items() if info is not None
+                     and (info.get("partitionName") or "", decode_file_id(info)) in update.replaced], pa.string())
