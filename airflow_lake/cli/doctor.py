@@ -135,7 +135,7 @@ def check_record_index_partition(table: Table, timeline: ActiveTimeline) -> list
                         "checked, airflow-lake reads only the global record index")]
     try:
         check = check_record_index(RecordIndex.open(table.storage, table.config.props, timeline),
-                                   located_keys(table, timeline))
+                                   located_keys(table.context(), timeline, table.engine))
     except (LakeError, OSError, ValueError, KeyError, EOFError) as e:
         return [Finding("metadata", "error", f"the record index is unreadable ({e})",
                         "Hudi's upserts route keys through it: rebuild it with Hudi "

@@ -67,6 +67,13 @@ class MetadataOptions:
     """Write options of a Hudi 1.x table's metadata table."""
 
     COMPACT_MAX_DELTA_COMMITS = Option("hoodie.metadata.compact.max.delta.commits", 10, int)
+    # the record-level index: true builds it (from a scan), false switches it off (Java's keys;
+    # 1.2 also reads `hoodie.metadata.global.record.level.index.*`)
+    RECORD_INDEX_ENABLE = Option("hoodie.metadata.record.index.enable", "")
+    RECORD_INDEX_MIN_GROUPS = Option("hoodie.metadata.record.index.min.filegroup.count", 10, int)
+    RECORD_INDEX_MAX_GROUPS = Option("hoodie.metadata.record.index.max.filegroup.count", 10000, int)
+    RECORD_INDEX_GROWTH = Option("hoodie.metadata.record.index.growth.factor", 2.0, float)
+    RECORD_INDEX_MAX_GROUP_BYTES = Option("hoodie.metadata.record.index.max.filegroup.size", 1 << 30, int)
 
 
 class TableOptions:

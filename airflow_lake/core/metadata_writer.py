@@ -22,7 +22,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import fastavro
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from . import properties
 from .clean_planner import files_to_clean
@@ -31,7 +33,8 @@ from .formats.bloom import BloomFilter
 from .formats.hfile import read_hfile, write_hfile
 from .formats.log import encode_block
 from .formats.log.framing import BlockType, HeaderKey
-from .index.record_index import index_datum, is_partitioned
+from .index.record_index import FILE_ID_PREFIX as RECORD_INDEX_PREFIX
+from .index.record_index import file_group_index, index_datum, is_partitioned, location_info
 from .metadata_table import (
     ALL_PARTITIONS,
     FILE_LIST,
@@ -56,6 +59,7 @@ from .model import BaseFile, LogFile, WriteStat
 from .paths import absolute_path
 from .storage import Storage
 from .timeline.active import ActiveTimeline, timeline_folder
+from .timeline.clock import instant_epoch_ms
 from .timeline.instant import CLEAN, COMMIT, COMMIT_ACTIONS, DELTA_COMMIT, Instant
 from .timeline.metadata import CommitMetadata, read_avro
 from .timeline.payloads import (
@@ -402,8 +406,7 @@ def init_files(instant: str, change: FilesChange, schema_text: str) -> tuple[dic
         state[key] = entries
     name = f"{FILES_GROUP}_0-0-0_{instant}.hfile"
     base, count = base_hfile(FILES, state, name, schema_text)
-    empty_delete = encode_block(BlockType.DELETE, {HeaderKey.INSTANT_TIME: instant},
-                                b"\x00\x00\x00\x03\x00\x00\x00\x01\x00")
+    empty_delete = _empty_delete(instant)
     files = {
         f"{MDT}/{FILES}/{PARTITION_METAFILE}": (f"#partition metadata\n#{_java_date()}\ncommitTime={instant}\n"
                                                 "partitionDepth=1\n").encode(),
@@ -413,6 +416,47 @@ def init_files(instant: str, change: FilesChange, schema_text: str) -> tuple[dic
     stat = WriteStat(FILES_GROUP, FILES, f"{FILES}/{name}", None, num_writes=count, num_inserts=count,
                      total_write_bytes=len(base), file_size=len(base))
     return files, CommitMetadata.from_stats("BULK_INSERT_PREPPED", [stat], {"schema": _without_meta(schema_text)})
+
+
+RECORD_INDEX_BYTES_PER_ENTRY = 48  # Java's estimate of a record-index entry's size
+
+
+def record_index_group_count(records: int, min_groups: int, max_groups: int, growth: float, max_bytes: int) -> int:
+    """How many file groups a new record index of `records` keys gets (Java's
+    `estimateFileGroupCount`: room for `growth` times the keys at `max_bytes` per group)."""
+    if min_groups == max_groups and min_groups:
+        return min_groups
+    estimate = math.ceil(records * growth) // max(1, max_bytes // RECORD_INDEX_BYTES_PER_ENTRY)
+    return max_groups if estimate >= max_groups else min_groups if estimate <= min_groups else max(1, estimate)
+
+
+def init_record_index(instant: str, located: pa.Table, groups: int, schema_text: str, zone: str,
+                      ) -> tuple[dict[str, bytes], CommitMetadata]:
+    """The files of the record index's initialisation at `instant` from `located` (`key`,
+    `partition`, `file_id`, `instant`: every live key and the base instant of its file slice):
+    per file group `record-index-<k>-0` a base HFile of its keys and a log file with one empty
+    DELETE block (as Java initialises a partition, §5.6); and the commit metadata."""
+    ms = {t: instant_epoch_ms(t, zone) for t in pc.unique(located.column("instant")).to_pylist()}
+    where = file_group_index(located.column("key"), groups) if located.num_rows else np.zeros(0, np.int64)
+    files = {f"{MDT}/{RECORD_INDEX}/{PARTITION_METAFILE}": (f"#partition metadata\n#{_java_date()}\n"
+                                                           f"commitTime={instant}\npartitionDepth=1\n").encode()}
+    stats = []
+    for k in range(groups):
+        rows = located.filter(pa.array(where == k)).to_pylist()
+        state = {r["key"]: location_info(r["partition"], r["file_id"], ms[r["instant"]]) for r in rows}
+        file_id = f"{RECORD_INDEX_PREFIX}{k:04d}-0"
+        name = f"{file_id}_0-0-{k}_{instant}.hfile"
+        base, count = base_hfile(RECORD_INDEX, state, name, schema_text)
+        files[f"{MDT}/{RECORD_INDEX}/{name}"] = base
+        files[f"{MDT}/{RECORD_INDEX}/.{file_id}_{instant}.log.1_0-0-0"] = _empty_delete(instant)
+        stats.append(WriteStat(file_id, RECORD_INDEX, f"{RECORD_INDEX}/{name}", None, num_writes=count,
+                               num_inserts=count, total_write_bytes=len(base), file_size=len(base)))
+    return files, CommitMetadata.from_stats("BULK_INSERT_PREPPED", stats, {"schema": _without_meta(schema_text)})
+
+
+def _empty_delete(instant: str) -> bytes:
+    """A log block Java writes when it initialises an MDT partition: a DELETE of nothing."""
+    return encode_block(BlockType.DELETE, {HeaderKey.INSTANT_TIME: instant}, b"\x00\x00\x00\x03\x00\x00\x00\x01\x00")
 
 
 def _java_date() -> str:
@@ -438,19 +482,26 @@ def unmaintained_partitions(storage: Storage, props: dict[str, str]) -> list[str
 
 
 def switch_off_unmaintained(storage: Storage, config: TableConfig) -> list[str]:
-    """Remove every MDT partition we do not maintain the way Java switches one off (§5.7): from
-    `hoodie.table.metadata.partitions` (and `.inflight`), its folder, its index definition;
-    with a warning naming each and how to rebuild it. Returns the partitions switched off."""
-    listed = listed_partitions(config.props)
-    inflight = [p.strip() for p in config.props.get("hoodie.table.metadata.partitions.inflight", "").split(",")
-                if p.strip()]
+    """Remove every MDT partition we do not maintain the way Java switches one off (§5.7), with
+    a warning naming each and how to rebuild it. Returns the partitions switched off."""
     off = unmaintained_partitions(storage, config.props)
-    if not off:
-        return []
     for partition in off:
         log.warning("table %s: switching off the metadata table's %s partition (airflow-lake does not keep it "
                     "current); Hudi rebuilds it when a writer asks for it again: %s", storage.uri, partition,
                     how_to_rebuild(partition))
+    switch_off(storage, config, off)
+    return off
+
+
+def switch_off(storage: Storage, config: TableConfig, off: list[str]) -> None:
+    """MDT partitions `off` removed as Java switches one off (§5.7): from
+    `hoodie.table.metadata.partitions` (and `.inflight`), their index definitions, then their
+    folders (readers stop using them first)."""
+    if not off:
+        return
+    listed = listed_partitions(config.props)
+    inflight = [p.strip() for p in config.props.get("hoodie.table.metadata.partitions.inflight", "").split(",")
+                if p.strip()]
     defs_path = config.props.get(INDEX_DEFS)
     if defs_path and storage.exists(defs_path):
         doc = json.loads(storage.read(defs_path))
@@ -462,7 +513,22 @@ def switch_off_unmaintained(storage: Storage, config: TableConfig) -> list[str]:
     properties.save(storage, config)
     for partition in off:
         storage.delete_dir(f"{MDT}/{partition}")
-    return off
+
+
+INDEX_DEFS_PATH = ".hoodie/.index_defs/index.json"
+
+
+def define_record_index(storage: Storage, config: TableConfig) -> None:
+    """The global record index's entry in `index.json` (a v9 table's index definitions,
+    created with `hoodie.table.index.defs.path` when there are none), as Hudi 1.1 writes it;
+    the caller saves the properties."""
+    path = config.props.get(INDEX_DEFS) or INDEX_DEFS_PATH
+    doc = json.loads(storage.read(path)) if storage.exists(path) else {"indexDefinitions": {}}
+    doc.setdefault("indexDefinitions", {})[RECORD_INDEX] = {
+        "indexName": RECORD_INDEX, "indexType": RECORD_INDEX, "indexFunction": "", "sourceFields": [],
+        "indexOptions": {"isPartitioned": "false"}, "version": "V1"}
+    storage.write(path, jackson_pretty(doc).encode())
+    config.props[INDEX_DEFS] = path
 
 
 def how_to_rebuild(partition: str) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import random
 import struct
 import time
@@ -17,7 +18,7 @@ import pyarrow.compute as pc
 import pytest
 
 from airflow_lake.core import Table
-from airflow_lake.core.errors import InvalidTableError
+from airflow_lake.core.errors import InvalidOptionError, InvalidTableError
 from airflow_lake.core.formats.hfile import read_hfile, write_hfile
 from airflow_lake.core.formats.log import DeleteBlock, HeaderKey, read_log_file
 from airflow_lake.core.formats.log.blocks import HFileBlock
@@ -108,7 +109,7 @@ def test_the_fixtures_record_index_holds_exactly_what_a_scan_finds(rli_tables, n
     assert sorted(zip(entries["key"].to_pylist(), entries["partition"].to_pylist(), entries["file_id"].to_pylist(),
                       strict=True)) == expected
     assert index.misplaced() == []  # every key sits in the file group Java's hash names
-    assert check_record_index(index, located_keys(table, table.timeline)).ok
+    assert check_record_index(index, located_keys(table.context(), table.timeline)).ok
 
 
 def test_record_index_log_files_are_written_as_hudi_writes_them(rli_tables):
@@ -161,7 +162,7 @@ def test_a_lookup_reads_only_the_groups_its_keys_hash_to(rli_tables, monkeypatch
 def test_a_stale_record_index_is_found(rli_tables):
     table = Table.open(str(rli_tables["v9_cow_meta"]))
     index = RecordIndex.open(table.storage, table.config.props, table.timeline)
-    located = located_keys(table, table.timeline)
+    located = located_keys(table.context(), table.timeline)
     keys = sorted(located["key"].to_pylist())
     # a row the index lacks, a key no row has, a key in another file group, one in another
     # partition, a key live in two file groups
@@ -417,3 +418,78 @@ def _die(*args, **kwargs):
 
 def _instant_of(name: str) -> str:
     return name.split("_")[1].split(".")[0]
+
+
+@pytest.mark.parametrize("version", [8, 9])
+def test_the_record_index_is_built_on_request_and_switched_off(tmp_path, version, caplog):
+    """`hoodie.metadata.record.index.enable=true` builds the index from a scan (10 file groups at
+    the next initialisation instant, each with its base HFile and the empty DELETE log Java
+    starts a partition with; v9: its index.json definition); `false` switches it off, warned."""
+    path = tmp_path / "t"
+    table = Table.create(str(path), name="t", record_key="id", precombine_field="ts", partition_fields="part",
+                         options={"hoodie.write.table.version": version, "hoodie.metadata.enable": "true"})
+    table.write(pa.table({"id": [f"k{i}" for i in range(40)], "ts": [1] * 40,
+                          "part": [f"p{i % 3}" for i in range(40)]}), operation="insert")
+    on = Table.open(str(path), options={"hoodie.metadata.record.index.enable": "true"})
+    on.write(pa.table({"id": ["k1", "new"], "ts": [2, 2], "part": ["p1", "p0"]}))
+    props = Table.open(str(path)).config.props
+    assert props["hoodie.table.metadata.partitions"] == "files,record_index"
+    folder = path / ".hoodie" / "metadata" / "record_index"
+    init = "00000000000000001"
+    assert sorted(p.name for p in folder.glob("*.hfile")) == [f"record-index-{k:04d}-0_0-0-{k}_{init}.hfile"
+                                                             for k in range(10)]
+    assert len(list(folder.glob(f".record-index-*_{init}.log.1_0-0-0"))) == 10
+    assert index_matches_hudi_rs(path).num_rows == 41
+    defs = path / ".hoodie" / ".index_defs" / "index.json"
+    if version == 9:
+        assert json.loads(defs.read_text())["indexDefinitions"]["record_index"]["indexOptions"] == \
+            {"isPartitioned": "false"}
+    # later writes (without the option) keep it
+    table.write(pa.table({"id": ["k2", "k3"], "ts": [3, 3], "part": ["p2", "p0"]}), operation="delete")
+    index_matches_hudi_rs(path)
+    with caplog.at_level(logging.WARNING):
+        Table.open(str(path), options={"hoodie.metadata.record.index.enable": "false"}).write(
+            pa.table({"id": ["k4"], "ts": [4], "part": ["p1"]}))
+    assert Table.open(str(path)).config.props["hoodie.table.metadata.partitions"] == "files"
+    assert not folder.exists()
+    assert any("switches the record index off" in r.getMessage() for r in caplog.records)
+    if version == 9:
+        assert "record_index" not in json.loads(defs.read_text())["indexDefinitions"]
+    with pytest.raises(InvalidOptionError, match="record.index.enable='yes'"):
+        Table.open(str(path), options={"hoodie.metadata.record.index.enable": "yes"}).write(
+            pa.table({"id": ["k5"], "ts": [4], "part": ["p1"]}))
+
+
+def _rli_table(path, **options):
+    table = Table.create(str(path), name="t", record_key="id", precombine_field="ts", partition_fields="part",
+                         table_type="MERGE_ON_READ",
+                         options={"hoodie.write.table.version": 9, "hoodie.metadata.enable": "true",
+                                  "hoodie.metadata.record.index.enable": "true", **options})
+    return table
+
+
+def test_rollbacks_and_restores_past_a_metadata_compaction_resync_the_record_index(tmp_path):
+    """Index entries an MDT compaction merged cannot be rolled back with their log file: a
+    rollback or restore of their write brings the index in line with a scan instead (keys it
+    inserted deleted, keys it deleted or moved put back)."""
+    path = tmp_path / "t"
+    table = _rli_table(path, **{"hoodie.metadata.compact.max.delta.commits": 2})
+    table.write(pa.table({"id": ["a", "b", "c"], "ts": [1, 1, 1], "part": ["x", "y", "x"]}), operation="insert")
+    saved = table.timeline.commits().completed().last.time
+    table.savepoint(saved)
+    table.write(pa.table({"id": ["d", "e"], "ts": [2, 2], "part": ["y", "y"]}))
+    gone = table.write(pa.table({"id": ["b"], "ts": [3], "part": ["y"]}), operation="delete")
+    inserted = table.write(pa.table({"id": ["f"], "ts": [4], "part": ["x"]}))
+    table.write(pa.table({"id": ["a"], "ts": [5], "part": ["x"]}))
+    mdt = MetadataWriter(table.storage).timeline()
+    from airflow_lake.core.metadata_writer import absorbed
+
+    assert absorbed(mdt, gone.instant) and absorbed(mdt, inserted.instant)
+    index_matches_hudi_rs(path)
+    table.rollback(table.timeline.commits().completed().last.time)
+    table.rollback(inserted.instant)
+    assert sorted(index_matches_hudi_rs(path)["id"].to_pylist()) == ["a", "c", "d", "e"]
+    table.restore(saved)
+    assert sorted(index_matches_hudi_rs(path)["id"].to_pylist()) == ["a", "b", "c"]
+    table.write(pa.table({"id": ["b", "g"], "ts": [9, 9], "part": ["y", "x"]}))
+    assert sorted(index_matches_hudi_rs(path)["id"].to_pylist()) == ["a", "b", "c", "g"]

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import io
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import partial
 
 import fastavro
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..config import TableOptions
 from ..errors import InvalidTableError
 from ..formats.hfile import write_hfile
 from ..formats.log import BlockType, HeaderKey, delete_block_content, encode_block
@@ -36,7 +38,8 @@ from ..metadata_table import (
     readable_instants,
 )
 from ..model import FileGroup
-from ..read import Reader
+from ..schema import META_FIELDS, META_SCHEMA, from_avro
+from ..slice_reader import SliceRead, Visibility, read_file_group
 from ..storage import Storage
 from ..timeline.active import ActiveTimeline
 from ..view import FileSystemView
@@ -311,15 +314,34 @@ def check_record_index(index: RecordIndex, located: pa.Table) -> IndexCheck:
     return IndexCheck(counts.num_rows, missing, stale, moved, sorted(k for k, _ in misplaced), duplicated)
 
 
-def located_keys(table, timeline: ActiveTimeline) -> pa.Table:
-    """`key`, `partition`, `file_id` of every live record of `table`'s latest snapshot, file
-    group by file group (keys derived from the key fields on a table without meta fields)."""
-    reader = Reader(table, timeline=timeline)
-    view = FileSystemView(table.storage, timeline)
-    out = [LOCATIONS.empty_table().select(["key", "partition", "file_id"])]
+def located_keys(ctx, timeline: ActiveTimeline, engine=None) -> pa.Table:
+    """`key`, `partition`, `file_id` and `instant` (its file slice's base instant) of every
+    live record of the table's latest snapshot (`ctx`: its `TableContext`), file group by file
+    group in `engine`'s tasks (keys derived from the key fields on a table without meta fields)."""
+    view = FileSystemView(ctx.storage, timeline)
+    avro = timeline.schema_avro(ctx.config.get(TableOptions.CREATE_SCHEMA))
+    schema = pa.schema(list(META_SCHEMA) + [f for f in (from_avro(avro) if avro else []) if f.name not in META_FIELDS])
+    visible = Visibility.of(view)
+    tasks = []
     for group in view.file_groups():
-        keys = reader.read_group(view, group, [KEY]).column(KEY)
-        out.append(pa.table({"key": keys.cast(pa.string()),
-                             "partition": pa.array([group.partition] * len(keys), pa.string()),
-                             "file_id": pa.array([group.file_id] * len(keys), pa.string())}))
-    return pa.concat_tables(out)
+        base, logs = view.read_slice(group)
+        if base is not None or logs:
+            tasks.append(SliceRead(group.partition, group.file_id, base.path if base else None,
+                                   base.instant if base else logs[0].base_instant, tuple(lf.path for lf in logs), 0,
+                                   visible))
+    found = (engine.map if engine is not None else lambda f, items: [f(i) for i in items])(
+        partial(_group_keys, ctx, schema), tasks)
+    return pa.concat_tables([LOCATED.empty_table(), *found])
+
+
+LOCATED = pa.schema([pa.field("key", pa.string()), pa.field("partition", pa.string()),
+                     pa.field("file_id", pa.string()), pa.field("instant", pa.string())])
+
+
+def _group_keys(ctx, schema: pa.Schema, task: SliceRead) -> pa.Table:
+    keys = read_file_group(ctx, replace(task, base_instant=task.base_instant if task.base else None), schema, [KEY],
+                           derived_keys=True).rows.column(KEY)
+    n = len(keys)
+    return pa.table([keys.cast(pa.string()), *(pa.repeat(pa.scalar(v, pa.string()), n)
+                                               for v in (task.partition, task.file_id, task.base_instant))],
+                    schema=LOCATED)

@@ -24,7 +24,15 @@ from ..context import TableContext
 from ..merge import KEY
 from ..metadata_table import MDT, MERGERS, RECORD_INDEX, merge_mdt_slice
 from ..model import WriteStat
-from .record_index import LOCATIONS, RecordIndex, decode_file_id, file_group_index, index_log_blocks
+from ..storage import Storage
+from .record_index import (
+    LOCATIONS,
+    RecordIndex,
+    check_record_index,
+    decode_file_id,
+    file_group_index,
+    index_log_blocks,
+)
 
 RLI_GROUP = "_al_rli_group"  # work column: the record-index file group of the row's key
 
@@ -107,13 +115,43 @@ def write_index_group(update: IndexUpdate, rows: pa.Table) -> WriteStat | None:
     deleted = pc.unique(gone.filter(pc.invert(pc.is_in(gone, value_set=staying)))).to_pylist()
     if not entries.num_rows and not deleted:
         return None
-    data = index_log_blocks(update.instant, update.schema_text, entries, sorted(deleted))
-    file_id = update.file_ids[k]
-    name = f".{file_id}_{update.instant}.log.1_{k}-{int(update.instant[-9:])}-{k}"
-    update.ctx.storage.write(f"{MDT}/{RECORD_INDEX}/{name}", data)
-    return WriteStat(file_id, RECORD_INDEX, f"{RECORD_INDEX}/{name}", update.instant, num_writes=entries.num_rows,
+    return append_log(update.ctx.storage, update.file_ids[k], k, update.instant, update.schema_text, entries, deleted)
+
+
+def append_log(storage: Storage, file_id: str, k: int, instant: str, schema_text: str, entries: pa.Table,
+               deleted: list[str]) -> WriteStat:
+    """Index file group `k`'s log file of the MDT deltacommit at `instant` (its new `entries`,
+    `LOCATIONS`, and `deleted` keys); its write stat."""
+    data = index_log_blocks(instant, schema_text, entries, sorted(deleted))
+    name = f".{file_id}_{instant}.log.1_{k}-{int(instant[-9:])}-{k}"
+    storage.write(f"{MDT}/{RECORD_INDEX}/{name}", data)
+    return WriteStat(file_id, RECORD_INDEX, f"{RECORD_INDEX}/{name}", instant, num_writes=entries.num_rows,
                      num_update_writes=entries.num_rows, num_deletes=len(deleted), total_write_bytes=len(data),
                      file_size=len(data), delta={"logVersion": 1, "logOffset": 0, "baseFile": "", "logFiles": [name]})
+
+
+def resync(index: RecordIndex, located: pa.Table, instant: str, instant_ms: int, schema_text: str,
+           ) -> list[WriteStat]:
+    """Bring `index` in line with `located` (every live key's partition and file group, a scan
+    of the table) by log files of the MDT deltacommit at `instant`: keys it lacks or places
+    elsewhere get entries, keys no row has are deleted. After a rollback or restore undid a
+    write whose index logs an MDT compaction had merged (they cannot be rolled back)."""
+    check = check_record_index(index, located)
+    changed = pa.array(check.missing + check.moved, pa.string())
+    rows = located.filter(pc.is_in(located.column("key"), value_set=changed))
+    entries = pa.table({"key": rows.column("key"), "partition": rows.column("partition"),
+                        "file_id": rows.column("file_id"),
+                        "instant_ms": pa.repeat(pa.scalar(instant_ms, pa.int64()), rows.num_rows)}, schema=LOCATIONS)
+    entries = _last_per_key(entries)
+    stale = pa.array(check.stale, pa.string())
+    n = index.num_groups
+    put = file_group_index(entries.column("key"), n) if entries.num_rows else np.zeros(0, np.int64)
+    drop = file_group_index(stale, n) if len(stale) else np.zeros(0, np.int64)
+    stats = []
+    for k in sorted(set(put.tolist()) | set(drop.tolist())):
+        stats.append(append_log(index.storage, index.groups[k].file_id, k, instant, schema_text,
+                                entries.filter(pa.array(put == k)), stale.filter(pa.array(drop == k)).to_pylist()))
+    return stats
 
 
 def _last_per_key(entries: pa.Table) -> pa.Table:

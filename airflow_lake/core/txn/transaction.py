@@ -23,10 +23,12 @@ from .. import properties
 from ..config import MetadataOptions, ServiceOptions, TableConfig, TableOptions, WriteOptions
 from ..context import TableContext
 from ..engine import Engine
-from ..errors import InvalidTableError, TimelineError, WriteConflictError
+from ..errors import InvalidOptionError, InvalidTableError, TimelineError, WriteConflictError
+from ..index.record_index import RecordIndex, located_keys
+from ..index.record_index_update import resync
 from ..lock import LockProvider, lock_provider_name, table_lock
 from ..metadata_table import FILES as MDT_FILES
-from ..metadata_table import INIT_PREFIX, MdtStorage, has_files_partition, readable_instants
+from ..metadata_table import INIT_PREFIX, RECORD_INDEX, MdtStorage, has_files_partition, readable_instants
 from ..metadata_table import MDT as MDT_PATH
 from ..metadata_writer import (
     METADATA_ENABLE,
@@ -40,13 +42,17 @@ from ..metadata_writer import (
     committed_files,
     compacted_bases,
     compaction_due,
+    define_record_index,
     files_change,
     init_files,
     init_instant,
+    init_record_index,
     logged_files,
     maintained_partitions,
     mdt_properties,
+    record_index_group_count,
     restore_change,
+    switch_off,
     switch_off_unmaintained,
 )
 from ..metadata_writer import compaction_plan as metadata_compaction_plan
@@ -55,7 +61,7 @@ from ..model import WriteStat
 from ..paths import Deleter, relative_path
 from ..timeline.active import ActiveTimeline, timeline_folder
 from ..timeline.avro_mdt import METADATA_RECORD_V8, METADATA_RECORD_V9
-from ..timeline.clock import format_instant, next_instant, parse_instant
+from ..timeline.clock import format_instant, instant_epoch_ms, next_instant, parse_instant
 from ..timeline.instant import CLEAN, COMMIT_ACTIONS, COMPACTION, DELTA_COMMIT, RESTORE, ROLLBACK, Instant, State
 from ..timeline.metadata import CommitMetadata
 from ..timeline.payloads import (
@@ -370,7 +376,8 @@ class Transaction:
             # (tombstones, as Java turns a rollback's deleted files into MDT records)
             if deleted is None:
                 deleted = logged_files(self.storage, logs.get(MDT_FILES, []), target)
-            self.metadata_deltacommit(writer, timeline, by, FilesChange(deleted=deleted, list_partitions=False))
+            self.metadata_deltacommit(writer, timeline, by, FilesChange(deleted=deleted, list_partitions=False),
+                                      self.resync_record_index(writer, by))
             return
         if rb is not None:  # an MDT rollback a crash left pending: finish it
             plan = RollbackPlan.from_bytes(timeline.read_details(rb.to(State.REQUESTED)))
@@ -398,7 +405,22 @@ class Transaction:
             if timeline.contains(target) and (target == at or not absorbed(timeline, target)):
                 self.rollback_metadata_table(writer, None, target)
         timeline = writer.timeline()
-        self.metadata_deltacommit(writer, timeline, at, restore_change(self.storage, self.timeline))
+        self.metadata_deltacommit(writer, timeline, at, restore_change(self.storage, self.timeline),
+                                  self.resync_record_index(writer, at))
+
+    def resync_record_index(self, writer: MetadataWriter, instant: str) -> list[WriteStat]:
+        """The record index brought in line with a scan of the table by log files of the MDT
+        deltacommit at `instant` (after a rollback or restore undid writes an MDT compaction
+        had merged: their index entries cannot be rolled back). A scan of every file group."""
+        if RECORD_INDEX not in maintained_partitions(self.storage, self.config.props):
+            return []
+        timeline = self.timeline
+        index = RecordIndex.open(self.storage, self.config.props, timeline)
+        stats = resync(index, located_keys(self.ctx, timeline, self.engine), instant,
+                       instant_epoch_ms(instant, self.config.timezone), writer.schema_text())
+        log.info("table %s: record index brought in line with the table at %s (%d index file groups changed)",
+                 self.storage.uri, instant, len(stats))
+        return stats
 
     def prepare_metadata_table(self) -> None:
         """Under the lock, before anything changes, on a Hudi 1.x table: the MDT partitions we
@@ -416,8 +438,58 @@ class Transaction:
             self.switch_off_metadata_table()
             return
         switch_off_unmaintained(self.storage, self.config)
-        if enable == "true" and not metadata_on(self.storage, self.config.props):
+        record_index = self.record_index_option()
+        if (enable == "true" or record_index == "true") and not metadata_on(self.storage, self.config.props):
             self.build_metadata_table()
+        kept = RECORD_INDEX in maintained_partitions(self.storage, self.config.props)
+        if record_index == "true" and not kept:
+            self.build_record_index()
+        elif record_index == "false" and kept:
+            log.warning("table %s: %s=false switches the record index off (its metadata table partition is deleted, "
+                        "as Apache Hudi's writer does); =true rebuilds it from a scan", self.storage.uri,
+                        MetadataOptions.RECORD_INDEX_ENABLE.key)
+            switch_off(self.storage, self.config, [RECORD_INDEX])
+
+    def record_index_option(self) -> str:
+        """`true`, `false` or "" (not given): whether the write asks for the record index."""
+        value = self.option(MetadataOptions.RECORD_INDEX_ENABLE) or \
+            self.ctx.options.get("hoodie.metadata.global.record.level.index.enable", "")
+        value = str(value).strip().lower()
+        if value not in ("", "true", "false"):
+            raise InvalidOptionError(f"table {self.storage.uri}: {MetadataOptions.RECORD_INDEX_ENABLE.key}="
+                                     f"{value!r} is not true or false; nothing was changed")
+        return value
+
+    def build_record_index(self) -> None:
+        """The record index (the MDT's `record_index` partition), built from a scan of every
+        live key at the next initialisation instant (§5.5, §5.6), then registered in
+        `hoodie.table.metadata.partitions` (and, v9, in index.json); a build a crash left is
+        started over."""
+        storage = self.storage
+        writer = self.metadata_writer()
+        timeline = writer.timeline()
+        for instant in [i for i in timeline.pending() if i.time.startswith(INIT_PREFIX)]:  # one that died
+            timeline.delete_instant_files(instant.time)
+        storage.delete_dir(f"{MDT_PATH}/{RECORD_INDEX}")
+        located = located_keys(self.ctx, self.timeline, self.engine)
+        groups = record_index_group_count(
+            located.num_rows, self.option(MetadataOptions.RECORD_INDEX_MIN_GROUPS),
+            self.option(MetadataOptions.RECORD_INDEX_MAX_GROUPS), self.option(MetadataOptions.RECORD_INDEX_GROWTH),
+            self.option(MetadataOptions.RECORD_INDEX_MAX_GROUP_BYTES))
+        instant = init_instant(timeline)
+        files, meta = init_record_index(instant, located, groups, writer.schema_text(), self.config.timezone)
+        requested = timeline.create(Instant(instant, DELTA_COMMIT, State.REQUESTED))
+        inflight = timeline.transition(requested, State.INFLIGHT)
+        for path, data in files.items():
+            storage.write(path, data)
+        timeline.transition(inflight, State.COMPLETED, meta.to_bytes())
+        if self.config.version >= 9:
+            define_record_index(storage, self.config)
+        listed = [p.strip() for p in self.config.get(TableOptions.METADATA_PARTITIONS).split(",") if p.strip()]
+        self.config.props["hoodie.table.metadata.partitions"] = ",".join(sorted(set(listed) | {RECORD_INDEX}))
+        properties.save(storage, self.config)
+        log.info("table %s: built the record index at %s: %d keys in %d file groups", storage.uri, instant,
+                 located.num_rows, groups)
 
     def switch_off_metadata_table(self) -> None:
         """`hoodie.metadata.enable=false`: as Java's writer, drop the MDT and its partitions."""
