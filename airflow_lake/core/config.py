@@ -113,6 +113,7 @@ class WriteOptions:
     LOG_BLOCK_FORMAT = Option("hoodie.logfile.data.block.format", "parquet")
     SIMPLE_UPDATE_PARTITION_PATH = Option("hoodie.simple.index.update.partition.path", True, bool)
     BLOOM_UPDATE_PARTITION_PATH = Option("hoodie.bloom.index.update.partition.path", True, bool)
+    RECORD_INDEX_UPDATE_PARTITION_PATH = Option("hoodie.record.index.update.partition.path", False, bool)
     MAX_FILE_SIZE = Option("hoodie.parquet.max.file.size", 120 * 1024 * 1024, int)
     SMALL_FILE_LIMIT = Option("hoodie.parquet.small.file.limit", 100 * 1024 * 1024, int)
     RECORD_SIZE_ESTIMATE = Option("hoodie.copyonwrite.record.size.estimate", 1024, int)
@@ -166,7 +167,8 @@ class ServiceOptions:
 TABLE_WRITE_DEFAULTS = frozenset(option.key for option in (
     WriteOptions.INDEX_TYPE, WriteOptions.BUCKET_NUM, WriteOptions.BUCKET_HASH_FIELD,
     WriteOptions.SIMPLE_UPDATE_PARTITION_PATH, WriteOptions.BLOOM_UPDATE_PARTITION_PATH,
-    WriteOptions.BLOOM_NUM_ENTRIES, WriteOptions.BLOOM_FPP, WriteOptions.BLOOM_FILTER_TYPE,
+    WriteOptions.RECORD_INDEX_UPDATE_PARTITION_PATH, WriteOptions.BLOOM_NUM_ENTRIES, WriteOptions.BLOOM_FPP,
+    WriteOptions.BLOOM_FILTER_TYPE,
     WriteOptions.BLOOM_DYNAMIC_MAX_ENTRIES, WriteOptions.MAX_FILE_SIZE, WriteOptions.SMALL_FILE_LIMIT,
     WriteOptions.RECORD_SIZE_ESTIMATE, WriteOptions.COMPRESSION, WriteOptions.LOG_BLOCK_FORMAT,
     WriteOptions.COMBINE_BEFORE_INSERT, WriteOptions.INSERT_DROP_DUPLICATES,

@@ -34,7 +34,7 @@ from .formats.hfile import read_hfile, write_hfile
 from .formats.log import encode_block
 from .formats.log.framing import BlockType, HeaderKey
 from .index.record_index import FILE_ID_PREFIX as RECORD_INDEX_PREFIX
-from .index.record_index import file_group_index, index_datum, is_partitioned, location_info
+from .index.record_index import RecordIndex, file_group_index, index_datum, is_partitioned, location_info
 from .metadata_table import (
     ALL_PARTITIONS,
     FILE_LIST,
@@ -471,6 +471,27 @@ def maintained_partitions(storage: Storage, props: dict[str, str]) -> list[str]:
     if RECORD_INDEX in listed and FILES in listed and not is_partitioned(storage, props):
         kept.append(RECORD_INDEX)
     return kept
+
+
+def maintained_record_index(storage: Storage, props: dict[str, str], data_timeline: ActiveTimeline,
+                            ) -> RecordIndex | None:
+    """The table's record index when our writes keep it (a Hudi 1.x table's global one)."""
+    if RECORD_INDEX not in maintained_partitions(storage, props):
+        return None
+    return RecordIndex.open(storage, props, data_timeline)
+
+
+def tagging_record_index(storage: Storage, props: dict[str, str], data_timeline: ActiveTimeline, index_type: str,
+                         where: str) -> RecordIndex | None:
+    """The record index a write of `index_type` tags by: RECORD_INDEX on a table that has one;
+    without one, such a write tags as GLOBAL_SIMPLE (None; warned), as Java falls back."""
+    if index_type != "RECORD_INDEX":
+        return None
+    index = maintained_record_index(storage, props, data_timeline)
+    if index is None:
+        log.warning("%s: hoodie.index.type=RECORD_INDEX but the table has no record index (build it with "
+                    "hoodie.metadata.record.index.enable=true); keys are looked up as GLOBAL_SIMPLE", where)
+    return index
 
 
 def unmaintained_partitions(storage: Storage, props: dict[str, str]) -> list[str]:

@@ -24,17 +24,22 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
+from pyspark.sql.types import LongType
 
 from airflow_lake.core.config import DEFAULT_PAYLOAD
 from airflow_lake.core.context import TableContext
 from airflow_lake.core.formats.parquet import MAX_KEY, MIN_KEY, file_bloom, read_footer
+from airflow_lake.core.index.record_index import RecordIndex, decode_file_id
+from airflow_lake.core.index.record_index_update import RLI_GROUP, index_groups
 from airflow_lake.core.merge import KEY
+from airflow_lake.core.metadata_table import MERGERS, RECORD_INDEX, merge_mdt_slice
+from airflow_lake.core.metadata_writer import tagging_record_index
 from airflow_lake.core.ordering import ordering_key
 from airflow_lake.core.read import Reader
 from airflow_lake.core.slice_reader import SliceQuery, SliceRead, Visibility, read_file_group
 from airflow_lake.core.view import FileSystemView
 
-from .frames import CANDIDATE, KEYS_READ, LOC_F, LOC_P, LOOKUP_KEY, PART, STORED, stage
+from .frames import CANDIDATE, DEL, KEYS_READ, LOC_F, LOC_P, LOOKUP_KEY, PART, STORED, scalar_arrow_udf, stage
 from .schema import arrow_schema_of, exact_arrow_schema
 
 log = logging.getLogger(__name__)
@@ -71,6 +76,19 @@ class BloomSpec:
     groups: dict[int, tuple]  # candidate id -> (partition, file id, base file, slice base, slice logs)
 
 
+@dataclass(frozen=True)
+class IndexLookupSpec:
+    """What every record-index lookup task shares: index file group k's slice (base HFile,
+    log files), the MDT instants read, the table's file groups (an entry naming another is
+    stale: its key is new)."""
+
+    ctx: TableContext
+    slices: tuple[tuple[str | None, tuple[str, ...]], ...]
+    valid: frozenset[str]
+    groups: frozenset[tuple[str, str]]
+    out_schema: pa.Schema
+
+
 @dataclass
 class Tagged:
     """The key frame with its locations, the frames to release once the write is done, and
@@ -86,6 +104,9 @@ def tag(spark, table, view: FileSystemView, keyed: DataFrame, parts: list[str] |
     """`keyed` left-joined with the stored location of its keys (LOC_P, LOC_F, STORED: nulls
     for new keys)."""
     spec = _lookup_spec(table, view, arrow_schema_of(keyed.schema))
+    index = tagging_record_index(table.storage, table.config.props, view.timeline, index_type, where)
+    if index is not None:
+        return _record_index_tag(spark, view, keyed, index, spec, where)
     if index_type.endswith("BLOOM"):
         stored, cached, stats = _bloom_lookup(spark, table, view, keyed, parts, is_global, spec, where)
     else:
@@ -93,6 +114,41 @@ def tag(spark, table, view: FileSystemView, keyed: DataFrame, parts: list[str] |
         cached, stats = [], {"file_groups": groups, "keys_read": groups}
     cond = [keyed[KEY] == stored[LOOKUP_KEY]] + ([] if is_global else [keyed[PART] == stored[LOC_P]])
     return Tagged(keyed.join(stored, on=cond, how="left").drop(LOOKUP_KEY), cached, stats)
+
+
+def _record_index_tag(spark, view: FileSystemView, keyed: DataFrame, index: RecordIndex, spec: LookupSpec,
+                      where: str) -> Tagged:
+    """RECORD_INDEX: the keys grouped by the index file group they hash to, each group's
+    entries for them read in a task (only the base HFile blocks that may hold them), joined to
+    the key frame; the stored ordering value read, where a rule needs it (a delete, a key in
+    another partition), from those rows' file groups only."""
+    groups = {(g.partition, g.file_id) for g in view.file_groups()}
+    slices = tuple(_index_slice(index, k) for k in range(index.num_groups))
+    lookup = IndexLookupSpec(spec.ctx, slices, frozenset(index.valid), frozenset(groups), spec.out_schema)
+    hashed = keyed.select(KEY).withColumn(
+        RLI_GROUP, scalar_arrow_udf(partial(index_groups, index.num_groups), LongType())(KEY))
+    found = hashed.groupBy(RLI_GROUP).applyInArrow(index_looker(lookup), from_arrow_schema(spec.out_schema))
+    rows = keyed.join(found, on=[keyed[KEY] == found[LOOKUP_KEY]], how="left").drop(LOOKUP_KEY)
+    stats = {"file_groups": len(groups), "index_file_groups": index.num_groups}
+    if not spec.ordering_fields:
+        return Tagged(rows, [], stats)
+    rows = rows.persist()
+    need = stage(lambda: rows.filter(F.col(LOC_F).isNotNull() & (F.col(DEL) | (F.col(PART) != F.col(LOC_P))))
+                 .select(LOC_P, LOC_F).distinct().collect(), where, "tagging")
+    if not need:
+        return Tagged(rows, [rows], stats)
+    stored, _ = _simple_lookup(spark, view, None, spec, only={(r[0], r[1]) for r in need})
+    stored = stored.select(F.col(LOOKUP_KEY), F.col(LOC_F).alias("_al_stored_in"), F.col(STORED).alias("_al_stored"))
+    cond = [rows[KEY] == stored[LOOKUP_KEY], rows[LOC_F] == stored["_al_stored_in"]]
+    tagged = rows.join(stored, on=cond, how="left").withColumn(STORED, F.col("_al_stored").cast(
+        rows.schema[STORED].dataType)).drop(LOOKUP_KEY, "_al_stored_in", "_al_stored")
+    stats["stored_read"] = len(need)
+    return Tagged(tagged, [rows], stats)
+
+
+def _index_slice(index: RecordIndex, k: int) -> tuple[str | None, tuple[str, ...]]:
+    base, logs = index.view.read_slice(index.groups[k])
+    return base.path if base else None, tuple(lf.path for lf in logs)
 
 
 def _lookup_spec(table, view: FileSystemView, incoming: pa.Schema) -> LookupSpec:
@@ -112,11 +168,13 @@ def _lookup_spec(table, view: FileSystemView, incoming: pa.Schema) -> LookupSpec
     return LookupSpec(table.context(), schema, fields, Visibility.of(view), out, types)
 
 
-def _simple_lookup(spark, view: FileSystemView, parts: list[str] | None, spec: LookupSpec) -> tuple[DataFrame, int]:
-    """Every group's live keys, read in a task per group; and the number of groups."""
+def _simple_lookup(spark, view: FileSystemView, parts: list[str] | None, spec: LookupSpec,
+                   only: set[tuple[str, str]] | None = None) -> tuple[DataFrame, int]:
+    """Every group's live keys (of `parts`, or the groups `only` names), read in a task per
+    group; and the number of groups."""
     tasks = []
     for g in view.file_groups():
-        if parts is not None and g.partition not in parts:
+        if parts is not None and g.partition not in parts or only is not None and (g.partition, g.file_id) not in only:
             continue
         base, logs = view.read_slice(g)
         if base is None and not logs:
@@ -219,6 +277,32 @@ def confirm_candidates(spec: BloomSpec, rows: pa.Table) -> pa.Table:
                         pa.nulls(1, out_schema.field(STORED).type), pa.array([bool(len(keys))])],
                        names=out_schema.names)
     return pa.concat_tables([located.cast(out_schema), summary.cast(out_schema)])
+
+
+def index_looker(spec: IndexLookupSpec):
+    """`index_lookup` bound to `spec`, typed as pyspark's applyInArrow wants."""
+
+    def look(rows: pa.Table) -> pa.Table:
+        return index_lookup(spec, rows)
+
+    return look
+
+
+def index_lookup(spec: IndexLookupSpec, rows: pa.Table) -> pa.Table:
+    """One index file group: the entries of its incoming keys (LOOKUP_KEY, LOC_P, LOC_F; null
+    STORED), read from only the base HFile blocks that may hold them."""
+    k = rows.column(RLI_GROUP)[0].as_py()
+    keys = sorted(pc.unique(rows.column(KEY).combine_chunks()).drop_null().to_pylist(), key=str.encode)
+    base, logs = spec.slices[k]
+    state: dict = {}
+    merge_mdt_slice(spec.ctx.storage, base, list(logs), set(spec.valid), state, *MERGERS[RECORD_INDEX], keys=keys)
+    found = [(key, state[key].get("partitionName") or "", decode_file_id(state[key])) for key in keys
+             if state.get(key) is not None]
+    found = [f for f in found if (f[1], f[2]) in spec.groups]
+    out = pa.table([pa.array([f[0] for f in found], pa.string()), pa.array([f[1] for f in found], pa.string()),
+                    pa.array([f[2] for f in found], pa.string()), pa.nulls(len(found))],
+                   names=spec.out_schema.names)
+    return out.cast(spec.out_schema)
 
 
 def lookup_batches(spec: LookupSpec, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

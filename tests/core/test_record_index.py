@@ -493,3 +493,43 @@ def test_rollbacks_and_restores_past_a_metadata_compaction_resync_the_record_ind
     assert sorted(index_matches_hudi_rs(path)["id"].to_pylist()) == ["a", "b", "c"]
     table.write(pa.table({"id": ["b", "g"], "ts": [9, 9], "part": ["y", "x"]}))
     assert sorted(index_matches_hudi_rs(path)["id"].to_pylist()) == ["a", "b", "c", "g"]
+
+
+@pytest.mark.parametrize("name", ["v9_cow_meta", "v9_mor_nonpart", "v8_trips"])
+def test_upserts_tagged_by_the_record_index_hudi_built(tmp_path, name, monkeypatch):
+    """hoodie.index.type=RECORD_INDEX on tables Hudi built with a record index: updates find
+    their file group through it (only the index groups the keys hash to are read), new keys
+    are inserted once, and the index stays what hudi-rs's scan implies."""
+    path = unpack(TABLES[name], tmp_path / "t")
+    table = Table.open(str(path), options={"hoodie.index.type": "RECORD_INDEX"})
+    key, field = table.config.record_key_fields[0], table.config.precombine_field
+    rows = data_of(index_matches_hudi_rs(path)).sort_by(key)
+    later = rows.set_column(rows.schema.get_field_index(field), field,
+                            pc.add(rows[field], pa.scalar(10**6, rows.schema.field(field).type)))
+    fresh = later.slice(0, 2).set_column(rows.schema.get_field_index(key), key, pa.array(["Z-1", "Z-2"]))
+    read = []
+    real = RecordIndex._group_state
+    monkeypatch.setattr(RecordIndex, "_group_state", lambda self, k, keys=None: read.append(k) or real(self, k, keys))
+    batch = pa.concat_tables([later.slice(0, 3), fresh])
+    result = table.write(batch)
+    hashed = set(file_group_index(batch[key], 10).tolist())
+    assert set(read) <= hashed and result.index_stats["index_file_groups"] == len(hashed)
+    monkeypatch.undo()
+    scan = index_matches_hudi_rs(path)
+    assert scan.num_rows == rows.num_rows + 2 and pc.count_distinct(scan["_hoodie_record_key"]).as_py() == scan.num_rows
+    updated = scan.filter(pc.is_in(scan[key], later.slice(0, 3)[key]))
+    assert sorted(updated[field].to_pylist()) == sorted(later.slice(0, 3)[field].to_pylist())
+
+
+def test_record_index_tagging_without_an_index_falls_back_to_a_global_lookup(tmp_path, caplog):
+    path = tmp_path / "t"
+    table = Table.create(str(path), name="t", record_key="id", precombine_field="ts", partition_fields="part",
+                         options={"hoodie.write.table.version": 9, "hoodie.metadata.enable": "true",
+                                  "hoodie.index.type": "GLOBAL_SIMPLE"})
+    table.write(pa.table({"id": ["a", "b"], "ts": [1, 1], "part": ["x", "y"]}))
+    with caplog.at_level(logging.WARNING):
+        Table.open(str(path), options={"hoodie.index.type": "GLOBAL_RECORD_LEVEL_INDEX"}).write(
+            pa.table({"id": ["a"], "ts": [2], "part": ["x"]}))
+    assert any("no record index" in r.getMessage() and "GLOBAL_SIMPLE" in r.getMessage() for r in caplog.records)
+    data = Table.open(str(path)).read()
+    assert sorted(zip(data["id"].to_pylist(), data["ts"].to_pylist(), strict=True)) == [("a", 2), ("b", 1)]

@@ -1,6 +1,7 @@
 """Indexes: tag incoming record keys with the file group that holds them.
 
-`hoodie.index.type`: BLOOM (default), SIMPLE, GLOBAL_BLOOM, GLOBAL_SIMPLE, BUCKET.
+`hoodie.index.type`: BLOOM (default), SIMPLE, GLOBAL_BLOOM, GLOBAL_SIMPLE, BUCKET, RECORD_INDEX
+(the metadata table's record-level index: global).
 """
 
 from __future__ import annotations
@@ -18,6 +19,20 @@ def check_index_type(index_type: str, where: str) -> str:
     return INDEX_TYPES.parse(index_type, where, WriteOptions.INDEX_TYPE.key)
 
 
+def is_global(index_type: str) -> bool:
+    """Whether the index finds a key in any partition (a key lives once in the table)."""
+    return index_type.startswith("GLOBAL") or index_type == "RECORD_INDEX"
+
+
+def update_partition_path_option(index_type: str):
+    """The option saying whether a key arriving in another partition moves there (a global
+    index), else is updated where it is."""
+    if index_type == "RECORD_INDEX":
+        return WriteOptions.RECORD_INDEX_UPDATE_PARTITION_PATH
+    return WriteOptions.BLOOM_UPDATE_PARTITION_PATH if "BLOOM" in index_type else \
+        WriteOptions.SIMPLE_UPDATE_PARTITION_PATH
+
+
 def _placement(options: dict[str, Any] | None, props: dict[str, str], where: str) -> tuple:
     """Where an index finds a key: in any partition, in its own partition by lookup, or in a
     bucket computed from the key (which depends on the bucket count and hash fields)."""
@@ -25,7 +40,7 @@ def _placement(options: dict[str, Any] | None, props: dict[str, str], where: str
     if index == "BUCKET":
         return ("BUCKET", options_value(options, WriteOptions.BUCKET_NUM, props),
                 options_value(options, WriteOptions.BUCKET_HASH_FIELD, props).replace(" ", ""))
-    return ("GLOBAL",) if index.startswith("GLOBAL") else ("PARTITION",)
+    return ("GLOBAL",) if is_global(index) else ("PARTITION",)
 
 
 def _describe(placement: tuple, index: str) -> str:
@@ -59,4 +74,5 @@ def tagger(index_type: str):
     return bloom.tag if index_type.endswith("BLOOM") else simple.tag
 
 
-__all__ = ["INDEX_TYPES", "Tags", "check_index_switch", "check_index_type", "tagger"]
+__all__ = ["INDEX_TYPES", "Tags", "check_index_switch", "check_index_type", "is_global", "tagger",
+           "update_partition_path_option"]

@@ -37,7 +37,7 @@ from ..metadata_table import (
     partition_view,
     readable_instants,
 )
-from ..model import FileGroup
+from ..model import BaseFile, FileGroup
 from ..schema import META_FIELDS, META_SCHEMA, from_avro
 from ..slice_reader import SliceRead, Visibility, read_file_group
 from ..storage import Storage
@@ -266,6 +266,21 @@ class RecordIndex:
         wrong = np.nonzero(hashed != np.array(stored_in, dtype=np.int64))[0]
         keys = table["key"].to_pylist()
         return table, [(keys[i], stored_in[i]) for i in wrong]
+
+
+def tag(index: RecordIndex, files: list[BaseFile], keys: pa.Array) -> tuple[np.ndarray, int]:
+    """Tagging by the record index: for each key the position in `files` (the latest base
+    files) of the file group the index places it in, -1 for a key it does not hold; and how
+    many entries named a file group `files` lacks (stale: such a key is written as new)."""
+    found = index.lookup(keys)
+    groups = pa.table({"partition": pa.array([f.partition for f in files], pa.string()),
+                       "file_id": pa.array([f.file_id for f in files], pa.string()),
+                       "_at": pa.array(np.arange(len(files), dtype=np.int64))})
+    known = found.join(groups, ["partition", "file_id"], join_type="inner")
+    pos = pc.index_in(keys, value_set=known.column("key").combine_chunks()).fill_null(-1) \
+        .to_numpy(zero_copy_only=False).astype(np.int64)
+    at = known.column("_at").to_numpy() if known.num_rows else np.zeros(1, np.int64)
+    return np.where(pos >= 0, at[np.maximum(pos, 0)], -1), found.num_rows - known.num_rows
 
 
 def _table(found: list[tuple[str, dict]]) -> pa.Table:

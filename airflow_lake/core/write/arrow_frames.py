@@ -4,6 +4,7 @@ is 0 (one bucket: inserts take their partition's slots in input order)."""
 
 from __future__ import annotations
 
+import logging
 from dataclasses import replace
 from typing import Any
 
@@ -15,8 +16,11 @@ import pyarrow.dataset as ds
 from ..config import DEFAULT_PAYLOAD
 from ..index import tagger
 from ..index.live import LiveKeys
-from ..index.simple import read_keys
+from ..index.record_index import file_group_index
+from ..index.record_index import tag as record_index_tag
+from ..index.simple import Tags, read_keys
 from ..merge import KEY
+from ..metadata_writer import tagging_record_index
 from ..model import BaseFile
 from ..ordering import ordering_column, ordering_key
 from ..read import Reader
@@ -26,6 +30,8 @@ from .execute import DEL, LOC_F, PART, SEQ
 from .keying import InputPlan, key_table
 from .prepare import to_arrow
 from .routing import BUCKET, LOC_P, RANK, SPREAD, STORED
+
+log = logging.getLogger(__name__)
 
 
 class ArrowColumns:
@@ -109,8 +115,19 @@ class ArrowFrames:
         reader = Reader(table, self.engine, view.timeline)
         key_reader = LiveKeys.of(table.context(), view, files, reader.full_schema)
         keys, partitions = frame.column(KEY).combine_chunks(), frame.column(PART).combine_chunks()
-        tags = tagger(index_type)(table.storage, files, keys, partitions, is_global=is_global,
-                                  key_reader=key_reader, engine=self.engine, trust_filters=trust_filters)
+        stats = {"file_groups": len(files)}
+        index = tagging_record_index(table.storage, table.config.props, view.timeline, index_type, where)
+        if index is not None:
+            found, stale = record_index_tag(index, files, keys)
+            tags = Tags(found, files)
+            stats.update(index_file_groups=int(np.unique(file_group_index(keys, index.num_groups)).size)
+                         if len(keys) else 0, stale_entries=stale)
+            log.info("%s: record index: %d keys found in %d of its %d file groups%s", where, int((found >= 0).sum()),
+                     stats["index_file_groups"], index.num_groups,
+                     f" ({stale} entries name a file group the table lacks: written as new)" if stale else "")
+        else:
+            tags = tagger(index_type)(table.storage, files, keys, partitions, is_global=is_global,
+                                      key_reader=key_reader, engine=self.engine, trust_filters=trust_filters)
         found = tags.file_index >= 0
         index = pa.array(np.where(found, tags.file_index, len(tags.files)))
         loc_p = pa.array([f.partition for f in tags.files] + [None], pa.string()).take(index)
@@ -124,7 +141,7 @@ class ArrowFrames:
             need |= found & ~dels & pc.fill_null(pc.not_equal(loc_p, partitions), False) \
                 .to_numpy(zero_copy_only=False)
         rows = rows.append_column(STORED, _stored_ordering(table, view, rows, tags, reader, need))
-        return rows, [], {"file_groups": len(files)}
+        return rows, [], stats
 
     def untagged(self, frame: pa.Table) -> pa.Table:
         n = frame.num_rows

@@ -21,11 +21,11 @@ import pyarrow as pa
 from ..config import WriteOptions
 from ..errors import LakeError, WriteConflictError
 from ..index import check_index_type
+from ..index import is_global as global_index
 from ..index.record_index import RecordIndex
 from ..index.record_index_update import RLI_GROUP, index_groups, update_for, write_index_group
 from ..merge import KEY
-from ..metadata_table import RECORD_INDEX
-from ..metadata_writer import MetadataWriter, maintained_partitions
+from ..metadata_writer import MetadataWriter, maintained_record_index
 from ..model import WriteStat
 from ..ordering import ordering_column
 from ..timeline.clock import instant_epoch_ms
@@ -153,7 +153,7 @@ def write_frame(table, ops: FrameOps, data: Any, operation: str = "upsert",
     table.check_write_support()  # key generator, payload and merge options we implement
     data = ops.source(data)
     index_type = check_index_type(table.option(WriteOptions.INDEX_TYPE), where)
-    is_global = index_type.startswith("GLOBAL")
+    is_global = global_index(index_type)
     client = WriteClient(table, table.engine)
     extra = dict(extra_metadata or {})
     inputs: list[_Input] = []
@@ -243,7 +243,7 @@ def _run(table, ops: FrameOps, client: WriteClient, keyed, parts: list[str], avr
     replaced = client.replaced_groups(view, operation, parts)
     index_stats: dict[str, int] = {}
     routing = None
-    record_index = maintained_record_index(table, timeline)
+    record_index = maintained_record_index(table.storage, table.config.props, timeline)
     try:
         if index_type == "BUCKET":
             routing = _route_buckets(ops, client, keyed, view, requested.time, replaced is not None)
@@ -354,13 +354,6 @@ def _execute(ops: FrameOps, table, client: WriteClient, routing: Routing, view: 
         clash = ops.key_clash(table.context(), routing.new_keys, is_global, where)
     return client.commit(timeline, inflight, seen, operation, stats, extra, avro, touched, clash, replaced,
                          index_written)
-
-
-def maintained_record_index(table, timeline) -> RecordIndex | None:
-    """The table's record index when our writes keep it (a Hudi 1.x table's global one)."""
-    if table.config.version < 8 or RECORD_INDEX not in maintained_partitions(table.storage, table.config.props):
-        return None
-    return RecordIndex.open(table.storage, table.config.props, timeline)
 
 
 def _update_record_index(ops: FrameOps, table, index: RecordIndex, routing: Routing, instant: str,

@@ -16,7 +16,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..config import DEFAULT_PAYLOAD, WriteOptions
+from ..config import DEFAULT_PAYLOAD
+from ..index import update_partition_path_option
 from ..index.bucket import bucket_ids, bucket_of_file_id, new_bucket_file_id
 from ..model import FileGroup
 from ..ordering import ordering_column
@@ -72,9 +73,7 @@ def located_rule(x: Columns, table, operation: str, is_global: bool, index_type:
     # merge would keep the stored one; MOR: Java's delete blocks would not): every delete routed
     # deletes, which the record index maintained relies on
     keep = (located | ~delete) & ~(delete & located & older)
-    option = WriteOptions.BLOOM_UPDATE_PARTITION_PATH if "BLOOM" in index_type else \
-        WriteOptions.SIMPLE_UPDATE_PARTITION_PATH
-    if not is_global or not table.option(option):
+    if not is_global or not table.option(update_partition_path_option(index_type)):
         return LocatedRule(keep, None)
     return LocatedRule(keep, located & (x.col(LOC_P) != x.col(PART)) & ~delete & ~older)
 
