@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from airflow_lake.core.index.record_index import RecordIndex
+from airflow_lake.core.index.record_index import RecordIndex, check_record_index, located_keys
 from airflow_lake.core.metadata_table import read_file_listing
 from airflow_lake.core.metadata_writer import MetadataWriter
 from airflow_lake.core.table import Table
@@ -315,14 +315,15 @@ MDT_FAST = {"hoodie.client.heartbeat.interval_in_ms": 50, "hoodie.write.lock.fil
             "hoodie.cleaner.fileversions.retained": 1}
 
 
-def _mdt_base(path: str, table_type: str) -> None:
+def _mdt_base(path: str, table_type: str, options: dict | None = None) -> None:
     """The v6 crash tests' table at v9 with the MDT on, written (the same rows again) until its
     next write both cleans the MDT (3 instants after its latest compaction) and compacts it."""
     from tests.core.test_failed_writes import BEFORE, COLS
 
     t = Table.create(path, name="t", table_type=table_type, record_key="id", precombine_field="ts",
                      partition_fields="part",
-                     options={**MDT_FAST, "hoodie.write.table.version": 9, "hoodie.metadata.enable": "true"})
+                     options={**(options or MDT_FAST), "hoodie.write.table.version": 9,
+                              "hoodie.metadata.enable": "true"})
     same = pa.table({c: [r[i] for r in BEFORE] for i, c in enumerate(COLS)})
     t.write(same, operation="insert")
     for _ in range(20):
@@ -334,21 +335,30 @@ def _mdt_base(path: str, table_type: str) -> None:
     raise AssertionError("the MDT never reached the state before a clean and a compaction")
 
 
-@pytest.mark.parametrize(("operation", "table_type"), [("upsert", "MERGE_ON_READ"), ("upsert", "COPY_ON_WRITE"),
-                                                        ("delete", "MERGE_ON_READ")])
-def test_a_crash_at_every_write_of_a_metadata_table_write_is_invisible_and_repaired(tmp_path, operation, table_type):
+RLI = {"hoodie.metadata.record.index.enable": "true", "hoodie.index.type": "RECORD_INDEX",
+       "airflow_lake.index.switch.force": "true"}
+
+
+@pytest.mark.parametrize(("operation", "table_type", "record_index"), [
+    ("upsert", "MERGE_ON_READ", False), ("upsert", "COPY_ON_WRITE", False), ("delete", "MERGE_ON_READ", False),
+    ("upsert", "MERGE_ON_READ", True), ("delete", "COPY_ON_WRITE", True)])
+def test_a_crash_at_every_write_of_a_metadata_table_write_is_invisible_and_repaired(tmp_path, operation, table_type,
+                                                                                   record_index):
     """The storage fails at its N-th write for every N a write performs on a v9 table whose
-    MDT is on (the MDT deltacommit, its compaction, the data commit): hudi-rs, listing through
-    the MDT, and our reader see the table as before; the next write repairs both tables."""
+    MDT is on (the MDT deltacommit, its compaction, the data commit; with a record index, its
+    log files and compacted base files too): hudi-rs, listing through the MDT, and our reader
+    see the table as before; the next write repairs both tables, and the record index holds
+    exactly the table's keys."""
     import shutil
 
     from tests.core.test_failed_writes import AFTER_UPSERT, UPSERT, CrashingStorage, crash_then_repair
 
+    options = {**MDT_FAST, **(RLI if record_index else {})}
     template = str(tmp_path / "template")
-    _mdt_base(template, table_type)
+    _mdt_base(template, table_type, options)
     counting = CrashingStorage(template + "-count", crash_at=-1)
     shutil.copytree(template, template + "-count")
-    t = Table.open(template + "-count", options=MDT_FAST)
+    t = Table.open(template + "-count", options=options)
     t.storage = counting
     t.write(UPSERT, operation=operation)
     mdt = MetadataWriter(counting).timeline()
@@ -360,8 +370,11 @@ def test_a_crash_at_every_write_of_a_metadata_table_write_is_invisible_and_repai
     for n in range(1, counting.count + 1):
         path = str(tmp_path / f"t{n}")
         shutil.copytree(template, path)
-        _, t = crash_then_repair(path, MDT_FAST, operation, n, after)
+        _, t = crash_then_repair(path, options, operation, n, after)
         assert not MetadataWriter(t.storage).timeline().pending().instants, f"crash at write {n}"
+        if record_index:
+            index = RecordIndex.open(t.storage, Table.open(path).config.props, t.timeline)
+            assert check_record_index(index, located_keys(t.context(), t.timeline)).ok, f"crash at write {n}"
         on_disk = {p: {st.name: st.size for st in sts} for p, sts in list_partition_files(t.storage).items() if sts}
         assert read_file_listing(t.storage).files == on_disk, f"crash at write {n}"  # (a rolled-back write's
         # new partition folder stays, empty, as Java leaves it)

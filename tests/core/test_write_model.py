@@ -11,6 +11,7 @@ import pyarrow as pa
 import pytest
 
 from airflow_lake.core import Table
+from airflow_lake.core.index.record_index import RecordIndex
 from tests.conftest import hudi_builder, hudi_read, rows
 from tests.model import Model
 
@@ -40,7 +41,8 @@ class Layout:
 
     @property
     def is_global(self) -> bool:
-        return self.options.get("hoodie.index.type", "").startswith("GLOBAL")
+        return self.options.get("hoodie.index.type", "").startswith("GLOBAL") or \
+            self.options.get("hoodie.index.type") == "RECORD_INDEX"
 
     @property
     def hudi_rs_filters(self) -> bool:
@@ -226,6 +228,14 @@ HUDI1X_LAYOUTS = [
         "hoodie.metadata.compact.max.delta.commits": 3})
     for version, names in ((9, ("simple", "mor_bloom", "mor_bucket", "mor_no_meta")), (8, ("mor_nonpartitioned",)))
     for layout in LAYOUTS if layout.name in names
+] + [  # with a record index kept by every write, tagging by it (keys move partition with it)
+    replace(layout, name=f"v{version}_rli_{layout.name}", options={
+        **layout.options, "hoodie.write.table.version": version, "hoodie.metadata.enable": "true",
+        "hoodie.metadata.record.index.enable": "true", "hoodie.index.type": "RECORD_INDEX",
+        "hoodie.record.index.update.partition.path": "true", "hoodie.metadata.compact.max.delta.commits": 3,
+        "airflow_lake.index.switch.force": "true"})
+    for version, names in ((9, ("mor_global_bloom", "global_simple")), (8, ("mor_global_bloom",)))
+    for layout in LAYOUTS if layout.name in names
 ] + [  # several ordering fields compared as a tuple: ts ties often, then val (a double) or name (a
     # string, sometimes null: a null sorts first) decides
     replace(layout, name=f"v9_tuple_{layout.name}", ordering=("ts", "name" if layout.name == "mor_bloom" else "val"),
@@ -255,6 +265,17 @@ def judge(layout: Layout, table: Table, model: Model, table_path: str, storage_o
 
     final = rows(table.read(), cols)
     assert final == model_rows(list(model.rows.values()), cols)
+    props = Table.open(table_path, storage_options=so).config.props
+    if "record_index" in props.get("hoodie.table.metadata.partitions", "").split(","):
+        # the record index holds each live key where hudi-rs (and our scan) finds it
+        index = RecordIndex.open(table.storage, props, table.timeline)
+        assert index.misplaced() == []
+        entries = index.entries()
+        indexed = sorted(zip(entries["key"].to_pylist(), entries["partition"].to_pylist(),
+                             entries["file_id"].to_pylist(), strict=True))
+        scan = hudi_read(table_path, so)
+        assert indexed == sorted(zip(scan["_hoodie_record_key"].to_pylist(), scan["_hoodie_partition_path"].to_pylist(),
+                                     [f.split("_")[0] for f in scan["_hoodie_file_name"].to_pylist()], strict=True))
     judged = layout.hudi_rs_reads  # (else the model judges alone)
     assert not judged or rows(hudi_read(table_path, so), cols) == final
     if layout.table_type == MOR and judged:

@@ -27,7 +27,9 @@ assert len(SPARK_LAYOUTS) == 8, "a layout named here was renamed"
 SPARK_LAYOUTS += [layout for layout in HUDI1X_LAYOUTS if layout.name in {"v9_simple", "v9_mdt_mor_bloom"}]
 # and several ordering fields compared as a tuple (the stored key joined in executors)
 SPARK_LAYOUTS += [layout for layout in HUDI1X_LAYOUTS if layout.name == "v9_tuple_mor_global_bloom"]
-assert len(SPARK_LAYOUTS) == 11, "a layout named here was renamed"
+# and a record index kept by the write's tasks and tagging its keys (lookups in executors)
+SPARK_LAYOUTS += [layout for layout in HUDI1X_LAYOUTS if layout.name == "v9_rli_mor_global_bloom"]
+assert len(SPARK_LAYOUTS) == 12, "a layout named here was renamed"
 
 
 @pytest.mark.parametrize("layout", SPARK_LAYOUTS, ids=lambda layout: layout.name)
