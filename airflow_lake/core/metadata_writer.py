@@ -30,11 +30,18 @@ from . import properties
 from .clean_planner import files_to_clean
 from .config import TableConfig
 from .formats.bloom import BloomFilter
-from .formats.hfile import read_hfile, write_hfile
+from .formats.hfile import read_hfile, write_hfile, write_hfile_columns
 from .formats.log import encode_block
 from .formats.log.framing import BlockType, HeaderKey
 from .index.record_index import FILE_ID_PREFIX as RECORD_INDEX_PREFIX
-from .index.record_index import RecordIndex, file_group_index, index_datum, is_partitioned, location_info
+from .index.record_index import (
+    RecordIndex,
+    file_group_index,
+    is_partitioned,
+    location_cells,
+    renamed_cells,
+    slice_cells,
+)
 from .metadata_table import (
     ALL_PARTITIONS,
     FILE_LIST,
@@ -297,12 +304,15 @@ def compacted_bases(storage: Storage, timeline: ActiveTimeline, plan: Compaction
     stats: list[WriteStat] = []
     for n, op in enumerate(plan.operations):
         folder = f"{MDT}/{op.partition}"
-        merged: dict[str, dict | None] = {}
-        pick, merge = MERGERS[op.partition]
-        merge_mdt_slice(storage, f"{folder}/{op.data_file}" if op.data_file else None,
-                        [f"{folder}/{name}" for name in op.delta_files], valid, merged, pick, merge)
         name = f"{op.file_id}_{n}-{int(instant[-9:])}-{n}_{instant}.hfile"
-        data, count = base_hfile(op.partition, merged, name, schema_text)
+        if op.partition == RECORD_INDEX:
+            data, count = compacted_index_base(storage, folder, op, valid, name, schema_text)
+        else:
+            merged: dict[str, dict | None] = {}
+            pick, merge = MERGERS[op.partition]
+            merge_mdt_slice(storage, f"{folder}/{op.data_file}" if op.data_file else None,
+                            [f"{folder}/{name}" for name in op.delta_files], valid, merged, pick, merge)
+            data, count = base_hfile(op.partition, merged, name, schema_text)
         files.append((f"{folder}/{name}", data))
         stats.append(WriteStat(op.file_id, op.partition, f"{op.partition}/{name}", op.base_instant, num_writes=count,
                                total_write_bytes=len(data), file_size=len(data),
@@ -314,27 +324,44 @@ def compacted_bases(storage: Storage, timeline: ActiveTimeline, plan: Compaction
 
 def base_hfile(partition: str, state: dict[str, dict | None], name: str, schema_text: str,
                create_time_ms: int | None = None) -> tuple[bytes, int]:
-    """A base HFile `name` of MDT partition `partition` from merged `state` (deleted keys and
+    """A base HFile `name` of the files partition from merged `state` (deleted keys and
     tombstones dropped), as Hudi writes MDT base files; and its number of records."""
+    if partition != FILES:
+        raise ValueError(f"metadata table partition {partition!r}: base files from a merged state are the files "
+                         "partition's (the record index's: index_base_hfile)")
     schema = parsed_schema(schema_text)
-    cells = []
+    rows, values = [], []
     for key in sorted((k for k, v in state.items() if v is not None), key=lambda k: k.encode()):
-        if partition == FILES:
-            kind = PARTITION_LIST if key == ALL_PARTITIONS else FILE_LIST
-            datum = _datum(kind, {n: i for n, i in state[key].items() if not i["isDeleted"]}, name)
-        elif partition == RECORD_INDEX:
-            datum = index_datum(state[key], name)
-        else:
-            raise ValueError(f"metadata table partition {partition!r} is not written by airflow-lake")
+        kind = PARTITION_LIST if key == ALL_PARTITIONS else FILE_LIST
         buf = io.BytesIO()
-        fastavro.schemaless_writer(buf, schema, datum)
-        cells.append((key.encode(), buf.getvalue()))
-    keys = pa.array([c[0].decode() for c in cells], pa.string())
+        fastavro.schemaless_writer(buf, schema, _datum(kind, {n: i for n, i in state[key].items()
+                                                              if not i["isDeleted"]}, name))
+        rows.append(key.encode())
+        values.append(buf.getvalue())
+    return index_base_hfile(pa.array(rows, pa.binary()), pa.array(values, pa.binary()), schema_text,
+                            create_time_ms), len(rows)
+
+
+def index_base_hfile(rows: pa.Array, values: pa.Array, schema_text: str, create_time_ms: int | None = None) -> bytes:
+    """An MDT base HFile of cells (rows sorted) as Hudi writes one: its schema, a DYNAMIC_V0
+    bloom filter of its keys, the first and last key."""
+    keys = rows.cast(pa.string())
     bloom = BloomFilter.build(keys, num_entries=MDT_BLOOM_ENTRIES, fpp=MDT_BLOOM_FPP)
+    n = len(rows)
     info = {b"schema": schema_text.encode(), b"bloomFilterTypeCode": b"DYNAMIC_V0",
-            b"minRecordKey": cells[0][0] if cells else b"", b"maxRecordKey": cells[-1][0] if cells else b""}
-    return write_hfile(cells, info, {"bloomFilter": bloom.to_base64().encode()},
-                       create_time_ms=create_time_ms), len(cells)
+            b"minRecordKey": rows[0].as_py() if n else b"", b"maxRecordKey": rows[n - 1].as_py() if n else b""}
+    return write_hfile_columns(rows, values, info, {"bloomFilter": bloom.to_base64().encode()},
+                               create_time_ms=create_time_ms)
+
+
+def compacted_index_base(storage: Storage, folder: str, op: CompactionOperation, valid: set[str], name: str,
+                         schema_text: str, create_time_ms: int | None = None) -> tuple[bytes, int]:
+    """The compacted base HFile `name` of one record-index file group: its slice merged (deleted
+    keys dropped), each record naming the new file."""
+    cells, _ = slice_cells(storage, f"{folder}/{op.data_file}" if op.data_file else None,
+                           [f"{folder}/{n}" for n in op.delta_files], valid)
+    return index_base_hfile(cells.column("key").combine_chunks(), renamed_cells(cells, schema_text, name),
+                            schema_text, create_time_ms), cells.num_rows
 
 
 # -- building the files partition (partition initialisation, v8 spec §5.6) --------------------
@@ -436,17 +463,20 @@ def init_record_index(instant: str, located: pa.Table, groups: int, schema_text:
     `partition`, `file_id`, `instant`: every live key and the base instant of its file slice):
     per file group `record-index-<k>-0` a base HFile of its keys and a log file with one empty
     DELETE block (as Java initialises a partition, §5.6); and the commit metadata."""
-    ms = {t: instant_epoch_ms(t, zone) for t in pc.unique(located.column("instant")).to_pylist()}
+    instants = pc.unique(located.column("instant"))
+    ms = pa.array([instant_epoch_ms(t, zone) for t in instants.to_pylist()], pa.int64())
+    locations = pa.table({"key": located.column("key"), "partition": located.column("partition"),
+                          "file_id": located.column("file_id"),
+                          "instant_ms": ms.take(pc.index_in(located.column("instant"), value_set=instants))})
     where = file_group_index(located.column("key"), groups) if located.num_rows else np.zeros(0, np.int64)
     files = {f"{MDT}/{RECORD_INDEX}/{PARTITION_METAFILE}": (f"#partition metadata\n#{_java_date()}\n"
                                                            f"commitTime={instant}\npartitionDepth=1\n").encode()}
     stats = []
     for k in range(groups):
-        rows = located.filter(pa.array(where == k)).to_pylist()
-        state = {r["key"]: location_info(r["partition"], r["file_id"], ms[r["instant"]]) for r in rows}
         file_id = f"{RECORD_INDEX_PREFIX}{k:04d}-0"
         name = f"{file_id}_0-0-{k}_{instant}.hfile"
-        base, count = base_hfile(RECORD_INDEX, state, name, schema_text)
+        rows, values = location_cells(schema_text, locations.filter(pa.array(where == k)), name)
+        base, count = index_base_hfile(rows, values, schema_text), len(rows)
         files[f"{MDT}/{RECORD_INDEX}/{name}"] = base
         files[f"{MDT}/{RECORD_INDEX}/.{file_id}_{instant}.log.1_0-0-0"] = _empty_delete(instant)
         stats.append(WriteStat(file_id, RECORD_INDEX, f"{RECORD_INDEX}/{name}", None, num_writes=count,

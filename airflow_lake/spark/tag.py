@@ -29,10 +29,9 @@ from pyspark.sql.types import LongType
 from airflow_lake.core.config import DEFAULT_PAYLOAD
 from airflow_lake.core.context import TableContext
 from airflow_lake.core.formats.parquet import MAX_KEY, MIN_KEY, file_bloom, read_footer
-from airflow_lake.core.index.record_index import RecordIndex, decode_file_id
+from airflow_lake.core.index.record_index import RecordIndex, decode_locations, slice_cells
 from airflow_lake.core.index.record_index_update import RLI_GROUP, index_groups
 from airflow_lake.core.merge import KEY
-from airflow_lake.core.metadata_table import MERGERS, RECORD_INDEX, merge_mdt_slice
 from airflow_lake.core.metadata_writer import tagging_record_index
 from airflow_lake.core.ordering import ordering_key
 from airflow_lake.core.read import Reader
@@ -292,16 +291,14 @@ def index_lookup(spec: IndexLookupSpec, rows: pa.Table) -> pa.Table:
     """One index file group: the entries of its incoming keys (LOOKUP_KEY, LOC_P, LOC_F; null
     STORED), read from only the base HFile blocks that may hold them."""
     k = rows.column(RLI_GROUP)[0].as_py()
-    keys = sorted(pc.unique(rows.column(KEY).combine_chunks()).drop_null().to_pylist(), key=str.encode)
+    keys = pc.unique(rows.column(KEY).combine_chunks()).drop_null().cast(pa.binary())
     base, logs = spec.slices[k]
-    state: dict = {}
-    merge_mdt_slice(spec.ctx.storage, base, list(logs), set(spec.valid), state, *MERGERS[RECORD_INDEX], keys=keys)
-    found = [(key, state[key].get("partitionName") or "", decode_file_id(state[key])) for key in keys
-             if state.get(key) is not None]
-    found = [f for f in found if (f[1], f[2]) in spec.groups]
-    out = pa.table([pa.array([f[0] for f in found], pa.string()), pa.array([f[1] for f in found], pa.string()),
-                    pa.array([f[2] for f in found], pa.string()), pa.nulls(len(found))],
-                   names=spec.out_schema.names)
+    found = decode_locations(*slice_cells(spec.ctx.storage, base, list(logs), spec.valid,
+                                          keys.take(pc.array_sort_indices(keys))))
+    groups = pa.table({"partition": [p for p, _ in spec.groups], "file_id": [f for _, f in spec.groups]})
+    found = found.join(groups, ["partition", "file_id"], join_type="inner")  # (another: stale, the key is new)
+    out = pa.table([found.column("key"), found.column("partition"), found.column("file_id"),
+                    pa.nulls(found.num_rows)], names=spec.out_schema.names)
     return out.cast(spec.out_schema)
 
 

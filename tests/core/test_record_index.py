@@ -35,7 +35,13 @@ from airflow_lake.core.index.record_index import (
     location_info,
 )
 from airflow_lake.core.metadata_table import MERGERS, mdt_timeline, merge_mdt_slice, readable_instants
-from airflow_lake.core.metadata_writer import MetadataWriter, base_hfile, clean_plan, compaction_plan
+from airflow_lake.core.metadata_writer import (
+    MetadataWriter,
+    base_hfile,
+    clean_plan,
+    compacted_index_base,
+    compaction_plan,
+)
 from airflow_lake.core.timeline.instant import Instant, State
 from airflow_lake.core.timeline.payloads import CompactionPlan
 from airflow_lake.core.write.client import WriteClient
@@ -150,8 +156,8 @@ def test_a_lookup_reads_only_the_groups_its_keys_hash_to(rli_tables, monkeypatch
                                                         scan["_hoodie_file_name"].to_pylist(), strict=True)}
     wanted = sorted(where)[::5]
     read: list[int] = []
-    original = RecordIndex._group_state
-    monkeypatch.setattr(RecordIndex, "_group_state",
+    original = RecordIndex.group_cells
+    monkeypatch.setattr(RecordIndex, "group_cells",
                         lambda self, i, keys=None: read.append(i) or original(self, i, keys))
     keys = pa.array(wanted + ["TXN-404"])  # (not in the table)
     found = index.lookup(keys)
@@ -267,15 +273,16 @@ def test_metadata_compaction_merges_record_index_groups_as_hudi_does(rli_tables)
                 data = java.read_bytes()
                 theirs_ = read_hfile(data)
                 folder = f".hoodie/metadata/{op.partition}"
-                state: dict = {}
-                merge_mdt_slice(table.storage, f"{folder}/{op.data_file}" if op.data_file else None,
-                                [f"{folder}/{f}" for f in op.delta_files], valid, state, *MERGERS[op.partition])
                 created = struct.unpack(">q", theirs_.info[b"hfile.CREATE_TIME_TS"])[0]
-                mine, _ = base_hfile(op.partition, state, java.name, theirs_.info[b"schema"].decode(), created)
+                schema_text = theirs_.info[b"schema"].decode()
                 if op.partition == "record_index":
+                    mine, _ = compacted_index_base(table.storage, folder, op, valid, java.name, schema_text, created)
                     assert mine == data, java.name
                 else:
-                    schema_text = theirs_.info[b"schema"].decode()
+                    state: dict = {}
+                    merge_mdt_slice(table.storage, f"{folder}/{op.data_file}" if op.data_file else None,
+                                    [f"{folder}/{f}" for f in op.delta_files], valid, state, *MERGERS[op.partition])
+                    mine, _ = base_hfile(op.partition, state, java.name, schema_text, created)
                     assert [(r, decoded_record(v, schema_text)) for r, v in read_hfile(mine).cells] == \
                         [(r, decoded_record(v, schema_text)) for r, v in theirs_.cells], java.name
                 compared[op.partition] += 1
@@ -508,8 +515,8 @@ def test_upserts_tagged_by_the_record_index_hudi_built(tmp_path, name, monkeypat
                             pc.add(rows[field], pa.scalar(10**6, rows.schema.field(field).type)))
     fresh = later.slice(0, 2).set_column(rows.schema.get_field_index(key), key, pa.array(["Z-1", "Z-2"]))
     read = []
-    real = RecordIndex._group_state
-    monkeypatch.setattr(RecordIndex, "_group_state", lambda self, k, keys=None: read.append(k) or real(self, k, keys))
+    real = RecordIndex.group_cells
+    monkeypatch.setattr(RecordIndex, "group_cells", lambda self, k, keys=None: read.append(k) or real(self, k, keys))
     batch = pa.concat_tables([later.slice(0, 3), fresh])
     result = table.write(batch)
     hashed = set(file_group_index(batch[key], 10).tolist())

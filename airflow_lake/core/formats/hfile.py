@@ -18,6 +18,10 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from ..errors import InvalidTableError
 
 DATA, META, ROOT_INDEX, FILE_INFO = b"DATABLK*", b"METABLKc", b"IDXROOT2", b"FILEINF2"
@@ -184,17 +188,87 @@ def _block(data: bytes, offset: int, codec: int) -> tuple[bytes, bytes, int]:
 
 
 def _cells(payload: bytes) -> list[tuple[bytes, bytes]]:
-    out = []
-    pos = 0
-    while pos < len(payload):
-        key_len, value_len = struct.unpack_from(">ii", payload, pos)
-        key = payload[pos + 8:pos + 8 + key_len]
-        value = payload[pos + 8 + key_len:pos + 8 + key_len + value_len]
-        pos += 8 + key_len + value_len
-        _, pos = _hadoop_vlong(payload, pos)  # the MVCC timestamp (KEY_VALUE_VERSION 1)
-        (row_len,) = struct.unpack_from(">h", key, 0)
-        out.append((key[2:2 + row_len], value))
-    return out
+    rows, values = cell_columns(payload)
+    return list(zip(rows.to_pylist(), values.to_pylist(), strict=True))
+
+
+def cell_columns(payload: bytes) -> tuple[pa.BinaryArray, pa.BinaryArray]:
+    """The rows and values of a data block's cells, as Arrow arrays: one walk over the cells'
+    lengths (each cell: key length, value length, key, value, a Hadoop vlong MVCC timestamp),
+    the bytes then gathered by numpy."""
+    starts: list[int] = []
+    add = starts.append
+    unpack = struct.unpack_from
+    pos, end = 0, len(payload)
+    while pos < end:  # (the hot loop: one append per cell, lengths re-read by numpy below)
+        key_len, value_len = unpack(">ii", payload, pos)
+        add(pos)
+        pos += 9 + key_len + value_len
+        if 0x80 <= payload[pos - 1] <= 0x8F:  # a vlong MVCC timestamp of more than one byte (Hudi's: 0)
+            pos = _hadoop_vlong(payload, pos - 1)[1]
+    if pos != end:
+        raise ValueError(f"the last cell runs {pos - end} bytes past its block")
+    buf = np.frombuffer(payload, dtype=np.uint8)
+    at = np.array(starts, dtype=np.int64)
+    lengths = buf[(at[:, None] + np.arange(10)).ravel()].reshape(-1, 10) if len(at) else np.zeros((0, 10), np.uint8)
+    lengths = lengths.copy().view(np.dtype([("k", ">i4"), ("v", ">i4"), ("r", ">i2")])).ravel()
+    key_len = lengths["k"].astype(np.int64)
+    value_len = lengths["v"].astype(np.int64)
+    row_len = lengths["r"].astype(np.int64)
+    if (row_len + 2 > key_len).any():
+        raise ValueError("a cell's row is longer than its key")
+    return _gather(buf, at + 10, row_len), _gather(buf, at + 8 + key_len, value_len)
+
+
+def _gather(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> pa.BinaryArray:
+    """The byte ranges (starts, lengths) of `buf` as one Arrow binary array."""
+    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    total = int(offsets[-1])
+    if total >= 1 << 31:
+        raise ValueError("a block's cells exceed 2 GiB")
+    index = np.repeat(starts - offsets[:-1], lengths) + np.arange(total, dtype=np.int64)
+    data = buf[index] if total else np.zeros(0, np.uint8)
+    return pa.Array.from_buffers(pa.binary(), len(lengths), [None, pa.py_buffer(offsets.astype(np.int32)),
+                                                              pa.py_buffer(data.tobytes())])
+
+
+def read_cell_columns(data: bytes, where: str = "") -> tuple[pa.BinaryArray, pa.BinaryArray, dict[bytes, bytes]]:
+    """Every cell of an HFile as (rows, values) Arrow arrays, and its file info."""
+    try:
+        fields = _trailer(data[-TRAILER_SIZE:])
+        codec, load_on_open = fields.get(12, NONE), fields[2]
+        rows, values = [pa.array([], pa.binary())], [pa.array([], pa.binary())]
+        offset = 0
+        while offset < load_on_open:
+            magic, payload, offset = _block(data, offset, codec)
+            if magic in (DATA, DATA_ENCODED):
+                r, v = cell_columns(payload)
+                rows.append(r)
+                values.append(v)
+        return pa.concat_arrays(rows), pa.concat_arrays(values), _file_info(*_block(data, fields[1], codec)[:2])
+    except (IndexError, KeyError, ValueError, struct.error, zlib.error, EOFError, OSError) as e:
+        raise InvalidTableError(f"{where or 'HFile'}: not a readable HFile ({e})") from e
+
+
+def read_row_columns(read_at: Callable[[int, int], bytes], index: HFileIndex, rows: pa.Array,
+                     where: str = "") -> tuple[pa.BinaryArray, pa.BinaryArray]:
+    """The cells of those `rows` (binary, sorted) the HFile holds, as (rows, values) arrays,
+    reading only the data blocks whose key range may hold them (one read per block)."""
+    firsts = [first for _, _, first in index.blocks]
+    wanted = rows.to_pylist()
+    blocks = sorted({bisect.bisect_right(firsts, row) - 1 for row in wanted} - {-1})
+    out_rows, out_values = [pa.array([], pa.binary())], [pa.array([], pa.binary())]
+    try:
+        for at in blocks:
+            offset, on_disk, _ = index.blocks[at]
+            r, v = cell_columns(_block(read_at(offset, on_disk), 0, index.codec)[1])
+            hit = pc.is_in(r, value_set=rows)
+            out_rows.append(r.filter(hit))
+            out_values.append(v.filter(hit))
+    except (IndexError, KeyError, ValueError, struct.error, zlib.error, EOFError, OSError) as e:
+        raise InvalidTableError(f"{where or 'HFile'}: not a readable HFile ({e})") from e
+    return pa.concat_arrays(out_rows), pa.concat_arrays(out_values)
 
 
 # -- writing ---------------------------------------------------------------------------------
@@ -204,35 +278,46 @@ def write_hfile(cells: list[tuple[bytes, bytes]], info: dict[bytes, bytes] | Non
     """An HFile of `cells` (sorted by row, each row once) as Hudi 1.1's native writer makes it;
     `info`: file-info entries besides the writer's own (e.g. `schema`), `meta`: meta blocks
     (e.g. `bloomFilter`)."""
-    rows = [r for r, _ in cells]
-    if any(a >= b for a, b in zip(rows, rows[1:], strict=False)):
+    rows, values = pa.array([r for r, _ in cells], pa.binary()), pa.array([v for _, v in cells], pa.binary())
+    return write_hfile_columns(rows, values, info, meta, codec=codec, block_size=block_size,
+                               create_time_ms=create_time_ms)
+
+
+def write_hfile_columns(rows: pa.Array, values: pa.Array, info: dict[bytes, bytes] | None = None,
+                        meta: dict[str, bytes] | None = None, *, codec: int = GZ, block_size: int = BLOCK_SIZE,
+                        create_time_ms: int | None = None) -> bytes:
+    """`write_hfile` of cells given as Arrow binary arrays (rows sorted, each once): the cells'
+    bytes laid out by numpy, blocks cut where the next cell would pass `block_size`."""
+    n = len(rows)
+    if n > 1 and not pc.all(pc.less(rows.slice(0, n - 1), rows.slice(1))).as_py():
         raise ValueError("HFile cells must be sorted by row, each row once")
+    row_offsets, row_data = _binary_parts(rows)
+    value_offsets, value_data = _binary_parts(values)
+    row_len, value_len = np.diff(row_offsets), np.diff(value_offsets)
+    sizes = 21 + row_len + value_len  # lengths (8), row length (2), row, key tail (10), value, MVCC (1)
+    starts = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(sizes, out=starts[1:])
+    cells = np.zeros(int(starts[-1]), dtype=np.uint8)
+    if n:
+        head = np.empty(n, dtype=[("k", ">i4"), ("v", ">i4"), ("r", ">i2")])
+        head["k"], head["v"], head["r"] = row_len + 12, value_len, row_len
+        cells[(starts[:-1, None] + np.arange(10)).ravel()] = head.view(np.uint8)
+        _scatter(cells, starts[:-1] + 10, row_offsets, row_data)
+        tail = np.frombuffer(KEY_TAIL, dtype=np.uint8)
+        cells[((starts[:-1] + 10 + row_len)[:, None] + np.arange(len(KEY_TAIL))).ravel()] = np.tile(tail, n)
+        _scatter(cells, starts[:-1] + 20 + row_len, value_offsets, value_data)
     out = bytearray()
     index: list[tuple[int, int, bytes]] = []
-    block: list[bytes] = []
-    first_row = b""
-    size = 0
-    raw_total = 0
-
-    def flush() -> None:
-        nonlocal block, size
-        if block:
-            start = len(out)
-            written = _write_block(out, DATA, b"".join(block), codec)
-            index.append((start, written, struct.pack(">h", len(first_row)) + first_row))
-            block, size = [], 0
-
-    for row, value in cells:
-        key = struct.pack(">h", len(row)) + row + KEY_TAIL
-        cell = struct.pack(">ii", len(key), len(value)) + key + value + b"\x00"
-        if block and size + len(cell) > block_size:
-            flush()
-        if not block:
-            first_row = row
-        block.append(cell)
-        size += len(cell)
-        raw_total += len(cell)
-    flush()
+    first = 0
+    while first < n:  # a block: the cells from `first` while they fit (at least one)
+        last = max(first + 1, int(np.searchsorted(starts, starts[first] + block_size, side="right")) - 1)
+        offset = len(out)
+        written = _write_block(out, DATA, cells[starts[first]:starts[last]].tobytes(), codec)
+        row = row_data[row_offsets[first]:row_offsets[first + 1]].tobytes()
+        index.append((offset, written, struct.pack(">h", len(row)) + row))
+        first = last
+    raw_total = int(starts[-1])
+    last_row = row_data[row_offsets[n - 1]:row_offsets[n]].tobytes() if n else b""
     meta_index = []
     for name, value in (meta or {}).items():
         start = len(out)
@@ -242,11 +327,10 @@ def write_hfile(cells: list[tuple[bytes, bytes]], info: dict[bytes, bytes] | Non
                                             for o, s, k in index), codec)
     _write_block(out, ROOT_INDEX, b"".join(struct.pack(">qi", o, s) + _hadoop_vint(len(n)) + n
                                             for o, s, n in meta_index), codec)
-    n = len(cells)
-    key_total = sum(len(r) for r in rows)  # (the row keys only: what Hudi 1.1 writes, every fixture HFile)
-    value_total = sum(len(v) for _, v in cells)
+    key_total = int(row_len.sum())  # (the row keys only: what Hudi 1.1 writes, every fixture HFile)
+    value_total = int(value_len.sum())
     own = {  # (inserted after the caller's entries, as Hudi's writer does)
-        b"hfile.LASTKEY": struct.pack(">h", len(rows[-1])) + rows[-1] if rows else b"",
+        b"hfile.LASTKEY": struct.pack(">h", len(last_row)) + last_row if n else b"",
         b"hfile.AVG_KEY_LEN": struct.pack(">i", key_total // n if n else 0),
         b"hfile.AVG_VALUE_LEN": struct.pack(">i", value_total // n if n else 0),
         b"MAX_MEMSTORE_TS_KEY": struct.pack(">q", 0),
@@ -265,6 +349,23 @@ def write_hfile(cells: list[tuple[bytes, bytes]], info: dict[bytes, bytes] | Non
     trailer = TRAILER_MAGIC + _pb_varint(len(proto)) + proto
     out += trailer + b"\x00" * (TRAILER_SIZE - len(trailer) - 4) + struct.pack(">i", 3)
     return bytes(out)
+
+
+def _binary_parts(array: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """(offsets from 0, bytes) of a binary (or string) array without nulls."""
+    array = array.cast(pa.large_binary())
+    if array.null_count:
+        raise ValueError("an HFile cell is null")
+    offsets = np.frombuffer(array.buffers()[1], dtype=np.int64)[array.offset:array.offset + len(array) + 1]
+    data = np.frombuffer(array.buffers()[2], dtype=np.uint8) if array.buffers()[2] is not None \
+        else np.zeros(0, np.uint8)
+    return offsets - offsets[0], data[offsets[0]:offsets[-1]] if len(offsets) else data[:0]
+
+
+def _scatter(out: np.ndarray, at: np.ndarray, offsets: np.ndarray, data: np.ndarray) -> None:
+    """Item i's bytes (data[offsets[i]:offsets[i + 1]]) written to out[at[i]:...]."""
+    lengths = np.diff(offsets)
+    out[np.repeat(at - offsets[:-1], lengths) + np.arange(int(offsets[-1]), dtype=np.int64)] = data
 
 
 def _write_block(out: bytearray, magic: bytes, payload: bytes, codec: int) -> int:

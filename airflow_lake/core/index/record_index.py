@@ -20,19 +20,17 @@ import pyarrow.compute as pc
 
 from ..config import TableOptions
 from ..errors import InvalidTableError
-from ..formats.hfile import write_hfile
-from ..formats.log import BlockType, HeaderKey, delete_block_content, encode_block
-from ..formats.log.blocks import wrap_ordering
+from ..formats.hfile import read_cell_columns, read_hfile_index, read_row_columns, write_hfile_columns
+from ..formats.log import BlockType, DeleteBlock, HeaderKey, delete_block_content, encode_block, read_log_file
+from ..formats.log.blocks import HFileBlock, wrap_ordering
 from ..merge import KEY
 from ..metadata_table import (
     MDT,
-    MERGERS,
     RECORD_INDEX,
     RECORD_INDEX_TYPE,
     index_definitions,
     listed_partitions,
     mdt_timeline,
-    merge_mdt_slice,
     parsed_schema,
     partition_view,
     readable_instants,
@@ -138,17 +136,43 @@ def index_datum(info: dict, file_name: str | None) -> dict:
             "recordIndexMetadata": info, "SecondaryIndexMetadata": None}
 
 
-def index_cells(schema_text: str, locations: pa.Table) -> list[tuple[bytes, bytes]]:
-    """The HFile cells of `locations` (`LOCATIONS`), sorted by key: the key as the row, the
-    `HoodieMetadataRecord` (type 5, its `key` empty) as the value (§5.3)."""
+def location_cells(schema_text: str, locations: pa.Table, file_name: str | None = None,
+                   ) -> tuple[pa.Array, pa.Array]:
+    """The HFile cells of `locations` (`LOCATIONS`): rows (the keys, binary, sorted by their
+    bytes) and values (the `HoodieMetadataRecord` of type 5, `key` empty, §5.3; a base file's
+    name themselves in `_hoodie_file_name`); each distinct location encoded once."""
+    keys = locations.column("key").combine_chunks().cast(pa.binary())
+    order = pc.array_sort_indices(keys)
+    spots = pa.table({"partition": locations.column("partition"), "file_id": locations.column("file_id"),
+                      "instant_ms": locations.column("instant_ms")}).take(order)
+    distinct = spots.group_by(["partition", "file_id", "instant_ms"], use_threads=False).aggregate([])
     schema = parsed_schema(schema_text)
-    cells = []
-    for row in locations.to_pylist():
+    encoded = []
+    for row in distinct.to_pylist():
         buf = io.BytesIO()
         fastavro.schemaless_writer(buf, schema, index_datum(
-            location_info(row["partition"], row["file_id"], row["instant_ms"]), None))
-        cells.append((row["key"].encode(), buf.getvalue()))
-    return sorted(cells, key=lambda c: c[0])
+            location_info(row["partition"], row["file_id"], row["instant_ms"]), file_name))
+        encoded.append(buf.getvalue())
+    numbered = distinct.append_column("_at", pa.array(np.arange(distinct.num_rows, dtype=np.int64)))
+    at = spots.append_column("_n", pa.array(np.arange(spots.num_rows, dtype=np.int64))).join(
+        numbered, ["partition", "file_id", "instant_ms"]).sort_by("_n").column("_at")
+    return keys.take(order), pa.array(encoded, pa.binary()).take(at.combine_chunks() if at.num_chunks else
+                                                                  pa.array([], pa.int64()))
+
+
+def renamed_cells(cells: pa.Table, schema_text: str, file_name: str) -> pa.Array:
+    """The values of index `cells` with `_hoodie_file_name` set to `file_name` (a compacted
+    base file's own name), each distinct value re-encoded once."""
+    values = cells.column("value").combine_chunks()
+    distinct = pc.unique(values)
+    schema = parsed_schema(schema_text)
+    encoded = []
+    for value in distinct.to_pylist():
+        record = fastavro.schemaless_reader(io.BytesIO(value), schema, None)
+        buf = io.BytesIO()
+        fastavro.schemaless_writer(buf, schema, {**record, "_hoodie_file_name": file_name})
+        encoded.append(buf.getvalue())
+    return pa.array(encoded, pa.binary()).take(pc.index_in(values, value_set=distinct))
 
 
 def index_log_blocks(instant: str, schema_text: str, locations: pa.Table, deleted: list[str], *,
@@ -159,9 +183,10 @@ def index_log_blocks(instant: str, schema_text: str, locations: pa.Table, delete
     out = b""
     header = {HeaderKey.SCHEMA: schema_text, HeaderKey.INSTANT_TIME: instant}
     if locations.num_rows:
+        rows, values = location_cells(schema_text, locations)
         out += encode_block(BlockType.HFILE_DATA, header,
-                            write_hfile(index_cells(schema_text, locations), {b"schema": schema_text.encode()},
-                                        create_time_ms=create_time_ms))
+                            write_hfile_columns(rows, values, {b"schema": schema_text.encode()},
+                                                create_time_ms=create_time_ms))
     if deleted:
         keys = sorted(deleted)
         out += encode_block(BlockType.DELETE, header, delete_block_content(
@@ -223,14 +248,12 @@ class RecordIndex:
     def num_groups(self) -> int:
         return len(self.groups)
 
-    def _group_state(self, index: int, keys: list[str] | None = None) -> dict[str, dict | None]:
-        """File group `index` merged (key -> recordIndexMetadata, None: deleted); with `keys`
-        (sorted) only those, reading only the base file's blocks that may hold them."""
+    def group_cells(self, index: int, keys: pa.Array | None = None) -> tuple[pa.Table, str | None]:
+        """File group `index`'s live entries (`CELLS`: key and value bytes, sorted by key) and
+        the records' schema; with `keys` (binary) only those, reading only the base file's
+        blocks that may hold them."""
         base, logs = self.view.read_slice(self.groups[index])
-        state: dict[str, dict | None] = {}
-        merge_mdt_slice(self.storage, base.path if base else None, [lf.path for lf in logs], self.valid, state,
-                        *MERGERS[RECORD_INDEX], keys=keys)
-        return state
+        return slice_cells(self.storage, base.path if base else None, [lf.path for lf in logs], self.valid, keys)
 
     def lookup(self, keys: pa.Array | pa.ChunkedArray) -> pa.Table:
         """The locations of those `keys` the index holds (`LOCATIONS`), reading only the file
@@ -239,12 +262,12 @@ class RecordIndex:
         if not len(keys) or not self.groups:
             return LOCATIONS.empty_table()
         indexes = file_group_index(keys, self.num_groups)
-        found: list[tuple[str, dict]] = []
+        wanted = keys.cast(pa.binary())
+        found = [LOCATIONS.empty_table()]
         for index in np.unique(indexes):
-            wanted = sorted(keys.filter(pa.array(indexes == index)).to_pylist(), key=str.encode)
-            state = self._group_state(int(index), wanted)
-            found += [(k, state[k]) for k in wanted if state.get(k) is not None]
-        return _table(found)
+            chosen = _sorted(wanted.filter(pa.array(indexes == index)))
+            found.append(decode_locations(*self.group_cells(int(index), chosen)))
+        return pa.concat_tables(found)
 
     def entries(self) -> pa.Table:
         """Every live entry (`LOCATIONS`), group by group."""
@@ -255,17 +278,112 @@ class RecordIndex:
         return self._scan()[1]
 
     def _scan(self) -> tuple[pa.Table, list[tuple[str, int]]]:
-        found: list[tuple[str, dict]] = []
-        stored_in: list[int] = []
+        found = [LOCATIONS.empty_table()]
+        stored_in = [np.zeros(0, np.int64)]
         for index in sorted(self.groups):
-            live = [(k, v) for k, v in sorted(self._group_state(index).items()) if v is not None]
-            found += live
-            stored_in += [index] * len(live)
-        table = _table(found)
+            table = decode_locations(*self.group_cells(index))
+            found.append(table)
+            stored_in.append(np.full(table.num_rows, index, dtype=np.int64))
+        table = pa.concat_tables(found)
+        where = np.concatenate(stored_in)
         hashed = file_group_index(table["key"], self.num_groups) if table.num_rows else np.zeros(0, np.int64)
-        wrong = np.nonzero(hashed != np.array(stored_in, dtype=np.int64))[0]
+        wrong = np.nonzero(hashed != where)[0]
         keys = table["key"].to_pylist()
-        return table, [(keys[i], stored_in[i]) for i in wrong]
+        return table, [(keys[i], int(where[i])) for i in wrong]
+
+
+CELLS = pa.schema([pa.field("key", pa.binary()), pa.field("value", pa.binary())])
+
+
+def _sorted(keys: pa.Array) -> pa.Array:
+    return keys.take(pc.array_sort_indices(keys))
+
+
+def slice_cells(storage: Storage, base: str | None, logs: list[str], valid: set[str] | frozenset[str],
+                keys: pa.Array | None = None) -> tuple[pa.Table, str | None]:
+    """One record-index file slice merged (`CELLS`, sorted by key: the live entries; the
+    records' schema): the base HFile's cells, then the log blocks of `valid` instants in order,
+    the last record of a key winning and a DELETE block's key removing it, as
+    `HoodieMetadataPayload` merges record-index records (§5.3). With `keys` (binary, sorted)
+    only those: of the base file only the data blocks that may hold them. Vectorised: cells
+    are Arrow arrays, values decoded once per distinct value."""
+    parts: list[pa.Table] = []
+    schema_text: str | None = None
+
+    def add(rows: pa.Array, values: pa.Array | None, deleted: bool) -> None:
+        if keys is not None:
+            hit = pc.is_in(rows, value_set=keys)
+            rows, values = rows.filter(hit), None if values is None else values.filter(hit)
+        n = len(rows)
+        parts.append(pa.table({"key": rows, "value": values if values is not None else pa.nulls(n, pa.binary()),
+                               "deleted": pa.repeat(pa.scalar(deleted), n)}))
+
+    if base is not None:
+        where = f"{storage.uri}/{base}"
+        index = None
+        if keys is not None:
+            with storage.open_input(base) as f:
+                def read_at(offset: int, length: int) -> bytes:
+                    return f.read_at(length, offset)
+
+                index = read_hfile_index(read_at, f.size(), where)
+                if index is not None:
+                    rows, values = read_row_columns(read_at, index, keys, where)
+                    schema_text = index.info.get(b"schema", b"").decode() or None
+        if index is None:
+            rows, values, info = read_cell_columns(storage.read(base), where)
+            schema_text = info.get(b"schema", b"").decode() or None
+        add(rows, values, False)
+    for path in logs:
+        for block in read_log_file(storage.read(path), f"{storage.uri}/{path}", hfile_blocks=True):
+            if block.instant not in valid:
+                continue
+            if isinstance(block, HFileBlock):
+                rows, values, info = read_cell_columns(block.content, f"{storage.uri}/{path}")
+                schema_text = schema_text or block.header.get(HeaderKey.SCHEMA) or info.get(b"schema", b"").decode()
+                add(rows, values, False)
+            elif isinstance(block, DeleteBlock):
+                add(pa.array([k.encode() for k in block.keys], pa.binary()), None, True)
+    if not parts:
+        return CELLS.empty_table(), schema_text
+    cells = pa.concat_tables(parts)
+    if schema_text and cells.num_rows:  # records of another kind are not this partition's: skipped
+        kinds = _decoded(cells.column("value").combine_chunks(), schema_text)[1]
+        cells = cells.filter(pc.or_(cells.column("deleted"), pa.array(kinds == RECORD_INDEX_TYPE)))
+    cells = cells.append_column("_seq", pa.array(np.arange(cells.num_rows, dtype=np.int64)))
+    cells = cells.take(pc.sort_indices(cells, [("key", "ascending"), ("_seq", "descending")]))
+    keys_sorted = cells.column("key").combine_chunks()
+    first = np.ones(cells.num_rows, dtype=bool)
+    if cells.num_rows > 1:
+        first[1:] = pc.not_equal(keys_sorted.slice(1), keys_sorted.slice(0, cells.num_rows - 1)) \
+            .to_numpy(zero_copy_only=False)
+    live = cells.filter(pa.array(first)).filter(pc.invert(cells.filter(pa.array(first)).column("deleted")))
+    return live.select(["key", "value"]).cast(CELLS), schema_text
+
+
+def _decoded(values: pa.Array, schema_text: str) -> tuple[list[dict | None], np.ndarray, np.ndarray]:
+    """The distinct `values` decoded (each a record's recordIndexMetadata, None for another
+    kind), each value's record type, and each value's place among the distinct ones."""
+    valid = values.is_valid().to_numpy(zero_copy_only=False)
+    distinct = pc.unique(values.filter(pa.array(valid))) if len(values) else values
+    schema = parsed_schema(schema_text)
+    records = [fastavro.schemaless_reader(io.BytesIO(v), schema, None) for v in distinct.to_pylist()]
+    kinds = np.array([r.get("type") for r in records] + [-1], dtype=np.int64)
+    at = pc.index_in(values, value_set=distinct).fill_null(len(records)).to_numpy(zero_copy_only=False)
+    infos = [r.get("recordIndexMetadata") if r.get("type") == RECORD_INDEX_TYPE else None for r in records]
+    return infos, kinds[at], at
+
+
+def decode_locations(cells: pa.Table, schema_text: str | None) -> pa.Table:
+    """`LOCATIONS` of index cells (each distinct value decoded once)."""
+    if not cells.num_rows:
+        return LOCATIONS.empty_table()
+    infos, _, at = _decoded(cells.column("value").combine_chunks(), schema_text)
+    distinct = pa.table({"partition": [i.get("partitionName") or "" for i in infos],
+                         "file_id": [decode_file_id(i) for i in infos],
+                         "instant_ms": pa.array([i.get("instantTime") for i in infos], pa.int64())})
+    taken = distinct.take(pa.array(at))
+    return pa.table([cells.column("key").cast(pa.string()), *taken.columns], schema=LOCATIONS)
 
 
 def tag(index: RecordIndex, files: list[BaseFile], keys: pa.Array) -> tuple[np.ndarray, int]:
@@ -281,12 +399,6 @@ def tag(index: RecordIndex, files: list[BaseFile], keys: pa.Array) -> tuple[np.n
         .to_numpy(zero_copy_only=False).astype(np.int64)
     at = known.column("_at").to_numpy() if known.num_rows else np.zeros(1, np.int64)
     return np.where(pos >= 0, at[np.maximum(pos, 0)], -1), found.num_rows - known.num_rows
-
-
-def _table(found: list[tuple[str, dict]]) -> pa.Table:
-    return pa.table({"key": [k for k, _ in found], "partition": [v.get("partitionName") or "" for _, v in found],
-                     "file_id": [decode_file_id(v) for _, v in found],
-                     "instant_ms": [v.get("instantTime") for _, v in found]}, schema=LOCATIONS)
 
 
 @dataclass

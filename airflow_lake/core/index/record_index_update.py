@@ -22,16 +22,17 @@ import pyarrow.compute as pc
 
 from ..context import TableContext
 from ..merge import KEY
-from ..metadata_table import MDT, MERGERS, RECORD_INDEX, merge_mdt_slice
+from ..metadata_table import MDT, RECORD_INDEX
 from ..model import WriteStat
 from ..storage import Storage
 from .record_index import (
     LOCATIONS,
     RecordIndex,
     check_record_index,
-    decode_file_id,
+    decode_locations,
     file_group_index,
     index_log_blocks,
+    slice_cells,
 )
 
 RLI_GROUP = "_al_rli_group"  # work column: the record-index file group of the row's key
@@ -166,7 +167,7 @@ def _last_per_key(entries: pa.Table) -> pa.Table:
 def _replaced_keys(update: IndexUpdate, k: int) -> pa.Array:
     """The keys index group `k` places in a file group the write replaces."""
     base, logs = update.slices[k]
-    state: dict[str, dict | None] = {}
-    merge_mdt_slice(update.ctx.storage, base, list(logs), set(update.readable), state, *MERGERS[RECORD_INDEX])
-    return pa.array([key for key, info in state.items() if info is not None
-                     and (info.get("partitionName") or "", decode_file_id(info)) in update.replaced], pa.string())
+    located = decode_locations(*slice_cells(update.ctx.storage, base, list(logs), update.readable))
+    gone = pa.table({"partition": [p for p, _ in update.replaced], "file_id": [f for _, f in update.replaced]})
+    return located.join(gone, ["partition", "file_id"], join_type="inner").column("key").combine_chunks() \
+        .cast(pa.string())
