@@ -4,7 +4,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml .ci/uv-excludes.txt Makefile | cksum | cut -d' ' -f1)
 PYTEST_ARGS ?=
 
-.PHONY: venv browser test test-fast test-compat demo lint clean bench bench-large bench-s3 reliability dist screenshots
+.PHONY: venv browser test test-fast test-compat demo lint clean bench bench-large bench-indexes bench-s3 reliability dist screenshots
 
 venv: $(STAMP)
 
@@ -92,6 +92,9 @@ bench: venv
 
 bench-large: venv
 	$(PY) -m bench.suite --large
+
+bench-indexes: venv
+	$(PY) -m bench.indexes
 
 bench-s3: venv
 	$(PY) -m bench.s3
