@@ -10,7 +10,6 @@ key (UTF-8), the value an Avro datum; the cell key's tail is always that of a Pu
 from __future__ import annotations
 
 import bisect
-import gzip
 import math
 import struct
 import time
@@ -179,7 +178,7 @@ def _block(data: bytes, offset: int, codec: int) -> tuple[bytes, bytes, int]:
     magic = data[offset:offset + 8]
     on_disk, uncompressed, _prev, _checksum, _per, with_header = struct.unpack_from(">iiqbii", data, offset + 8)
     raw = data[offset + HEADER:offset + with_header]
-    payload = gzip.decompress(raw) if codec == GZ and raw else raw
+    payload = zlib.decompress(raw, 31) if codec == GZ and raw else raw  # (31: a gzip stream, its CRC checked)
     if codec not in (GZ, NONE):
         raise ValueError(f"compression codec {codec} is not supported (GZ and NONE are)")
     if len(payload) != uncompressed:
@@ -251,24 +250,74 @@ def read_cell_columns(data: bytes, where: str = "") -> tuple[pa.BinaryArray, pa.
         raise InvalidTableError(f"{where or 'HFile'}: not a readable HFile ({e})") from e
 
 
+FIND_AT_MOST = 16  # a block asked for at most this many rows is searched for them, not walked
+READ_GAP = 1 << 20  # blocks at most this far apart are read in one request
+
+
 def read_row_columns(read_at: Callable[[int, int], bytes], index: HFileIndex, rows: pa.Array,
                      where: str = "") -> tuple[pa.BinaryArray, pa.BinaryArray]:
     """The cells of those `rows` (binary, sorted) the HFile holds, as (rows, values) arrays,
-    reading only the data blocks whose key range may hold them (one read per block)."""
+    reading only the data blocks whose key range may hold them (neighbouring ones in one
+    request). A block asked for a few rows is searched for each row's cell key (C speed);
+    one asked for many is walked cell by cell."""
     firsts = [first for _, _, first in index.blocks]
-    wanted = rows.to_pylist()
-    blocks = sorted({bisect.bisect_right(firsts, row) - 1 for row in wanted} - {-1})
-    out_rows, out_values = [pa.array([], pa.binary())], [pa.array([], pa.binary())]
+    wanted: dict[int, list[bytes]] = {}
+    for row in rows.to_pylist():
+        at = bisect.bisect_right(firsts, row) - 1
+        if at >= 0:
+            wanted.setdefault(at, []).append(row)
+    found_rows: list[bytes] = []
+    found_values: list[bytes] = []
+    walked: list[tuple[pa.Array, pa.Array]] = []
     try:
-        for at in blocks:
-            offset, on_disk, _ = index.blocks[at]
-            r, v = cell_columns(_block(read_at(offset, on_disk), 0, index.codec)[1])
-            hit = pc.is_in(r, value_set=rows)
-            out_rows.append(r.filter(hit))
-            out_values.append(v.filter(hit))
+        for run in _runs(index, sorted(wanted)):
+            start = index.blocks[run[0]][0]
+            data = read_at(start, index.blocks[run[-1]][0] + index.blocks[run[-1]][1] - start)
+            for at in run:
+                payload = _block(data, index.blocks[at][0] - start, index.codec)[1]
+                want = wanted[at]
+                if len(want) <= FIND_AT_MOST:
+                    for row, value in _find_cells(payload, want):
+                        found_rows.append(row)
+                        found_values.append(value)
+                else:
+                    r, v = cell_columns(payload)
+                    hit = pc.is_in(r, value_set=pa.array(want, pa.binary()))
+                    walked.append((r.filter(hit), v.filter(hit)))
     except (IndexError, KeyError, ValueError, struct.error, zlib.error, EOFError, OSError) as e:
         raise InvalidTableError(f"{where or 'HFile'}: not a readable HFile ({e})") from e
-    return pa.concat_arrays(out_rows), pa.concat_arrays(out_values)
+    walked.append((pa.array(found_rows, pa.binary()), pa.array(found_values, pa.binary())))
+    return pa.concat_arrays([r for r, _ in walked]), pa.concat_arrays([v for _, v in walked])
+
+
+def _runs(index: HFileIndex, blocks: list[int]) -> list[list[int]]:
+    """`blocks` (sorted) in runs each read by one request."""
+    runs: list[list[int]] = []
+    for at in blocks:
+        if runs and index.blocks[at][0] - sum(index.blocks[runs[-1][-1]][:2]) <= READ_GAP:
+            runs[-1].append(at)
+        else:
+            runs.append([at])
+    return runs
+
+
+def _find_cells(payload: bytes, rows: list[bytes]) -> list[tuple[bytes, bytes]]:
+    """The (row, value) of those sorted `rows` a data block holds, each found by its cell key
+    (row length, row, the Put tail) after the previous one, and checked against the lengths
+    before it."""
+    found = []
+    pos = 0
+    for row in rows:
+        at = payload.find(struct.pack(">h", len(row)) + row + KEY_TAIL, pos)
+        if at < 8:
+            continue
+        key_len, value_len = struct.unpack_from(">ii", payload, at - 8)
+        if key_len != len(row) + 12:
+            continue
+        start = at + key_len
+        found.append((row, payload[start:start + value_len]))
+        pos = start + value_len
+    return found
 
 
 # -- writing ---------------------------------------------------------------------------------
