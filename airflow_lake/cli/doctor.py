@@ -97,7 +97,8 @@ def check_metadata_table(table: Table, timeline: ActiveTimeline) -> list[Finding
     if table.config.version < 8:
         return []
     found = [Finding("metadata", "info", f"the first write or service switches off the metadata table's {p} "
-                     "partition (airflow-lake keeps files and a global record_index current)",
+                     "partition (airflow-lake keeps files, a global record_index, column_stats and "
+                     "partition_stats current)",
                      f"Hudi rebuilds it with {how_to_rebuild(p)}")
              for p in unmaintained_partitions(table.storage, table.config.props)]
     if not has_files_partition(table.config.props):

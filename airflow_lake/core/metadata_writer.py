@@ -19,7 +19,7 @@ import logging
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import fastavro
 import numpy as np
@@ -33,6 +33,20 @@ from .formats.bloom import BloomFilter
 from .formats.hfile import BLOCK_SIZE, read_hfile, write_hfile, write_hfile_columns
 from .formats.log import encode_block
 from .formats.log.framing import BlockType, HeaderKey
+from .index.column_stats import (
+    COLUMN_STATS,
+    PARTITION_STATS,
+    STATS_MERGERS,
+    ColumnRange,
+    column_stats_key,
+    index_version,
+    indexed_columns,
+    merge_ranges,
+    partition_stats_key,
+    read_stats,
+    stats_datum,
+    tombstone,
+)
 from .index.record_index import FILE_ID_PREFIX as RECORD_INDEX_PREFIX
 from .index.record_index import (
     RecordIndex,
@@ -55,6 +69,7 @@ from .metadata_table import (
     RECORD_INDEX,
     MdtStorage,
     has_files_partition,
+    index_definitions,
     listed_partitions,
     merge_files_slice,
     merge_mdt_slice,
@@ -64,6 +79,7 @@ from .metadata_table import (
 )
 from .model import BaseFile, LogFile, WriteStat
 from .paths import absolute_path
+from .schema import META_FIELDS
 from .storage import Storage
 from .timeline.active import ActiveTimeline, timeline_folder
 from .timeline.clock import instant_epoch_ms
@@ -159,10 +175,11 @@ class MetadataWriter:
         raise FileNotFoundError(f"{self.storage.uri}/{partition}: no base HFile to take the record schema from")
 
     def deltacommit(self, instant: str, change: FilesChange, index_stats: Sequence[WriteStat] = (),
-                    ) -> tuple[str, bytes, CommitMetadata]:
+                    stats_files: Sequence[tuple[str, bytes, WriteStat]] = ()) -> tuple[str, bytes, CommitMetadata]:
         """What the MDT deltacommit at `instant` writes for `change`: its log file (path,
         bytes: one HFILE_DATA block) and its commit metadata, which also names the index log
-        files `index_stats` (written by the data write's tasks); the transaction writes them."""
+        files `index_stats` (written by the data write's tasks) and `stats_files` (column and
+        partition stats logs); the transaction writes them."""
         schema_text = self.schema_text()
         name = f".{FILES_GROUP}_{instant}.log.1_0-{int(instant[-9:])}-0"
         cells = _cells(schema_text, change)
@@ -171,7 +188,8 @@ class MetadataWriter:
         stat = WriteStat(FILES_GROUP, FILES, f"{FILES}/{name}", instant, num_writes=len(cells),
                          num_update_writes=len(cells), total_write_bytes=len(block), file_size=len(block),
                          delta={"logVersion": 1, "logOffset": 0, "baseFile": "", "logFiles": [name]})
-        meta = CommitMetadata.from_stats("UPSERT_PREPPED", [*index_stats, stat], {"schema": _without_meta(schema_text)})
+        meta = CommitMetadata.from_stats("UPSERT_PREPPED", [*index_stats, *(s for _, _, s in stats_files), stat],
+                                         {"schema": _without_meta(schema_text)})
         return f"{MDT}/{FILES}/{name}", block, meta
 
     def partitions(self) -> list[str]:
@@ -202,6 +220,102 @@ class MetadataWriter:
         return RollbackMetadata(by, (ActionInstant(current.time, current.action),),
                                 {r.partition: r.files for r in plan.requests} or {FILES: ()},
                                 int((time.time() - start) * 1000))
+
+
+# -- column and partition stats (v8 spec §5.5a, §5.5b) -------------------------------------------
+@dataclass
+class StatsLayout:
+    """What encoding a table's stats records needs: the index version and each column's type."""
+
+    version: str
+    types: dict[str, pa.DataType]
+
+    @classmethod
+    def of(cls, storage: Storage, props: dict[str, str], schema: pa.Schema) -> StatsLayout:
+        return cls(index_version(storage, props), {f.name: f.type for f in schema} |
+                   {name: pa.string() for name in META_FIELDS})
+
+
+def stats_groups(storage: Storage, partition: str) -> list[str]:
+    """The file group ids of an MDT stats partition (fixed at initialisation; log-only ones
+    count), in order."""
+    names = {st.name for st in storage.list(f"{MDT}/{partition}")}
+    ids = {n.lstrip(".").split("_")[0] for n in names if n.endswith(".hfile") or ".log." in n}
+    return sorted(ids)
+
+
+def stats_cells(keys_and_ranges: list[tuple[str, ColumnRange]], layout: StatsLayout, schema_text: str,
+                partition_stats: bool, file_name: str | None = None) -> list[tuple[bytes, bytes]]:
+    """HFile cells (sorted) of stats records: key -> the `HoodieMetadataRecord` datum."""
+    schema = parsed_schema(schema_text)
+    cells = []
+    for key, r in keys_and_ranges:
+        datum = stats_datum(r, layout.types.get(r.column), layout.version, partition_stats=partition_stats,
+                            file_name_field=file_name)
+        buf = io.BytesIO()
+        fastavro.schemaless_writer(buf, schema, datum)
+        cells.append((key.encode(), buf.getvalue()))
+    return sorted(cells)
+
+
+def stats_log_files(storage: Storage, instant: str, schema_text: str, partition: str,
+                    records: list[tuple[str, ColumnRange]], layout: StatsLayout) -> list[tuple[str, bytes, WriteStat]]:
+    """The log files of an MDT deltacommit at `instant` holding `records` (key, range) of stats
+    `partition`: one HFILE_DATA block per file group their keys hash to (§5.5a)."""
+    groups = stats_groups(storage, partition)
+    if not groups or not records:
+        return []
+    where = file_group_index(pa.array([k for k, _ in records], pa.string()), len(groups))
+    out = []
+    for k in sorted(set(where.tolist())):
+        cells = stats_cells([records[i] for i in np.flatnonzero(where == k)], layout, schema_text,
+                            partition == PARTITION_STATS)
+        header = {HeaderKey.SCHEMA: schema_text, HeaderKey.INSTANT_TIME: instant}
+        block = encode_block(BlockType.HFILE_DATA, header, write_hfile(cells, {b"schema": schema_text.encode()}))
+        name = f".{groups[k]}_{instant}.log.1_{k}-{int(instant[-9:])}-{k}"
+        stat = WriteStat(groups[k], partition, f"{partition}/{name}", instant, num_writes=len(cells),
+                         num_update_writes=len(cells), total_write_bytes=len(block), file_size=len(block),
+                         delta={"logVersion": 1, "logOffset": 0, "baseFile": "", "logFiles": [name]})
+        out.append((f"{MDT}/{partition}/{name}", block, stat))
+    return out
+
+
+def column_stats_records(change: FilesChange, ranges: dict[tuple[str, str], tuple], columns: tuple[str, ...],
+                         ) -> list[tuple[str, ColumnRange]]:
+    """The column_stats records of one data-table action: each written file's statistics
+    (once), a tombstone per column of each file it deleted (a clean, a rollback)."""
+    records = [(column_stats_key(r.column, partition, name), r) for (partition, name), rs in sorted(ranges.items())
+               for r in rs]
+    for partition, names in sorted(change.deleted.items()):
+        records += [(column_stats_key(c, partition, name), tombstone(name, c)) for name in names for c in columns]
+    return records
+
+
+def partition_stats_records(storage: Storage, data_timeline: ActiveTimeline, partitions: list[str],
+                            new: list[tuple[str, ColumnRange]], columns: tuple[str, ...],
+                            ) -> list[tuple[str, ColumnRange]]:
+    """Each written partition's statistics per column (§5.5b), recomputed: the live column
+    stats of every file of the partition the index holds (a superseded file until it is
+    cleaned: a loose bound, never a wrong one) and this action's `new` records, merged, as a
+    tight bound replacing the previous one."""
+    if not partitions:
+        return []
+    current = read_stats(storage, COLUMN_STATS, data_timeline)
+    by_key: dict[str, ColumnRange] = dict(current)
+    for key, r in new:
+        by_key[key] = r if key not in by_key else merge_ranges(by_key[key], r)
+    out = []
+    for partition in partitions:
+        for column in columns:
+            prefix = column_stats_key(column, partition, "")[:24]
+            merged: ColumnRange | None = None
+            for key, r in by_key.items():
+                if key.startswith(prefix) and not r.is_deleted:
+                    merged = r if merged is None else merge_ranges(merged, replace(r, is_tight_bound=False))
+            if merged is not None:
+                out.append((partition_stats_key(column, partition),
+                            replace(merged, file_name=partition, is_tight_bound=True, is_deleted=False)))
+    return out
 
 
 def clean_due(timeline: ActiveTimeline) -> bool:
@@ -294,7 +408,8 @@ def logged_files(storage: Storage, log_paths: list[str], instant: str) -> dict[s
 
 
 def compacted_bases(storage: Storage, timeline: ActiveTimeline, plan: CompactionPlan, instant: str,
-                    schema_text: str, valid: set[str] | None = None) -> tuple[list[tuple[str, bytes]], CommitMetadata]:
+                    schema_text: str, valid: set[str] | None = None, layout: StatsLayout | None = None,
+                    ) -> tuple[list[tuple[str, bytes]], CommitMetadata]:
     """The new base HFiles of an MDT compaction, one per operation (records merged, tombstones
     and deleted keys dropped, `_hoodie_file_name` set to its own name, a DYNAMIC_V0 bloom filter
     of its keys, as Hudi writes MDT base files; a group left without records still gets one),
@@ -307,6 +422,15 @@ def compacted_bases(storage: Storage, timeline: ActiveTimeline, plan: Compaction
         name = f"{op.file_id}_{n}-{int(instant[-9:])}-{n}_{instant}.hfile"
         if op.partition == RECORD_INDEX:
             data, count = compacted_index_base(storage, folder, op, valid, name, schema_text)
+        elif op.partition in STATS_MERGERS:  # (tombstones kept in the base file, as Java keeps them)
+            state: dict = {}
+            merge_mdt_slice(storage, f"{folder}/{op.data_file}" if op.data_file else None,
+                            [f"{folder}/{name}" for name in op.delta_files], valid, state, *STATS_MERGERS[op.partition])
+            cells = stats_cells([(k, v) for k, v in state.items() if v is not None], layout, schema_text,
+                                op.partition == PARTITION_STATS, name)
+            data = index_base_hfile(pa.array([r for r, _ in cells], pa.binary()),
+                                    pa.array([v for _, v in cells], pa.binary()), schema_text)
+            count = len(cells)
         else:
             merged: dict[str, dict | None] = {}
             pick, merge = MERGERS[op.partition]
@@ -501,13 +625,35 @@ def _java_date() -> str:
 
 
 def maintained_partitions(storage: Storage, props: dict[str, str]) -> list[str]:
-    """The MDT partitions our writes and services keep current: `files`, and a built global
-    record index (listed, `isPartitioned` false)."""
+    """The MDT partitions our writes and services keep current: `files`, a built global record
+    index (listed, `isPartitioned` false), column stats with an index.json definition, and
+    partition stats beside them."""
     listed = listed_partitions(props)
-    kept = [FILES] if FILES in listed else []
-    if RECORD_INDEX in listed and FILES in listed and not is_partitioned(storage, props):
+    if FILES not in listed:
+        return []
+    kept = [FILES]
+    if RECORD_INDEX in listed and not is_partitioned(storage, props):
         kept.append(RECORD_INDEX)
+    if COLUMN_STATS in listed and index_definitions(storage, props).get(COLUMN_STATS) is not None:
+        kept.append(COLUMN_STATS)
+        if PARTITION_STATS in listed:
+            kept.append(PARTITION_STATS)
     return kept
+
+
+def stats_columns(storage: Storage, props: dict[str, str], schema: pa.Schema) -> tuple[str, ...] | None:
+    """The columns whose statistics a write records for the column_stats partition (None: the
+    table keeps none)."""
+    if COLUMN_STATS not in maintained_partitions(storage, props):
+        return None
+    columns = indexed_columns(storage, props, schema)
+    return None if columns is None else tuple(columns)
+
+
+def written_ranges(stats: Sequence[WriteStat]) -> dict[tuple[str, str], tuple]:
+    """The column statistics of each file the write stats name: (partition, file name) -> ranges."""
+    return {(s.partition, s.path.rsplit("/", 1)[-1]): s.column_ranges for s in stats
+            if s.column_ranges is not None and s.path}
 
 
 def maintained_record_index(storage: Storage, props: dict[str, str], data_timeline: ActiveTimeline,

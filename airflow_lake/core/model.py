@@ -137,6 +137,9 @@ class WriteStat:
     log_blocks: int = 0
     # keys of the records this file group's write inserted (new keys): not serialised
     new_keys: pa.Array | None = field(default=None, repr=False, compare=False)
+    # the written file's column statistics (`index.column_stats.ColumnRange`s) for the metadata
+    # table's column_stats partition: not serialised
+    column_ranges: tuple | None = field(default=None, repr=False, compare=False)
 
     def to_json(self) -> dict:
         doc = {

@@ -20,7 +20,17 @@ import pyarrow.parquet as pq
 
 from .engine import Engine
 from .errors import InvalidOptionError, LakeError
+from .index.column_stats import (
+    COLUMN_STATS,
+    PARTITION_STATS,
+    column_stats_key,
+    indexed_columns,
+    may_match,
+    partition_stats_key,
+    read_stats,
+)
 from .keys import parse_partition_path
+from .metadata_table import FILES, listed_partitions
 from .model import FileGroup
 from .schema import META_FIELDS, META_SCHEMA, from_avro
 from .slice_reader import (
@@ -84,6 +94,7 @@ class Reader:
         self.storage = table.storage
         self.engine = engine if engine is not None else table.engine
         self._timeline = timeline
+        self.skipping: dict[str, int] = {}  # the latest snapshot plan's data skipping (`_skip`)
 
     @property
     def timeline(self):
@@ -132,7 +143,8 @@ class Reader:
                 self._check_retained(timeline, as_of, "time travel to")
             self._warn_before_first_commit(timeline, as_of)
         view = FileSystemView(self.storage, timeline, as_of)
-        groups = self._prune(view, view.file_groups(), filters)
+        groups = self._skip(view, self._prune(view, view.file_groups(), filters), filters,
+                            query_type == "read_optimized")
         return self._plan(view, groups, columns, filters, query_type == "read_optimized"), timeline
 
     def _warn_before_first_commit(self, timeline, as_of: str) -> None:
@@ -238,6 +250,52 @@ class Reader:
         task = group_read(view, group)
         return read_group_records(self.table, task, self.full_schema, columns, timeline=view.timeline)
 
+    def _skip(self, view: FileSystemView, groups: list[FileGroup], filters, read_optimized: bool) -> list[FileGroup]:
+        """Data skipping by the metadata table's statistics (v8 spec §5.5a, §5.5b readers), on
+        a Hudi 1.x table that keeps them: a partition whose partition stats, then a file group
+        none of whose slice's files (base and log files) has column stats that may hold a row
+        passing the filters (in DNF), is not read. A file without statistics, a column not
+        indexed or a predicate the statistics cannot decide keeps its file. The counts are
+        logged and kept in `self.skipping`."""
+        self.skipping = {}
+        cfg = self.table.config
+        if not filters or isinstance(filters, pc.Expression) or cfg.version < 8 or not groups:
+            return groups
+        listed = listed_partitions(cfg.props)
+        if FILES not in listed or COLUMN_STATS not in listed:
+            return groups
+        columns = set(indexed_columns(self.storage, cfg.props, self.full_schema) or ())
+        disjuncts = [[(c, _SKIP_OPS[op], v) for c, op, v in conj if c in columns and op in _SKIP_OPS]
+                     for conj in (filters if isinstance(filters[0], list) else [filters])]
+        if any(not conj for conj in disjuncts):  # a disjunct the statistics say nothing of: it may match
+            return groups
+        wanted = sorted({c for conj in disjuncts for c, _, _ in conj})
+        partitions = sorted({g.partition for g in groups})
+        kept_partitions = set(partitions)
+        if PARTITION_STATS in listed:
+            keys = {(c, p): partition_stats_key(c, p) for c in wanted for p in partitions}
+            stats = read_stats(self.storage, PARTITION_STATS, view.timeline, sorted(set(keys.values())))
+            kept_partitions = {p for p in partitions if _may_hold(disjuncts, lambda c, p=p: [stats.get(keys[c, p])])}
+        slices: dict[tuple[str, str], list[str]] = {}
+        for g in groups:
+            if g.partition in kept_partitions:
+                base, logs = view.read_slice(g)
+                slices[g.partition, g.file_id] = ([base.name] if base else []) + \
+                    ([] if read_optimized and base else [lf.name for lf in logs])
+        keys = {(p, name, c): column_stats_key(c, p, name) for (p, _), names in slices.items() for name in names
+                for c in wanted}
+        stats = read_stats(self.storage, COLUMN_STATS, view.timeline, sorted(set(keys.values())))
+        kept = [g for g in groups if (g.partition, g.file_id) in slices and any(
+            _may_hold(disjuncts, lambda c, g=g, name=name: [stats.get(keys[g.partition, name, c])])
+            for name in slices[g.partition, g.file_id] or [None])]
+        self.skipping = {"file_groups": len(groups), "partitions_pruned": len(partitions) - len(kept_partitions),
+                         "file_groups_pruned": len(groups) - len(kept)}
+        log.info("table %s: data skipping read %d of %d file groups (%d partitions pruned by partition stats, "
+                 "%d file groups by column stats)", self.storage.uri, len(kept), len(groups),
+                 self.skipping["partitions_pruned"], len(groups) - len(kept) - sum(
+                     1 for g in groups if g.partition not in kept_partitions))
+        return kept
+
     def _prune(self, view: FileSystemView, groups: list[FileGroup], filters) -> list[FileGroup]:
         """Drop groups whose partition provably cannot match the filters on partition columns.
 
@@ -284,6 +342,20 @@ class Reader:
                 return groups
             kept |= {partitions[i] for i in hits}
         return [g for g in groups if g.partition in kept]
+
+
+# filter operators (pyarrow's DNF spellings) -> the statistics' predicate names
+_SKIP_OPS = {"=": "=", "==": "=", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">=", "in": "in"}
+
+
+def _may_hold(disjuncts: list[list[tuple[str, str, object]]], ranges_of) -> bool:
+    """Whether some disjunct may hold for a file (or partition) whose statistics per column
+    `ranges_of(column)` gives (a list: [None] when there are none, which decides nothing)."""
+    for conj in disjuncts:
+        if all(any(r is None or r.is_deleted or may_match(r, op, value) for r in ranges_of(column))
+               for column, op, value in conj):
+            return True
+    return False
 
 
 def _typed_candidates(values: list[str | None] | None, arrow_type: pa.DataType) -> list | None:

@@ -61,18 +61,19 @@ def test_writes_and_services_keep_the_files_partition_current(tmp_path, name, ca
     listed = table.config.props["hoodie.table.metadata.partitions"].split(",")
     with caplog.at_level(logging.WARNING):
         first = table.write(later(table, before.slice(0, 2), 10**6))
-    # every partition but files and the record index switched off, as Java does it, each named
-    # in a warning
+    # the partitions we keep stay (files, the record index, column and partition stats); the
+    # others (secondary indexes) are switched off, as Java does it, each named in a warning
+    kept = {"files", "record_index", "column_stats", "partition_stats"}
     props = Table.open(str(path)).config.props
-    assert props["hoodie.table.metadata.partitions"] == "files,record_index"
+    assert props["hoodie.table.metadata.partitions"].split(",") == [p for p in listed if p in kept]
     assert props["hoodie.table.metadata.partitions.inflight"] == ""
-    assert sorted(p.name for p in (path / ".hoodie" / "metadata").iterdir()) == [".hoodie", "files", "record_index"]
+    assert sorted(p.name for p in (path / ".hoodie" / "metadata").iterdir()) == \
+        [".hoodie", *sorted(p for p in listed if p in kept)]
     index = json.loads((path / ".hoodie" / ".index_defs" / "index.json").read_text())
-    assert set(index["indexDefinitions"]) <= {"record_index"}  # (v8: the record index has no definition)
+    assert set(index["indexDefinitions"]) <= kept  # (v8: the record index has no definition)
     for partition in listed:
-        if partition not in ("files", "record_index"):
-            assert any(partition in r.getMessage() and "switching off" in r.getMessage() for r in caplog.records)
-    assert not any("record_index" in r.getMessage() for r in caplog.records)
+        switched = any(partition in r.getMessage() and "switching off" in r.getMessage() for r in caplog.records)
+        assert switched == (partition not in kept), partition
     agree(table, path)
     mdt = path / ".hoodie" / "metadata"
     assert list((mdt / "files").glob(f".files-0000-0_{first.instant}.log.1_*"))
@@ -106,7 +107,7 @@ def test_hudi_rs_lists_files_through_the_metadata_table(tmp_path, monkeypatch):
     path = unpack(TABLES["v9_cow_meta"], tmp_path / "t")
     table = Table.open(str(path))
     before = table.read()
-    monkeypatch.setattr(Transaction, "sync_metadata_table", lambda self, instant, content, index_stats=(): None)
+    monkeypatch.setattr(Transaction, "sync_metadata_table", lambda self, *args: None)
     new = later(table, before.slice(0, 1), 10**6)
     new = new.set_column(new.schema.get_field_index("txn_id"), "txn_id", pa.array(["TXN-NEW"]))
     table.write(new, operation="insert")
@@ -121,8 +122,8 @@ def test_a_crash_between_the_metadata_commit_and_the_data_commit_is_repaired(tmp
     before = agree(table, path)
     real = Transaction.sync_metadata_table
 
-    def sync_then_die(self, instant, content, index_stats=()):
-        real(self, instant, content, index_stats)
+    def sync_then_die(self, *args):
+        real(self, *args)
         raise KeyboardInterrupt("killed after the MDT commit")
 
     monkeypatch.setattr(Transaction, "sync_metadata_table", sync_then_die)

@@ -73,11 +73,12 @@ def footer_metadata(keys: pa.ChunkedArray | None, avro_schema: dict, bloom: Bloo
 
 def write_base_file(storage: Storage, path: str, table: pa.Table, avro_schema: dict, *,
                     bloom: BloomSettings | None, compression: str = "snappy",
-                    prior: PriorKeys | None = None) -> int:
+                    prior: PriorKeys | None = None, collect: list | None = None) -> int:
     """Write a whole base file in one PUT; returns its size in bytes.
 
     `table` starts with the five meta columns; `avro_schema` includes them. With `bloom`
-    None (populate.meta.fields=false) no bloom filter or key range is written.
+    None (populate.meta.fields=false) no bloom filter or key range is written. `collect`: a
+    list the written file's `FileMetaData` is appended to (as pyarrow's `metadata_collector`).
     """
     keys = table.column("_hoodie_record_key") if bloom is not None else None
     footer = footer_metadata(keys, avro_schema, bloom, prior)
@@ -91,6 +92,8 @@ def write_base_file(storage: Storage, path: str, table: pa.Table, avro_schema: d
         writer.add_key_value_metadata(footer)
     buf = sink.getvalue()
     storage.write(path, buf)
+    if collect is not None:
+        collect.append(pq.read_metadata(pa.BufferReader(buf)))
     return buf.size
 
 

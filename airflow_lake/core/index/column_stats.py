@@ -28,9 +28,10 @@ import pyarrow.compute as pc
 import xxhash
 
 from ..formats.log.blocks import NS
-from ..metadata_table import index_definitions
+from ..metadata_table import MDT, index_definitions, mdt_timeline, merge_mdt_slice, partition_view, readable_instants
 from ..schema import META_FIELDS
 from ..storage import Storage
+from ..timeline.active import ActiveTimeline
 
 COLUMN_STATS, PARTITION_STATS = "column_stats", "partition_stats"
 COLUMN_STATS_TYPE, PARTITION_STATS_TYPE = 3, 6  # `HoodieMetadataRecord.type` (§5.3)
@@ -188,6 +189,11 @@ def _parquet_value(raw: Any, t: pa.DataType, *, ceil: bool) -> Any:
     if pa.types.is_unsigned_integer(t) and int(raw) < 0:
         return int(raw) + (1 << (64 if t.bit_width == 64 else 32))
     return raw
+
+
+def base_ranges(columns: tuple[str, ...] | None, name: str, footers: list | None) -> tuple | None:
+    """A written base file's statistics (from its footer, `footers[0]`), when stats are kept."""
+    return None if columns is None or not footers else tuple(ranges_of_parquet(footers[0], name, list(columns)))
 
 
 def ranges_of_records(table: pa.Table, file_name: str, columns: list[str]) -> list[ColumnRange]:
@@ -540,6 +546,27 @@ def index_version(storage: Storage, props: dict[str, str], partition: str = COLU
     definitions = index_definitions(storage, props)
     definition = definitions.get(partition) or (definitions.get(COLUMN_STATS) if partition == PARTITION_STATS else None)
     return str((definition or {}).get("version") or V1).upper()
+
+
+# -- reading the partitions ------------------------------------------------------------------------------
+def read_stats(storage: Storage, partition: str, data_timeline: ActiveTimeline | None,
+               keys: list[str] | None = None) -> dict[str, ColumnRange]:
+    """The merged records of an MDT stats `partition` (key -> range; tombstones kept), of
+    every file group (with `keys`, sorted, only those; of each base HFile only the blocks that
+    may hold them)."""
+    timeline = mdt_timeline(storage)
+    view = partition_view(storage, timeline, partition)
+    valid = readable_instants(timeline, data_timeline)
+    state: dict[str, ColumnRange | None] = {}
+    for group in view.file_groups(f"{MDT}/{partition}"):
+        base, logs = view.read_slice(group)
+        merge_mdt_slice(storage, base.path if base else None, [lf.path for lf in logs], valid, state,
+                        picked_range, merge_ranges, keys=keys)
+    return {k: v for k, v in state.items() if v is not None}
+
+
+# MDT stats partition -> how its records merge (the `MERGERS` of `metadata_table`)
+STATS_MERGERS = {COLUMN_STATS: (picked_range, merge_ranges), PARTITION_STATS: (picked_range, merge_ranges)}
 
 
 # -- data skipping (§5.5a Readers) -----------------------------------------------------------------------

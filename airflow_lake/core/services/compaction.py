@@ -25,6 +25,8 @@ from ..context import TableContext
 from ..errors import CorruptLogError, InstantNotFoundError, InvalidOptionError, WriteConflictError
 from ..formats.log import DataBlock
 from ..formats.parquet import BloomSettings, prior_keys, write_base_file
+from ..index.column_stats import base_ranges
+from ..metadata_writer import stats_columns, written_ranges
 from ..model import BaseFile, WriteStat
 from ..paths import relative_path
 from ..schema import META_FIELDS, from_avro, with_meta_fields
@@ -274,6 +276,7 @@ class CompactionJob:
     bloom: BloomSettings | None
     visible: Visibility  # log blocks merged: committed before the compaction instant
     skip_corrupt: bool
+    stats_columns: tuple[str, ...] | None = None  # the metadata table's column_stats columns (None: off)
 
 
 def compact_operation(job: CompactionJob, indexed: tuple[int, CompactionOperation]) -> tuple[WriteStat, list[Damage]]:
@@ -301,15 +304,17 @@ def compact_operation(job: CompactionJob, indexed: tuple[int, CompactionOperatio
     prior = None  # base order is kept: extend the base file's bloom filter when no row went
     if job.bloom is not None and base_name and not read.base_rows_dropped:
         prior = prior_keys(storage, prefix + base_name, read.base_rows, job.bloom)
+    footers: list | None = [] if job.stats_columns else None
     size = write_base_file(storage, new.path, merged, with_meta_fields(job.avro), bloom=job.bloom,
-                           compression=ctx.option(WriteOptions.COMPRESSION), prior=prior)
+                           compression=ctx.option(WriteOptions.COMPRESSION), prior=prior, collect=footers)
     log_records = sum(b.records([META_FIELDS[2]]).num_rows if isinstance(b, DataBlock) else len(b.keys)
                       for b in read.blocks)
     stat = WriteStat(op.file_id, partition, new.path, op.base_instant or "null",
                      num_writes=merged.num_rows, num_update_writes=log_records, total_write_bytes=size,
                      file_size=size, upsert_ms=int((time.monotonic() - start) * 1000),
                      log_records=log_records, log_files=len(op.delta_files), log_size=read.log_size,
-                     updated_compacted=log_records, log_blocks=len(read.blocks))
+                     updated_compacted=log_records, log_blocks=len(read.blocks),
+                     column_ranges=base_ranges(job.stats_columns, new.name, footers))
     return stat, read.damaged
 
 
@@ -343,7 +348,8 @@ def _execute(txn: Transaction, timeline, inflight: Instant, extra_metadata) -> C
                             txn.option(WriteOptions.BLOOM_DYNAMIC_MAX_ENTRIES)) if cfg.populate_meta_fields else None,
         visible=Visibility(tuple(sorted(c for c in timeline.commits().completed().times if c < t)), bound=t,
                            first_write=first.time if first else None),
-        skip_corrupt=txn.option(SKIP_CORRUPT))
+        skip_corrupt=txn.option(SKIP_CORRUPT),
+        stats_columns=stats_columns(txn.storage, cfg.props, from_avro(avro) if avro else pa.schema([])))
     log.info("table %s: compaction %s merges %d file slices", txn.storage.uri, t, len(ops))
     done = txn.engine.map(partial(compact_operation, job), list(enumerate(ops)))
     stats = [stat for stat, _ in done]
@@ -354,7 +360,7 @@ def _execute(txn: Transaction, timeline, inflight: Instant, extra_metadata) -> C
         extra[SKIPPED_KEY] = json.dumps(skipped)
     metadata = CommitMetadata.from_stats("COMPACT", stats, extra)
     metadata.compacted = True
-    txn.commit(timeline, inflight, metadata.to_bytes())
+    txn.commit(timeline, inflight, metadata.to_bytes(), column_ranges=written_ranges(stats))
     log.info("table %s: compaction %s wrote %d base files", txn.storage.uri, t, len(stats))
     return CompactionResult(t, len(ops), sum(s.num_writes for s in stats), sum(s.log_records for s in stats),
                             [s.path for s in stats])

@@ -19,11 +19,14 @@ from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import timedelta
 
+import pyarrow as pa
+
 from .. import properties
 from ..config import MetadataOptions, ServiceOptions, TableConfig, TableOptions, WriteOptions
 from ..context import TableContext
 from ..engine import Engine
 from ..errors import InvalidOptionError, InvalidTableError, TimelineError, WriteConflictError
+from ..index.column_stats import COLUMN_STATS, PARTITION_STATS, indexed_columns
 from ..index.record_index import RecordIndex, located_keys
 from ..index.record_index_update import resync
 from ..lock import LockProvider, lock_provider_name, table_lock
@@ -34,11 +37,13 @@ from ..metadata_writer import (
     METADATA_ENABLE,
     FilesChange,
     MetadataWriter,
+    StatsLayout,
     absorbed,
     clean_due,
     clean_metadata,
     clean_plan,
     clean_retention,
+    column_stats_records,
     committed_files,
     compacted_bases,
     compaction_due,
@@ -50,8 +55,10 @@ from ..metadata_writer import (
     logged_files,
     maintained_partitions,
     mdt_properties,
+    partition_stats_records,
     record_index_group_count,
     restore_change,
+    stats_log_files,
     switch_off,
     switch_off_unmaintained,
 )
@@ -59,6 +66,7 @@ from ..metadata_writer import compaction_plan as metadata_compaction_plan
 from ..metadata_writer import is_on as metadata_on
 from ..model import WriteStat
 from ..paths import Deleter, relative_path
+from ..schema import from_avro
 from ..timeline.active import ActiveTimeline, timeline_folder
 from ..timeline.avro_mdt import METADATA_RECORD_V8, METADATA_RECORD_V9
 from ..timeline.clock import format_instant, instant_epoch_ms, next_instant, parse_instant
@@ -229,12 +237,14 @@ class Transaction:
                                 "writer while this write ran; nothing was committed")
 
     def commit(self, timeline: ActiveTimeline, inflight: Instant, content: bytes, *,
-               conflicts: ConflictCheck | None = None, index_stats: Sequence[WriteStat] = ()) -> None:
+               conflicts: ConflictCheck | None = None, index_stats: Sequence[WriteStat] = (),
+               column_ranges: dict[tuple[str, str], tuple] | None = None) -> None:
         """Under the lock: check that `inflight` is still ours and, given `conflicts`, that
         nothing committed or planned since this write started clashes with it (against a fresh
         listing; a clash rolls it back and raises WriteConflictError), then complete it with
         `content` (`index_stats`: the MDT index log files its tasks wrote, which its MDT
-        deltacommit commits); its markers go after."""
+        deltacommit commits; `column_ranges`: the statistics of the files it wrote, for the
+        column stats); its markers go after."""
         with self.lock():
             if conflicts is None:
                 self.check_still_owner(inflight)
@@ -245,7 +255,7 @@ class Transaction:
                 if conflict:
                     self.rollback(timeline, inflight)
                     raise WriteConflictError(conflict)
-            self.sync_metadata_table(inflight, content, index_stats)
+            self.sync_metadata_table(inflight, content, index_stats, column_ranges)
             timeline.transition(inflight, State.COMPLETED, content)
         delete_markers(self.storage, inflight.time)
 
@@ -269,7 +279,8 @@ class Transaction:
             return None
         return MetadataWriter(self.storage, "UTC" if self.config.timezone == "UTC" else "LOCAL")
 
-    def sync_metadata_table(self, instant: Instant, content: bytes, index_stats: Sequence[WriteStat] = ()) -> None:
+    def sync_metadata_table(self, instant: Instant, content: bytes, index_stats: Sequence[WriteStat] = (),
+                            column_ranges: dict[tuple[str, str], tuple] | None = None) -> None:
         """Before `instant` completes: its MDT deltacommit at the same instant, completed (v8
         spec §2.4: a reader never sees a data commit whose files the MDT lacks), committing the
         index log files `index_stats` name too."""
@@ -281,19 +292,43 @@ class Transaction:
         if timeline.contains(instant.time):  # left by a crash: this instant's commit is being redone
             self.rollback_metadata_table(writer, None, instant.time)
             timeline = writer.timeline()
-        self.metadata_deltacommit(writer, timeline, instant.time, change, index_stats)
+        self.metadata_deltacommit(writer, timeline, instant.time, change, index_stats,
+                                  self.stats_files(writer, instant.time, change, column_ranges))
         self.clean_metadata_table(writer)
         self.compact_metadata_table(writer, instant.time)
 
     def metadata_deltacommit(self, writer: MetadataWriter, timeline: ActiveTimeline, instant: str,
-                             change: FilesChange, index_stats: Sequence[WriteStat] = ()) -> None:
+                             change: FilesChange, index_stats: Sequence[WriteStat] = (),
+                             stats_files: Sequence[tuple[str, bytes, WriteStat]] = ()) -> None:
         """The MDT deltacommit at `instant` recording `change`: requested, inflight, its log
-        file, completed (with the index log files already written, `index_stats`)."""
-        path, block, meta = writer.deltacommit(instant, change, index_stats)
+        files, completed (with the index log files already written, `index_stats`)."""
+        path, block, meta = writer.deltacommit(instant, change, index_stats, stats_files)
         requested = timeline.create(Instant(instant, DELTA_COMMIT, State.REQUESTED))
         inflight = timeline.transition(requested, State.INFLIGHT, CommitMetadata("UPSERT_PREPPED").to_bytes())
+        for stats_path, data, _ in stats_files:
+            self.storage.write(stats_path, data)
         self.storage.write(path, block)
         timeline.transition(inflight, State.COMPLETED, meta.to_bytes())
+
+    def stats_files(self, writer: MetadataWriter, instant: str, change: FilesChange,
+                    ranges: dict[tuple[str, str], tuple] | None) -> list[tuple[str, bytes, WriteStat]]:
+        """The column and partition stats log files of the MDT deltacommit at `instant` (when
+        the table keeps them): the written files' statistics, tombstones of the deleted ones,
+        and the written partitions' statistics recomputed."""
+        kept = maintained_partitions(self.storage, self.config.props)
+        if COLUMN_STATS not in kept:
+            return []
+        avro = self.timeline.schema_avro(self.config.get(TableOptions.CREATE_SCHEMA))
+        schema = from_avro(avro) if avro else pa.schema([])
+        columns = tuple(indexed_columns(self.storage, self.config.props, schema) or ())
+        layout = StatsLayout.of(self.storage, self.config.props, schema)
+        schema_text = writer.schema_text()
+        records = column_stats_records(change, ranges or {}, columns)
+        files = stats_log_files(self.storage, instant, schema_text, COLUMN_STATS, records, layout)
+        if PARTITION_STATS in kept and change.list_partitions:  # (a clean writes none: §5.5b)
+            written = partition_stats_records(self.storage, self.timeline, sorted(change.written), records, columns)
+            files += stats_log_files(self.storage, instant, schema_text, PARTITION_STATS, written, layout)
+        return files
 
     def clean_metadata_table(self, writer: MetadataWriter) -> None:
         """Finish an MDT clean a crash left pending; else, once 3 MDT instants followed its latest
@@ -352,7 +387,10 @@ class Transaction:
         if requested.state == State.REQUESTED:
             requested = timeline.transition(requested, State.INFLIGHT)
         valid = readable_instants(timeline, self.timeline)
-        files, meta = compacted_bases(self.storage, timeline, plan, requested.time, writer.schema_text(), valid)
+        avro = self.timeline.schema_avro(self.config.get(TableOptions.CREATE_SCHEMA))
+        layout = StatsLayout.of(self.storage, self.config.props, from_avro(avro) if avro else pa.schema([]))
+        files, meta = compacted_bases(self.storage, timeline, plan, requested.time, writer.schema_text(), valid,
+                                      layout)
         for path, data in files:
             self.storage.write(path, data)
         timeline.transition(requested, State.COMPLETED, meta.to_bytes())
@@ -376,8 +414,9 @@ class Transaction:
             # (tombstones, as Java turns a rollback's deleted files into MDT records)
             if deleted is None:
                 deleted = logged_files(self.storage, logs.get(MDT_FILES, []), target)
-            self.metadata_deltacommit(writer, timeline, by, FilesChange(deleted=deleted, list_partitions=False),
-                                      self.resync_record_index(writer, by))
+            change = FilesChange(deleted=deleted, list_partitions=False)
+            self.metadata_deltacommit(writer, timeline, by, change, self.resync_record_index(writer, by),
+                                      self.stats_files(writer, by, change, None))
             return
         if rb is not None:  # an MDT rollback a crash left pending: finish it
             plan = RollbackPlan.from_bytes(timeline.read_details(rb.to(State.REQUESTED)))
@@ -405,8 +444,9 @@ class Transaction:
             if timeline.contains(target) and (target == at or not absorbed(timeline, target)):
                 self.rollback_metadata_table(writer, None, target)
         timeline = writer.timeline()
-        self.metadata_deltacommit(writer, timeline, at, restore_change(self.storage, self.timeline),
-                                  self.resync_record_index(writer, at))
+        change = restore_change(self.storage, self.timeline)
+        self.metadata_deltacommit(writer, timeline, at, change, self.resync_record_index(writer, at),
+                                  self.stats_files(writer, at, change, None))
 
     def resync_record_index(self, writer: MetadataWriter, instant: str) -> list[WriteStat]:
         """The record index brought in line with a scan of the table by log files of the MDT

@@ -18,6 +18,7 @@ from ..config import DEFAULT_PAYLOAD, WriteOptions
 from ..engine import Engine
 from ..formats.parquet import BloomSettings
 from ..index import check_index_type
+from ..metadata_writer import stats_columns, written_ranges
 from ..model import WriteStat
 from ..read import SliceRead, group_read
 from ..schema import from_avro
@@ -176,10 +177,12 @@ class WriteClient:
         bloom = BloomSettings(self.opt(WriteOptions.BLOOM_NUM_ENTRIES), self.opt(WriteOptions.BLOOM_FPP),
                               self.opt(WriteOptions.BLOOM_FILTER_TYPE).upper(),
                               self.opt(WriteOptions.BLOOM_DYNAMIC_MAX_ENTRIES)) if cfg.populate_meta_fields else None
-        return WriteContext(self.storage, instant, avro_schema, from_avro(avro_schema), bloom,
+        arrow = from_avro(avro_schema)
+        return WriteContext(self.storage, instant, avro_schema, arrow, bloom,
                             self.opt(WriteOptions.COMPRESSION), cfg.populate_meta_fields, tuple(cfg.ordering_fields),
                             cfg.payload_class == DEFAULT_PAYLOAD, self.table.keygen,
-                            log_by_instant=cfg.timeline_layout == 2)
+                            log_by_instant=cfg.timeline_layout == 2,
+                            stats_columns=stats_columns(self.storage, cfg.props, arrow) if cfg.version >= 8 else None)
 
     def commit(self, timeline: ActiveTimeline, inflight: Instant, seen: set[str], operation: str,
                stats: list[WriteStat], extra: dict[str, str], avro_schema: dict, touched: set[tuple[str, str]],
@@ -195,7 +198,8 @@ class WriteClient:
         if replaced is not None:
             metadata.partition_to_replace_file_ids = replaced
         conflicts = ConflictCheck(frozenset(seen), frozenset(touched), key_clash, self.index_type() == "BUCKET")
-        self.txn.commit(timeline, inflight, metadata.to_bytes(), conflicts=conflicts, index_stats=index_stats or ())
+        self.txn.commit(timeline, inflight, metadata.to_bytes(), conflicts=conflicts, index_stats=index_stats or (),
+                        column_ranges=written_ranges(stats))
         result = WriteResult(inflight.time, operation)
         _add_stats(result, stats)
         result.replaced_file_groups = sum(len(v) for v in (replaced or {}).values())

@@ -11,6 +11,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..formats.parquet import BloomSettings, prior_keys, read_base_file, write_base_file
+from ..index.column_stats import base_ranges
 from ..keys import KeyGenerator
 from ..model import BaseFile, WriteStat
 from ..ordering import ordering_key
@@ -35,6 +36,7 @@ class WriteContext:
     ordering_wins: bool  # DefaultHoodieRecordPayload: the base record survives a smaller update
     keygen: KeyGenerator
     log_by_instant: bool = False  # timeline layout 2: a log file is named by the write's own instant
+    stats_columns: tuple[str, ...] | None = None  # the metadata table's column_stats columns (None: off)
 
     @property
     def ordering_field(self) -> str | None:
@@ -87,10 +89,10 @@ def with_meta(ctx: WriteContext, meta: list, data: pa.Table) -> pa.Table:
     return pa.Table.from_arrays(meta + list(conform(data, ctx.arrow_schema).columns), schema=ctx.arrow_with_meta)
 
 
-def _write(ctx: WriteContext, base: BaseFile, table: pa.Table, io_type: str) -> int:
+def _write(ctx: WriteContext, base: BaseFile, table: pa.Table, io_type: str, footers: list | None = None) -> int:
     create_marker(ctx.storage, ctx.instant, base.path, io_type)
     return write_base_file(ctx.storage, base.path, table, ctx.avro_with_meta,
-                           bloom=ctx.bloom, compression=ctx.compression)
+                           bloom=ctx.bloom, compression=ctx.compression, collect=footers)
 
 
 def insert_file(ctx: WriteContext, task: int, partition: str, file_id: str, batch: Batch) -> WriteStat:
@@ -98,10 +100,11 @@ def insert_file(ctx: WriteContext, task: int, partition: str, file_id: str, batc
     start = time.monotonic()
     base = BaseFile(partition, file_id, ctx.token(task), ctx.instant)
     table = with_meta(ctx, meta_columns(ctx, task, batch.keys, partition, base.name), batch.data)
-    size = _write(ctx, base, table, CREATE)
+    footers: list | None = [] if ctx.stats_columns else None
+    size = _write(ctx, base, table, CREATE, footers)
     return WriteStat(file_id, partition, base.path, "null", num_writes=len(table), num_inserts=len(table),
                      total_write_bytes=size, file_size=size, create_ms=int((time.monotonic() - start) * 1000),
-                     new_keys=batch.keys)
+                     new_keys=batch.keys, column_ranges=base_ranges(ctx.stats_columns, base.name, footers))
 
 
 def merge_file(ctx: WriteContext, task: int, old: BaseFile, batch: Batch, appended: Batch | None = None) -> WriteStat:
@@ -165,9 +168,11 @@ def merge_file(ctx: WriteContext, task: int, old: BaseFile, batch: Batch, append
     if ctx.bloom is not None and ctx.populate_meta and not dropped.any():
         prior = prior_keys(ctx.storage, old.path, len(existing), ctx.bloom)
     create_marker(ctx.storage, ctx.instant, new.path, MERGE)
+    footers: list | None = [] if ctx.stats_columns else None
     size = write_base_file(ctx.storage, new.path, table, ctx.avro_with_meta, bloom=ctx.bloom,
-                           compression=ctx.compression, prior=prior)
+                           compression=ctx.compression, prior=prior, collect=footers)
     return WriteStat(old.file_id, old.partition, new.path, old.instant, num_writes=len(table),
                      num_deletes=deleted, num_update_writes=len(updates), num_inserts=len(inserts),
                      total_write_bytes=size, file_size=size, upsert_ms=int((time.monotonic() - start) * 1000),
-                     new_keys=written.keys.slice(len(updates)))
+                     new_keys=written.keys.slice(len(updates)),
+                     column_ranges=base_ranges(ctx.stats_columns, new.name, footers))

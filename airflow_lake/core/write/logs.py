@@ -15,6 +15,7 @@ import numpy as np
 
 from ..formats.log import data_block_bytes, delete_block_bytes
 from ..formats.log.blocks import wrap_ordering
+from ..index.column_stats import ranges_of_records
 from ..model import BaseFile, LogFile, WriteStat
 from ..txn.markers import APPEND, create_marker
 from .files import WriteContext, meta_columns, with_meta
@@ -45,9 +46,8 @@ def append_log(ctx: WriteContext, task: int, target: SliceRef, batch: Batch, *, 
     schema = ctx.avro_with_meta
     parts = []
     records = batch.take(np.nonzero(~batch.is_delete)[0]) if batch.is_delete.any() else batch
+    table = with_meta(ctx, meta_columns(ctx, task, records.keys, target.partition, target.file_id), records.data)
     if len(records):
-        table = with_meta(ctx, meta_columns(ctx, task, records.keys, target.partition, target.file_id),
-                           records.data)
         parts.append(data_block_bytes(ctx.instant, schema, table, fmt=block_format, compression=ctx.compression))
     deletes = batch.take(np.nonzero(batch.is_delete)[0]) if batch.is_delete.any() else batch.slice(0, 0)
     if len(deletes):
@@ -80,7 +80,9 @@ def append_log(ctx: WriteContext, task: int, target: SliceRef, batch: Batch, *, 
                          "baseFile": target.base_file.name if target.base_file and not ctx.log_by_instant else "",
                          "logFiles": ([] if ctx.log_by_instant else [f.name for f in target.log_files]) + [log.name],
                          "recordsStats": {"val": None},
-                     }, new_keys=records.keys if inserts else None)
+                     }, new_keys=records.keys if inserts else None,
+                     column_ranges=None if ctx.stats_columns is None else  # (the records written)
+                     tuple(ranges_of_records(table, log.name, list(ctx.stats_columns))))
     return stat
 
 

@@ -1,0 +1,150 @@
+"""Column and partition stats kept current by our writes and services on the tables Hudi built
+with them (v8 spec §5.5a, §5.5b), and used for data skipping: after every step each file of
+the latest slices has exactly one live record per indexed column (a base file's equal to its
+footer, a log file's to its records), every partition's stats bound the rows hudi-rs reads,
+hudi-rs still reads the table; filtered reads prune partitions and file groups yet return what
+filtering the whole table returns."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+
+from airflow_lake.core.index.column_stats import (
+    COLUMN_STATS,
+    PARTITION_STATS,
+    column_stats_key,
+    indexed_columns,
+    partition_stats_key,
+    ranges_of_parquet,
+    read_stats,
+)
+from airflow_lake.core.metadata_writer import MetadataWriter
+from airflow_lake.core.read import Reader
+from airflow_lake.core.table import Table
+from airflow_lake.core.view import FileSystemView
+from tests.core.test_hudi1x_mdt import later
+from tests.core.test_hudi1x_read import TABLES, same_rows, theirs, unpack
+
+STATS_TABLES = ["v8_trips", "v9_cow_meta", "v9_mor_nonpart"]  # INDEX.md: those with column stats
+
+
+def stats_agree(path) -> pa.Table:
+    """The stats partitions hold exactly what the table implies; returns hudi-rs's rows."""
+    table = Table.open(str(path))
+    judge = theirs(path)
+    same_rows(table.read(), judge)
+    props = table.config.props
+    listed = props["hoodie.table.metadata.partitions"].split(",")
+    assert COLUMN_STATS in listed
+    columns = indexed_columns(table.storage, props, table.schema())
+    stats = read_stats(table.storage, COLUMN_STATS, table.timeline)
+    view = FileSystemView(table.storage, table.timeline)
+    for group in view.file_groups():
+        base, logs = view.read_slice(group)
+        for f in ([base] if base else []) + list(logs):
+            for c in columns:
+                r = stats.get(column_stats_key(c, group.partition, f.name))
+                assert r is not None and not r.is_deleted, (f.name, c)
+            if f is base:
+                for expected in ranges_of_parquet(pq.read_metadata(str(path / f.path)), f.name, columns):
+                    got = stats[column_stats_key(expected.column, group.partition, f.name)]
+                    assert (got.min, got.max, got.null_count, got.value_count, got.total_size) == \
+                        (expected.min, expected.max, expected.null_count, expected.value_count,
+                         expected.total_size), (f.name, expected.column)
+    if PARTITION_STATS in listed:  # each partition's bounds hold every live row's value
+        partitions = read_stats(table.storage, PARTITION_STATS, table.timeline)
+        rows = table.read()
+        for part in set(judge["_hoodie_partition_path"].to_pylist()):
+            mine = rows.filter(pc.equal(rows["_hoodie_partition_path"], part))
+            for c in columns:
+                r = partitions.get(partition_stats_key(c, part))
+                assert r is not None and r.is_tight_bound, (part, c)
+                values = [v for v in mine[c].to_pylist() if v is not None]
+                if values and isinstance(values[0], (int, str)) and not isinstance(values[0], bool):
+                    assert r.min <= min(values) and max(values) <= r.max, (part, c, r, min(values), max(values))
+    return judge
+
+
+@pytest.mark.parametrize("name", STATS_TABLES)
+def test_writes_and_services_keep_column_and_partition_stats(tmp_path, name, caplog):
+    path = unpack(TABLES[name], tmp_path / "t")
+    table = Table.open(str(path), options={"hoodie.cleaner.commits.retained": "1"})
+    before = stats_agree(path)
+    key = table.config.record_key_fields[0]
+    data = before.select([c for c in before.schema.names if not c.startswith("_hoodie")])
+    first = table.write(later(table, data.slice(0, 2), 10**6))
+    mdt = path / ".hoodie" / "metadata"
+    assert list((mdt / "column_stats").glob(f".col-stats-*_{first.instant}.log.*"))
+    stats_agree(path)
+    fresh = later(table, data.slice(2, 2), 10**6)
+    fresh = fresh.set_column(fresh.schema.get_field_index(key), key, pa.array(["NEW-1", "NEW-2"]))
+    table.write(fresh, operation="insert")
+    stats_agree(path)
+    table.write(data.slice(4, 1), operation="delete")
+    stats_agree(path)
+    if table.config.is_mor:
+        table.run_compaction(table.schedule_compaction(max_delta_commits=1))
+        stats_agree(path)
+    undone = table.write(later(table, data.slice(0, 1), 2 * 10**6))
+    table.rollback(undone.instant)
+    assert not list((mdt / "column_stats").glob(f".col-stats-*_{undone.instant}.log.*"))
+    stats_agree(path)
+    cleaned = table.clean()
+    assert cleaned.instant is not None
+    stats = read_stats(table.storage, COLUMN_STATS, Table.open(str(path)).timeline)
+    assert any(r.is_deleted for r in stats.values())  # the cleaned files' tombstones
+    stats_agree(path)
+    many = Table.open(str(path), options={"hoodie.metadata.compact.max.delta.commits": 2})
+    for i in range(4):
+        many.write(later(many, data.slice(i % 3, 1), (3 + i) * 10**6))
+    compactions = [i for i in MetadataWriter(many.storage).timeline().completed() if i.action == "commit"]
+    assert compactions and list((mdt / "column_stats").glob(f"col-stats-*_{compactions[-1].time}.hfile"))
+    stats_agree(path)
+
+
+@pytest.mark.parametrize("name", STATS_TABLES)
+def test_filtered_reads_skip_files_by_the_stats(tmp_path, name, caplog):
+    """Point and range filters on the key (and on a payload column) read only the file groups
+    whose statistics may hold a match, and return exactly the matching rows."""
+    path = unpack(TABLES[name], tmp_path / "t")
+    table = Table.open(str(path))
+    table.write(later(table, theirs(path).select(
+        [c for c in theirs(path).schema.names if not c.startswith("_hoodie")]).slice(0, 2), 10**6))
+    full = table.read()
+    key = table.config.record_key_fields[0]
+    pruned = 0
+    with caplog.at_level(logging.INFO):
+        for filters in ([(key, "=", v)] for v in full[key].to_pylist()[:4] + ["ZZZ-none"]):
+            reader = Reader(Table.open(str(path)))
+            got = reader.snapshot(as_of=None, columns=None, filters=filters)
+            same_rows(got, full.filter(pc.equal(full[key], filters[0][2])))
+            assert reader.skipping["file_groups"] >= 1
+            pruned += reader.skipping["file_groups_pruned"]
+        low = sorted(full[key].to_pylist())[1]
+        reader = Reader(Table.open(str(path)))
+        got = reader.snapshot(as_of=None, columns=None, filters=[[(key, "<", low)], [(key, "=", "ZZZ-none")]])
+        same_rows(got, full.filter(pc.less(full[key], low)))
+    assert pruned > 0
+    assert any("data skipping read" in r.getMessage() for r in caplog.records)
+
+
+def test_a_table_without_stats_definitions_has_them_switched_off(tmp_path, caplog):
+    """Column stats listed but without an index.json definition cannot be kept (their columns
+    are unknown): switched off as Java switches a partition off."""
+    path = unpack(TABLES["v9_mor_nonpart"], tmp_path / "t")
+    defs = path / ".hoodie" / ".index_defs" / "index.json"
+    doc = json.loads(defs.read_text())
+    del doc["indexDefinitions"]["column_stats"]
+    defs.write_text(json.dumps(doc))
+    table = Table.open(str(path))
+    with caplog.at_level(logging.WARNING):
+        table.write(theirs(path).select([c for c in theirs(path).schema.names
+                                         if not c.startswith("_hoodie")]).slice(0, 1))
+    assert COLUMN_STATS not in Table.open(str(path)).config.props["hoodie.table.metadata.partitions"]
+    assert any("column_stats" in r.getMessage() and "switching off" in r.getMessage() for r in caplog.records)
