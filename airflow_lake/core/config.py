@@ -74,6 +74,15 @@ class MetadataOptions:
     RECORD_INDEX_MAX_GROUPS = Option("hoodie.metadata.record.index.max.filegroup.count", 10000, int)
     RECORD_INDEX_GROWTH = Option("hoodie.metadata.record.index.growth.factor", 2.0, float)
     RECORD_INDEX_MAX_GROUP_BYTES = Option("hoodie.metadata.record.index.max.filegroup.size", 1 << 30, int)
+    # column and partition stats: true builds them (from the latest file slices), false switches
+    # them off; the columns indexed: the list, else the first `max.columns.to.index` and the
+    # record key, partition path and commit time
+    COLUMN_STATS_ENABLE = Option("hoodie.metadata.index.column.stats.enable", "")
+    PARTITION_STATS_ENABLE = Option("hoodie.metadata.index.partition.stats.enable", "")
+    COLUMN_STATS_COLUMNS = Option("hoodie.metadata.index.column.stats.column.list", "")
+    COLUMN_STATS_MAX_COLUMNS = Option("hoodie.metadata.index.column.stats.max.columns.to.index", 32, int)
+    COLUMN_STATS_GROUPS = Option("hoodie.metadata.index.column.stats.file.group.count", 2, int)
+    PARTITION_STATS_GROUPS = Option("hoodie.metadata.index.partition.stats.file.group.count", 1, int)
 
 
 class TableOptions:

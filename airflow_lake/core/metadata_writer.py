@@ -25,13 +25,14 @@ import fastavro
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from . import properties
 from .clean_planner import files_to_clean
 from .config import TableConfig
 from .formats.bloom import BloomFilter
 from .formats.hfile import BLOCK_SIZE, read_hfile, write_hfile, write_hfile_columns
-from .formats.log import encode_block
+from .formats.log import DataBlock, encode_block, read_log_file
 from .formats.log.framing import BlockType, HeaderKey
 from .index.column_stats import (
     COLUMN_STATS,
@@ -43,6 +44,8 @@ from .index.column_stats import (
     indexed_columns,
     merge_ranges,
     partition_stats_key,
+    ranges_of_parquet,
+    ranges_of_records,
     read_stats,
     stats_datum,
     tombstone,
@@ -291,17 +294,16 @@ def column_stats_records(change: FilesChange, ranges: dict[tuple[str, str], tupl
     return records
 
 
-def partition_stats_records(storage: Storage, data_timeline: ActiveTimeline, partitions: list[str],
-                            new: list[tuple[str, ColumnRange]], columns: tuple[str, ...],
-                            ) -> list[tuple[str, ColumnRange]]:
+def partition_stats_records(storage: Storage, data_timeline: ActiveTimeline | None, partitions: list[str],
+                            new: list[tuple[str, ColumnRange]], columns: tuple[str, ...], *,
+                            current: bool = True) -> list[tuple[str, ColumnRange]]:
     """Each written partition's statistics per column (§5.5b), recomputed: the live column
     stats of every file of the partition the index holds (a superseded file until it is
     cleaned: a loose bound, never a wrong one) and this action's `new` records, merged, as a
     tight bound replacing the previous one."""
     if not partitions:
         return []
-    current = read_stats(storage, COLUMN_STATS, data_timeline)
-    by_key: dict[str, ColumnRange] = dict(current)
+    by_key: dict[str, ColumnRange] = dict(read_stats(storage, COLUMN_STATS, data_timeline)) if current else {}
     for key, r in new:
         by_key[key] = r if key not in by_key else merge_ranges(by_key[key], r)
     out = []
@@ -566,8 +568,7 @@ def init_files(instant: str, change: FilesChange, schema_text: str) -> tuple[dic
     base, count = base_hfile(FILES, state, name, schema_text)
     empty_delete = _empty_delete(instant)
     files = {
-        f"{MDT}/{FILES}/{PARTITION_METAFILE}": (f"#partition metadata\n#{_java_date()}\ncommitTime={instant}\n"
-                                                "partitionDepth=1\n").encode(),
+        **dict([partition_metafile(FILES, instant)]),
         f"{MDT}/{FILES}/.{FILES_GROUP}_{instant}.log.1_0-0-0": empty_delete,
         f"{MDT}/{FILES}/{name}": base,
     }
@@ -600,8 +601,7 @@ def init_record_index(instant: str, located: pa.Table, groups: int, schema_text:
                           "file_id": located.column("file_id"),
                           "instant_ms": ms.take(pc.index_in(located.column("instant"), value_set=instants))})
     where = file_group_index(located.column("key"), groups) if located.num_rows else np.zeros(0, np.int64)
-    files = {f"{MDT}/{RECORD_INDEX}/{PARTITION_METAFILE}": (f"#partition metadata\n#{_java_date()}\n"
-                                                           f"commitTime={instant}\npartitionDepth=1\n").encode()}
+    files = dict([partition_metafile(RECORD_INDEX, instant)])
     stats = []
     for k in range(groups):
         file_id = f"{RECORD_INDEX_PREFIX}{k:04d}-0"
@@ -618,6 +618,12 @@ def init_record_index(instant: str, located: pa.Table, groups: int, schema_text:
 def _empty_delete(instant: str) -> bytes:
     """A log block Java writes when it initialises an MDT partition: a DELETE of nothing."""
     return encode_block(BlockType.DELETE, {HeaderKey.INSTANT_TIME: instant}, b"\x00\x00\x00\x03\x00\x00\x00\x01\x00")
+
+
+def partition_metafile(partition: str, instant: str) -> tuple[str, bytes]:
+    """The partition metadata file an MDT partition's initialisation at `instant` writes."""
+    return (f"{MDT}/{partition}/{PARTITION_METAFILE}",
+            f"#partition metadata\n#{_java_date()}\ncommitTime={instant}\npartitionDepth=1\n".encode())
 
 
 def _java_date() -> str:
@@ -720,6 +726,82 @@ def switch_off(storage: Storage, config: TableConfig, off: list[str]) -> None:
 
 
 INDEX_DEFS_PATH = ".hoodie/.index_defs/index.json"
+
+
+STATS_GROUP_PREFIX = {COLUMN_STATS: "col-stats-", PARTITION_STATS: "partition-stats-"}
+ALWAYS_INDEXED = ("_hoodie_commit_time", "_hoodie_partition_path", "_hoodie_record_key")  # (Java's)
+
+
+def chosen_stats_columns(schema: pa.Schema, listed: str, most: int) -> list[str]:
+    """The columns a new column stats index covers (Java's choice): `listed` (comma
+    separated), else the first `most` top-level scalar columns; with the record key,
+    partition path and commit time meta fields first."""
+    scalars = [f.name for f in schema if not pa.types.is_nested(f.type) and f.name not in META_FIELDS]
+    chosen = [c.strip() for c in listed.split(",") if c.strip()] if listed.strip() else scalars[:most]
+    unknown = [c for c in chosen if c not in scalars]
+    if unknown:
+        raise ValueError(f"no top-level scalar column {unknown[0]!r} to index (columns: {scalars})")
+    return list(ALWAYS_INDEXED) + [c for c in chosen if c not in ALWAYS_INDEXED]
+
+
+def define_column_stats(storage: Storage, config: TableConfig, columns: list[str]) -> None:
+    """The `column_stats` entry of `index.json` as Hudi writes it (version V2 on v9 tables, none
+    on v8); the caller saves the properties."""
+    path = config.props.get(INDEX_DEFS) or INDEX_DEFS_PATH
+    doc = json.loads(storage.read(path)) if storage.exists(path) else {"indexDefinitions": {}}
+    entry = {"indexName": COLUMN_STATS, "indexType": COLUMN_STATS, "indexFunction": COLUMN_STATS,
+             "sourceFields": columns, "indexOptions": {}}
+    if config.version >= 9:
+        entry["version"] = "V2"
+    doc.setdefault("indexDefinitions", {})[COLUMN_STATS] = entry
+    storage.write(path, jackson_pretty(doc).encode())
+    config.props[INDEX_DEFS] = path
+
+
+def file_stats_records(storage: Storage, view: FileSystemView, columns: list[str],
+                       ) -> dict[str, tuple[str, ColumnRange]]:
+    """The column stats records (key -> (partition, range)) of every file of `view`'s latest
+    file slices: a base file's from its footer, a log file's from the records of its data
+    blocks (a scan on the driver: a build)."""
+    out: dict[str, tuple[str, ColumnRange]] = {}
+    for group in view.file_groups():
+        base, logs = view.read_slice(group)
+        ranges: list[ColumnRange] = []
+        if base is not None:
+            with storage.open_input(base.path) as f:
+                ranges += ranges_of_parquet(pq.read_metadata(f), base.name, columns)
+        for lf in logs:
+            blocks = [b for b in read_log_file(storage.read(lf.path), f"{storage.uri}/{lf.path}")
+                      if isinstance(b, DataBlock)]
+            records = pa.concat_tables([b.records() for b in blocks], promote_options="default") if blocks \
+                else pa.table({c: pa.array([], pa.string()) for c in columns})
+            ranges += ranges_of_records(records, lf.name, columns)
+        for r in ranges:
+            out[column_stats_key(r.column, group.partition, r.file_name)] = (group.partition, r)
+    return out
+
+
+def init_stats(instant: str, partition: str, records: list[tuple[str, ColumnRange]], groups: int,
+               layout: StatsLayout, schema_text: str) -> tuple[dict[str, bytes], CommitMetadata]:
+    """The files of a stats partition's initialisation at `instant` (relative to the table):
+    per file group a base HFile of the records its keys hash to and the empty DELETE log Java
+    starts a partition with; and the initialisation's commit metadata."""
+    where = file_group_index(pa.array([k for k, _ in records], pa.string()), groups) if records \
+        else np.zeros(0, np.int64)
+    files = dict([partition_metafile(partition, instant)])
+    stats = []
+    for k in range(groups):
+        file_id = f"{STATS_GROUP_PREFIX[partition]}{k:04d}-0"
+        name = f"{file_id}_0-0-{k}_{instant}.hfile"
+        cells = stats_cells([records[i] for i in np.flatnonzero(where == k)], layout, schema_text,
+                            partition == PARTITION_STATS, name)
+        base = index_base_hfile(pa.array([r for r, _ in cells], pa.binary()),
+                                pa.array([v for _, v in cells], pa.binary()), schema_text)
+        files[f"{MDT}/{partition}/{name}"] = base
+        files[f"{MDT}/{partition}/.{file_id}_{instant}.log.1_0-0-0"] = _empty_delete(instant)
+        stats.append(WriteStat(file_id, partition, f"{partition}/{name}", None, num_writes=len(cells),
+                               num_inserts=len(cells), total_write_bytes=len(base), file_size=len(base)))
+    return files, CommitMetadata.from_stats("BULK_INSERT_PREPPED", stats, {"schema": _without_meta(schema_text)})
 
 
 def define_record_index(storage: Storage, config: TableConfig) -> None:

@@ -15,6 +15,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
+from airflow_lake.core.errors import InvalidOptionError
 from airflow_lake.core.index.column_stats import (
     COLUMN_STATS,
     PARTITION_STATS,
@@ -52,7 +53,9 @@ def stats_agree(path) -> pa.Table:
                 r = stats.get(column_stats_key(c, group.partition, f.name))
                 assert r is not None and not r.is_deleted, (f.name, c)
             if f is base:
-                for expected in ranges_of_parquet(pq.read_metadata(str(path / f.path)), f.name, columns):
+                with table.storage.open_input(f.path) as footer:
+                    expected_ranges = ranges_of_parquet(pq.read_metadata(footer), f.name, columns)
+                for expected in expected_ranges:
                     got = stats[column_stats_key(expected.column, group.partition, f.name)]
                     assert (got.min, got.max, got.null_count, got.value_count, got.total_size) == \
                         (expected.min, expected.max, expected.null_count, expected.value_count,
@@ -148,3 +151,43 @@ def test_a_table_without_stats_definitions_has_them_switched_off(tmp_path, caplo
                                          if not c.startswith("_hoodie")]).slice(0, 1))
     assert COLUMN_STATS not in Table.open(str(path)).config.props["hoodie.table.metadata.partitions"]
     assert any("column_stats" in r.getMessage() and "switching off" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize(("version", "table_type"), [(9, "MERGE_ON_READ"), (8, "COPY_ON_WRITE")])
+def test_column_stats_are_built_on_request_and_switched_off(tmp_path, version, table_type, caplog):
+    """`hoodie.metadata.index.column.stats.enable=true` builds column and partition stats from
+    the latest file slices (footers, log records) with Java's choice of columns and its
+    index.json definition; later writes keep them; `false` switches both off, warned; a column
+    list naming no column is refused before anything changes."""
+    path = tmp_path / "t"
+    table = Table.create(str(path), name="t", record_key="id", precombine_field="ts", partition_fields="part",
+                         table_type=table_type,
+                         options={"hoodie.write.table.version": version, "hoodie.metadata.enable": "true"})
+    table.write(pa.table({"id": [f"k{i:03d}" for i in range(60)], "ts": [1] * 60,
+                          "part": [f"p{i % 3}" for i in range(60)], "x": list(range(60))}), operation="insert")
+    table.write(pa.table({"id": ["k001"], "ts": [2], "part": ["p1"], "x": [1000]}))  # (a log file on MOR)
+    with pytest.raises(InvalidOptionError, match="no top-level scalar column 'nope'"):
+        Table.open(str(path), options={"hoodie.metadata.index.column.stats.enable": "true",
+                                       "hoodie.metadata.index.column.stats.column.list": "x,nope"}).write(
+            pa.table({"id": ["k002"], "ts": [2], "part": ["p2"], "x": [5]}))
+    assert "column_stats" not in Table.open(str(path)).config.props["hoodie.table.metadata.partitions"]
+    Table.open(str(path), options={"hoodie.metadata.index.column.stats.enable": "true"}).write(
+        pa.table({"id": ["k002", "new"], "ts": [2, 2], "part": ["p2", "p0"], "x": [5, 6]}))
+    props = Table.open(str(path)).config.props
+    assert props["hoodie.table.metadata.partitions"] == "column_stats,files,partition_stats"
+    definition = json.loads((path / ".hoodie" / ".index_defs" / "index.json").read_text())["indexDefinitions"]
+    assert definition["column_stats"]["sourceFields"] == ["_hoodie_commit_time", "_hoodie_partition_path",
+                                                          "_hoodie_record_key", "id", "ts", "part", "x"]
+    assert definition["column_stats"].get("version") == ("V2" if version == 9 else None)
+    stats_agree(path)
+    table.write(pa.table({"id": ["k003"], "ts": [3], "part": ["p0"], "x": [2000]}))
+    stats_agree(path)
+    reader = Reader(Table.open(str(path)))
+    assert reader.snapshot(as_of=None, columns=None, filters=[("x", ">", 1500)])["id"].to_pylist() == ["k003"]
+    assert reader.skipping["file_groups_pruned"] >= 2
+    with caplog.at_level(logging.WARNING):
+        Table.open(str(path), options={"hoodie.metadata.index.column.stats.enable": "false"}).write(
+            pa.table({"id": ["k004"], "ts": [3], "part": ["p0"], "x": [1]}))
+    assert Table.open(str(path)).config.props["hoodie.table.metadata.partitions"] == "files"
+    assert any("switches the column and partition stats off" in r.getMessage() for r in caplog.records)
+    assert not (path / ".hoodie" / "metadata" / "column_stats").exists()

@@ -29,7 +29,9 @@ SPARK_LAYOUTS += [layout for layout in HUDI1X_LAYOUTS if layout.name in {"v9_sim
 SPARK_LAYOUTS += [layout for layout in HUDI1X_LAYOUTS if layout.name == "v9_tuple_mor_global_bloom"]
 # and a record index kept by the write's tasks and tagging its keys (lookups in executors)
 SPARK_LAYOUTS += [layout for layout in HUDI1X_LAYOUTS if layout.name == "v9_rli_mor_global_bloom"]
-assert len(SPARK_LAYOUTS) == 12, "a layout named here was renamed"
+# and column and partition stats from the statistics executors compute (filtered reads skip by them)
+SPARK_LAYOUTS += [layout for layout in HUDI1X_LAYOUTS if layout.name == "v9_stats_mor_bloom"]
+assert len(SPARK_LAYOUTS) == 13, "a layout named here was renamed"
 
 
 @pytest.mark.parametrize("layout", SPARK_LAYOUTS, ids=lambda layout: layout.name)

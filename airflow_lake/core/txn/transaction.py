@@ -31,7 +31,14 @@ from ..index.record_index import RecordIndex, located_keys
 from ..index.record_index_update import resync
 from ..lock import LockProvider, lock_provider_name, table_lock
 from ..metadata_table import FILES as MDT_FILES
-from ..metadata_table import INIT_PREFIX, RECORD_INDEX, MdtStorage, has_files_partition, readable_instants
+from ..metadata_table import (
+    INIT_PREFIX,
+    RECORD_INDEX,
+    MdtStorage,
+    has_files_partition,
+    listed_partitions,
+    readable_instants,
+)
 from ..metadata_table import MDT as MDT_PATH
 from ..metadata_writer import (
     METADATA_ENABLE,
@@ -39,6 +46,7 @@ from ..metadata_writer import (
     MetadataWriter,
     StatsLayout,
     absorbed,
+    chosen_stats_columns,
     clean_due,
     clean_metadata,
     clean_plan,
@@ -47,11 +55,14 @@ from ..metadata_writer import (
     committed_files,
     compacted_bases,
     compaction_due,
+    define_column_stats,
     define_record_index,
+    file_stats_records,
     files_change,
     init_files,
     init_instant,
     init_record_index,
+    init_stats,
     logged_files,
     maintained_partitions,
     mdt_properties,
@@ -80,6 +91,7 @@ from ..timeline.payloads import (
     RollbackMetadata,
     RollbackPlan,
 )
+from ..view import FileSystemView
 from ..vocabulary import CLEAN_POLICIES
 from . import undo
 from .conflicts import ConflictCheck, find_conflict
@@ -481,6 +493,18 @@ class Transaction:
         record_index = self.record_index_option()
         if (enable == "true" or record_index == "true") and not metadata_on(self.storage, self.config.props):
             self.build_metadata_table()
+        column_stats = self.enable_option(MetadataOptions.COLUMN_STATS_ENABLE)
+        if column_stats == "true" and not metadata_on(self.storage, self.config.props):
+            self.build_metadata_table()
+        kept = COLUMN_STATS in maintained_partitions(self.storage, self.config.props)
+        if column_stats == "true" and not kept:
+            self.build_column_stats(self.enable_option(MetadataOptions.PARTITION_STATS_ENABLE) != "false")
+        elif column_stats == "false" and kept:
+            log.warning("table %s: %s=false switches the column and partition stats off (their metadata table "
+                        "partitions are deleted, as Apache Hudi's writer does); =true rebuilds them",
+                        self.storage.uri, MetadataOptions.COLUMN_STATS_ENABLE.key)
+            switch_off(self.storage, self.config, [p for p in (COLUMN_STATS, PARTITION_STATS)
+                                                   if p in listed_partitions(self.config.props)])
         kept = RECORD_INDEX in maintained_partitions(self.storage, self.config.props)
         if record_index == "true" and not kept:
             self.build_record_index()
@@ -489,6 +513,61 @@ class Transaction:
                         "as Apache Hudi's writer does); =true rebuilds it from a scan", self.storage.uri,
                         MetadataOptions.RECORD_INDEX_ENABLE.key)
             switch_off(self.storage, self.config, [RECORD_INDEX])
+
+    def enable_option(self, option) -> str:
+        """`true`, `false` or "" (not given) of a write's `*.enable` option (refused otherwise,
+        before anything changes)."""
+        value = str(self.option(option) or "").strip().lower()
+        if value not in ("", "true", "false"):
+            raise InvalidOptionError(f"table {self.storage.uri}: {option.key}={value!r} is not true or false; "
+                                     "nothing was changed")
+        return value
+
+    def build_column_stats(self, partition_stats: bool) -> None:
+        """The column stats (and, with `partition_stats`, the partition stats) partitions, built
+        from the statistics of every file of the latest file slices (base files: their footers;
+        log files: their records) at the next initialisation instants (§5.5a, §5.5b, §5.6),
+        their `index.json` definition written, then registered; a build a crash left is started
+        over."""
+        storage = self.storage
+        avro = self.timeline.schema_avro(self.config.get(TableOptions.CREATE_SCHEMA))
+        schema = from_avro(avro) if avro else pa.schema([])
+        try:
+            columns = chosen_stats_columns(schema, self.option(MetadataOptions.COLUMN_STATS_COLUMNS),
+                                           self.option(MetadataOptions.COLUMN_STATS_MAX_COLUMNS))
+        except ValueError as e:
+            raise InvalidOptionError(f"table {storage.uri}: {MetadataOptions.COLUMN_STATS_COLUMNS.key}: {e}; nothing "
+                                     "was changed") from e
+        writer = self.metadata_writer()
+        timeline = writer.timeline()
+        for instant in [i for i in timeline.pending() if i.time.startswith(INIT_PREFIX)]:  # one that died
+            timeline.delete_instant_files(instant.time)
+        built = [COLUMN_STATS] + ([PARTITION_STATS] if partition_stats else [])
+        for partition in built:
+            storage.delete_dir(f"{MDT_PATH}/{partition}")
+        define_column_stats(storage, self.config, columns)
+        layout = StatsLayout.of(storage, self.config.props, schema)
+        records = file_stats_records(storage, FileSystemView(storage, self.timeline), columns)
+        schema_text = writer.schema_text()
+        groups = {COLUMN_STATS: self.option(MetadataOptions.COLUMN_STATS_GROUPS),
+                  PARTITION_STATS: self.option(MetadataOptions.PARTITION_STATS_GROUPS)}
+        file_rows = [(k, r) for k, (_, r) in sorted(records.items())]
+        for partition in built:
+            rows = file_rows if partition == COLUMN_STATS else partition_stats_records(
+                storage, None, sorted({p for p, _ in records.values()}), file_rows, tuple(columns), current=False)
+            instant = init_instant(timeline)
+            files, meta = init_stats(instant, partition, rows, groups[partition], layout, schema_text)
+            requested = timeline.create(Instant(instant, DELTA_COMMIT, State.REQUESTED))
+            inflight = timeline.transition(requested, State.INFLIGHT)
+            for path, data in files.items():
+                storage.write(path, data)
+            timeline.transition(inflight, State.COMPLETED, meta.to_bytes())
+            timeline = writer.timeline()
+        listed = listed_partitions(self.config.props)
+        self.config.props["hoodie.table.metadata.partitions"] = ",".join(sorted(set(listed) | set(built)))
+        properties.save(storage, self.config)
+        log.info("table %s: built the %s of %d columns from %d file statistics", storage.uri, " and ".join(built),
+                 len(columns), len(records) // max(1, len(columns)))
 
     def record_index_option(self) -> str:
         """`true`, `false` or "" (not given): whether the write asks for the record index."""
