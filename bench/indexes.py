@@ -30,7 +30,10 @@ V9_MDT = {"hoodie.write.table.version": 9, "hoodie.metadata.enable": "true", "ho
 INDEXES = {
     "rli": {**V9_MDT, "hoodie.metadata.record.index.enable": "true", "hoodie.index.type": "RECORD_INDEX"},
     "bloom": {**V9_MDT, "hoodie.index.type": "BLOOM"},
+    "skip": {**V9_MDT, "hoodie.metadata.index.column.stats.enable": "true", "hoodie.index.type": "BLOOM",
+             "hoodie.parquet.max.file.size": 16 << 20},  # (smaller files: more of them to skip)
 }
+POINT_KEY = "key-00000123457"
 DELTA_MERGE = {"predicate": "t.key = s.key AND t.city = s.city", "source_alias": "s", "target_alias": "t"}
 
 
@@ -70,7 +73,14 @@ def case(name: str, base_rows: int, path: str) -> dict:
     pa.array([0])  # (pyarrow's lazy pandas import, before the clock)
     batch = upsert_batch(base_rows, BATCH, 0.5, seed=2, ts=2)
     out: dict = {}
-    if name.startswith(("rli", "bloom")):
+    if name.startswith("skip"):  # a point read, with and without skipping by the column stats
+        from airflow_lake.core import Table
+
+        t = Table.open(path, options={"hoodie.enable.data.skipping": str(name.endswith("_on")).lower()})
+        result = {}
+        out["seconds"] = _timed(lambda: result.update(rows=t.read(filters=[("key", "=", POINT_KEY)])))
+        out["rows"] = result["rows"].num_rows
+    elif name.startswith(("rli", "bloom")):
         from airflow_lake.core import Table
 
         t = Table.open(path, options=INDEXES[name.split("_")[0]])
@@ -114,7 +124,8 @@ def main() -> None:
         print(json.dumps(case(name, int(base_rows), path)))
         return
     plan = [(f"rli_{size}", "rli", n) for size, n in SIZES.items()] + \
-        [("bloom_10m", "bloom", SIZES["10m"]), ("delta_10m", "delta", SIZES["10m"])]
+        [("bloom_10m", "bloom", SIZES["10m"]), ("delta_10m", "delta", SIZES["10m"]),
+         ("skip_10m_off", "skip", SIZES["10m"]), ("skip_10m_on", "skip", SIZES["10m"])]
     plan = [p for p in plan if not args.only or p[0] in args.only]
     results: dict[str, dict] = {}
     with tempfile.TemporaryDirectory(prefix="bench-indexes-") as scratch:
@@ -151,7 +162,8 @@ def report(results: dict) -> list[str]:
             f"  record index 5M / 1M:      {ratio('rli_5m', 'rli_1m')}  (target <= 1.3)",
             f"  record index 10M / 1M:     {ratio('rli_10m', 'rli_1m')}",
             f"  record index / bloom, 10M: {ratio('rli_10m', 'bloom_10m')}  (target <= 0.5)",
-            f"  record index / delta-rs merge, 10M: {ratio('rli_10m', 'delta_10m')}"]
+            f"  record index / delta-rs merge, 10M: {ratio('rli_10m', 'delta_10m')}",
+            f"  point read, data skipping on / off, 10M: {ratio('skip_10m_on', 'skip_10m_off')}"]
 
 
 if __name__ == "__main__":

@@ -83,6 +83,8 @@ class MetadataOptions:
     COLUMN_STATS_MAX_COLUMNS = Option("hoodie.metadata.index.column.stats.max.columns.to.index", 32, int)
     COLUMN_STATS_GROUPS = Option("hoodie.metadata.index.column.stats.file.group.count", 2, int)
     PARTITION_STATS_GROUPS = Option("hoodie.metadata.index.partition.stats.file.group.count", 1, int)
+    # reads: skip partitions and file groups by the column and partition stats (Hudi's Spark option)
+    DATA_SKIPPING = Option("hoodie.enable.data.skipping", True, bool)
 
 
 class TableOptions:

@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from .config import MetadataOptions
 from .engine import Engine
 from .errors import InvalidOptionError, LakeError
 from .index.column_stats import (
@@ -259,7 +260,8 @@ class Reader:
         logged and kept in `self.skipping`."""
         self.skipping = {}
         cfg = self.table.config
-        if not filters or isinstance(filters, pc.Expression) or cfg.version < 8 or not groups:
+        if not filters or isinstance(filters, pc.Expression) or cfg.version < 8 or not groups \
+                or not self.table.option(MetadataOptions.DATA_SKIPPING):
             return groups
         listed = listed_partitions(cfg.props)
         if FILES not in listed or COLUMN_STATS not in listed:

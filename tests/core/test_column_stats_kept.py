@@ -191,3 +191,22 @@ def test_column_stats_are_built_on_request_and_switched_off(tmp_path, version, t
     assert Table.open(str(path)).config.props["hoodie.table.metadata.partitions"] == "files"
     assert any("switches the column and partition stats off" in r.getMessage() for r in caplog.records)
     assert not (path / ".hoodie" / "metadata" / "column_stats").exists()
+
+
+def test_column_stats_asked_for_on_a_new_table_are_built_once_it_has_columns(tmp_path):
+    """On a table without a schema yet there is no column to choose: the first write that finds
+    one builds the stats (of every file so far), and skipping works from then on."""
+    path = tmp_path / "t"
+    options = {"hoodie.write.table.version": 9, "hoodie.metadata.enable": "true",
+               "hoodie.metadata.index.column.stats.enable": "true"}
+    table = Table.create(str(path), name="t", record_key="id", precombine_field="ts", options=options)
+    table.write(pa.table({"id": [f"k{i:03d}" for i in range(30)], "ts": [1] * 30, "x": list(range(30))}),
+                operation="insert")
+    assert "column_stats" not in Table.open(str(path)).config.props["hoodie.table.metadata.partitions"]
+    table.write(pa.table({"id": ["z"], "ts": [1], "x": [99]}), operation="insert")
+    assert "column_stats" in Table.open(str(path)).config.props["hoodie.table.metadata.partitions"]
+    stats_agree(path)
+    reader = Reader(Table.open(str(path)))
+    assert reader.snapshot(as_of=None, columns=None, filters=[("x", "=", 99)])["id"].to_pylist() == ["z"]
+    assert reader.snapshot(as_of=None, columns=None, filters=[("x", "=", 500)]).num_rows == 0
+    assert reader.skipping["file_groups_pruned"] == reader.skipping["file_groups"] >= 1

@@ -531,7 +531,11 @@ class Transaction:
         over."""
         storage = self.storage
         avro = self.timeline.schema_avro(self.config.get(TableOptions.CREATE_SCHEMA))
-        schema = from_avro(avro) if avro else pa.schema([])
+        if not avro:  # no column yet to choose from: the first write that brings some builds them
+            log.info("table %s: the column stats are built by the first write after the table has a schema",
+                     storage.uri)
+            return
+        schema = from_avro(avro)
         try:
             columns = chosen_stats_columns(schema, self.option(MetadataOptions.COLUMN_STATS_COLUMNS),
                                            self.option(MetadataOptions.COLUMN_STATS_MAX_COLUMNS))
