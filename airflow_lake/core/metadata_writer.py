@@ -37,7 +37,7 @@ from .formats.log.framing import BlockType, HeaderKey
 from .index.column_stats import (
     COLUMN_STATS,
     PARTITION_STATS,
-    STATS_MERGERS,
+    STATS_PARTITIONS,
     ColumnRange,
     column_stats_key,
     index_version,
@@ -46,8 +46,8 @@ from .index.column_stats import (
     partition_stats_key,
     ranges_of_parquet,
     ranges_of_records,
-    read_stats,
     stats_datum,
+    stats_merger,
     tombstone,
 )
 from .index.record_index import FILE_ID_PREFIX as RECORD_INDEX_PREFIX
@@ -294,29 +294,25 @@ def column_stats_records(change: FilesChange, ranges: dict[tuple[str, str], tupl
     return records
 
 
-def partition_stats_records(storage: Storage, data_timeline: ActiveTimeline | None, partitions: list[str],
-                            new: list[tuple[str, ColumnRange]], columns: tuple[str, ...], *,
-                            current: bool = True) -> list[tuple[str, ColumnRange]]:
-    """Each written partition's statistics per column (§5.5b), recomputed: the live column
-    stats of every file of the partition the index holds (a superseded file until it is
-    cleaned: a loose bound, never a wrong one) and this action's `new` records, merged, as a
-    tight bound replacing the previous one."""
-    if not partitions:
-        return []
-    by_key: dict[str, ColumnRange] = dict(read_stats(storage, COLUMN_STATS, data_timeline)) if current else {}
+def partition_stats_records(partitions: list[str], new: list[tuple[str, ColumnRange]], columns: tuple[str, ...], *,
+                            tight: bool = False) -> list[tuple[str, ColumnRange]]:
+    """The partition stats records of `partitions` per column (§5.5b) from the column stats
+    records `new` of their files: merged (min of the mins, max of the maxes, counts summed). A
+    write's are not tight bounds: readers widen the partition's record by them, whatever order
+    concurrent writers commit in (a loose bound, never a wrong one); a build's (`tight`, of
+    every file) replace it."""
+    by_prefix: dict[str, ColumnRange] = {}
     for key, r in new:
-        by_key[key] = r if key not in by_key else merge_ranges(by_key[key], r)
+        if not r.is_deleted:
+            prefix = key[:24]  # (column, partition): the key's first two hashes
+            by_prefix[prefix] = r if prefix not in by_prefix else merge_ranges(by_prefix[prefix], r)
     out = []
     for partition in partitions:
         for column in columns:
-            prefix = column_stats_key(column, partition, "")[:24]
-            merged: ColumnRange | None = None
-            for key, r in by_key.items():
-                if key.startswith(prefix) and not r.is_deleted:
-                    merged = r if merged is None else merge_ranges(merged, replace(r, is_tight_bound=False))
+            merged = by_prefix.get(column_stats_key(column, partition, "")[:24])
             if merged is not None:
                 out.append((partition_stats_key(column, partition),
-                            replace(merged, file_name=partition, is_tight_bound=True, is_deleted=False)))
+                            replace(merged, file_name=partition, is_tight_bound=tight, is_deleted=False)))
     return out
 
 
@@ -424,10 +420,11 @@ def compacted_bases(storage: Storage, timeline: ActiveTimeline, plan: Compaction
         name = f"{op.file_id}_{n}-{int(instant[-9:])}-{n}_{instant}.hfile"
         if op.partition == RECORD_INDEX:
             data, count = compacted_index_base(storage, folder, op, valid, name, schema_text)
-        elif op.partition in STATS_MERGERS:  # (tombstones kept in the base file, as Java keeps them)
+        elif op.partition in STATS_PARTITIONS:  # (tombstones kept in the base file, as Java keeps them)
             state: dict = {}
             merge_mdt_slice(storage, f"{folder}/{op.data_file}" if op.data_file else None,
-                            [f"{folder}/{name}" for name in op.delta_files], valid, state, *STATS_MERGERS[op.partition])
+                            [f"{folder}/{name}" for name in op.delta_files], valid, state,
+                            *stats_merger(layout.types))
             cells = stats_cells([(k, v) for k, v in state.items() if v is not None], layout, schema_text,
                                 op.partition == PARTITION_STATS, name)
             data = index_base_hfile(pa.array([r for r, _ in cells], pa.binary()),

@@ -140,6 +140,8 @@ class WriteStat:
     # the written file's column statistics (`index.column_stats.ColumnRange`s) for the metadata
     # table's column_stats partition: not serialised
     column_ranges: tuple | None = field(default=None, repr=False, compare=False)
+    # keys of delete rows the stored record won over (not deleted: the record index keeps them)
+    lost_deletes: pa.Array | None = field(default=None, repr=False, compare=False)
 
     def to_json(self) -> dict:
         doc = {

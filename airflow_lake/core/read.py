@@ -274,9 +274,10 @@ class Reader:
         wanted = sorted({c for conj in disjuncts for c, _, _ in conj})
         partitions = sorted({g.partition for g in groups})
         kept_partitions = set(partitions)
-        if PARTITION_STATS in listed:
+        types = {f.name: f.type for f in self.full_schema}
+        if PARTITION_STATS in listed and view.as_of is None:  # (they bound the latest slices only)
             keys = {(c, p): partition_stats_key(c, p) for c in wanted for p in partitions}
-            stats = read_stats(self.storage, PARTITION_STATS, view.timeline, sorted(set(keys.values())))
+            stats = read_stats(self.storage, PARTITION_STATS, view.timeline, sorted(set(keys.values())), types)
             kept_partitions = {p for p in partitions if _may_hold(disjuncts, lambda c, p=p: [stats.get(keys[c, p])])}
         slices: dict[tuple[str, str], list[str]] = {}
         for g in groups:
@@ -286,7 +287,7 @@ class Reader:
                     ([] if read_optimized and base else [lf.name for lf in logs])
         keys = {(p, name, c): column_stats_key(c, p, name) for (p, _), names in slices.items() for name in names
                 for c in wanted}
-        stats = read_stats(self.storage, COLUMN_STATS, view.timeline, sorted(set(keys.values())))
+        stats = read_stats(self.storage, COLUMN_STATS, view.timeline, sorted(set(keys.values())), types)
         kept = [g for g in groups if (g.partition, g.file_id) in slices and any(
             _may_hold(disjuncts, lambda c, g=g, name=name: [stats.get(keys[g.partition, name, c])])
             for name in slices[g.partition, g.file_id] or [None])]
@@ -354,10 +355,23 @@ def _may_hold(disjuncts: list[list[tuple[str, str, object]]], ranges_of) -> bool
     """Whether some disjunct may hold for a file (or partition) whose statistics per column
     `ranges_of(column)` gives (a list: [None] when there are none, which decides nothing)."""
     for conj in disjuncts:
-        if all(any(r is None or r.is_deleted or may_match(r, op, value) for r in ranges_of(column))
+        if all(any(r is None or r.is_deleted or _may_match(r, op, value) for r in ranges_of(column))
                for column, op, value in conj):
             return True
     return False
+
+
+def _may_match(r, op: str, value) -> bool:
+    """`may_match`, kept conservative where statistics cannot decide: a null among the values
+    (pyarrow's `in` matches null rows), `!=` on a float column (NaN is in no min/max), a value
+    the column's type cannot take."""
+    if value is None or (op == "in" and any(v is None for v in value)) or \
+            (op == "!=" and isinstance(value, float)):
+        return True
+    try:
+        return may_match(r, op, value)
+    except (ValueError, TypeError, ArithmeticError, OverflowError):
+        return True
 
 
 def _typed_candidates(values: list[str | None] | None, arrow_type: pa.DataType) -> list | None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 from airflow_lake.core.formats.hfile import read_hfile, read_hfile_index, read_rows, write_hfile
@@ -111,3 +112,15 @@ def test_chosen_rows_are_read_from_the_blocks_that_may_hold_them(tables):
     wanted = [b"key-0000005", b"key-0000006", b"key-0012345", b"key-0029999", b"key-1", b"zzz"]
     assert read_rows(read_at, index, wanted) == {r: v for r, v in cells if r in wanted}
     assert len(reads) == 3  # (key-1 and zzz sort after every row: the last block, read once for three)
+
+
+def test_a_keyed_read_finds_a_row_whose_bytes_also_sit_inside_an_earlier_cell():
+    """The search for a row's cell key looks past a match inside another cell's key."""
+    from airflow_lake.core.formats.hfile import read_hfile_index, read_row_columns
+
+    rows = [b"ab\x00\x03abc", b"abc", b"abd"]
+    data = write_hfile([(r, b"v-" + r) for r in rows])
+    index = read_hfile_index(lambda offset, length: data[offset:offset + length], len(data))
+    found_rows, values = read_row_columns(lambda offset, length: data[offset:offset + length], index,
+                                          pa.array([b"abc", b"abd", b"zzz"], pa.binary()))
+    assert dict(zip(found_rows.to_pylist(), values.to_pylist(), strict=True)) == {b"abc": b"v-abc", b"abd": b"v-abd"}

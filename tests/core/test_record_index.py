@@ -540,3 +540,27 @@ def test_record_index_tagging_without_an_index_falls_back_to_a_global_lookup(tmp
     assert any("no record index" in r.getMessage() and "GLOBAL_SIMPLE" in r.getMessage() for r in caplog.records)
     data = Table.open(str(path)).read()
     assert sorted(zip(data["id"].to_pylist(), data["ts"].to_pylist(), strict=True)) == [("a", 2), ("b", 1)]
+
+
+def test_an_index_is_not_built_while_another_write_is_in_flight(tmp_path, caplog):
+    """A write that began before an index existed would commit files the index lacks: while
+    one is in flight (live heartbeat) the build waits for a later write, warned."""
+    path = tmp_path / "t"
+    table = Table.create(str(path), name="t", record_key="id", precombine_field="ts", partition_fields="part",
+                         options={"hoodie.write.table.version": 9, "hoodie.metadata.enable": "true"})
+    table.write(pa.table({"id": ["a", "b"], "ts": [1, 1], "part": ["x", "y"]}), operation="insert")
+    pending = "29991231235959000"
+    (path / ".hoodie" / "timeline" / f"{pending}.deltacommit.requested").write_bytes(b"")
+    (path / ".hoodie" / ".heartbeat").mkdir(exist_ok=True)
+    (path / ".hoodie" / ".heartbeat" / pending).write_bytes(b"")  # (fresh: the writer is alive)
+    asks = {"hoodie.metadata.record.index.enable": "true", "hoodie.metadata.index.column.stats.enable": "true"}
+    with caplog.at_level(logging.WARNING):
+        Table.open(str(path), options=asks).write(pa.table({"id": ["c"], "ts": [1], "part": ["x"]}))
+    assert Table.open(str(path)).config.props["hoodie.table.metadata.partitions"] == "files"
+    assert any("record index is built once no other write is in flight" in r.getMessage() for r in caplog.records)
+    assert any("column stats is built once no other write" in r.getMessage() for r in caplog.records)
+    (path / ".hoodie" / "timeline" / f"{pending}.deltacommit.requested").unlink()
+    Table.open(str(path), options=asks).write(pa.table({"id": ["d"], "ts": [1], "part": ["y"]}))
+    assert Table.open(str(path)).config.props["hoodie.table.metadata.partitions"] == \
+        "column_stats,files,partition_stats,record_index"
+    assert sorted(index_matches_hudi_rs(path)["id"].to_pylist()) == ["a", "b", "c", "d"]

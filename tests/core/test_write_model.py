@@ -237,6 +237,11 @@ HUDI1X_LAYOUTS = [
         "airflow_lake.index.switch.force": "true"})
     for version, names in ((9, ("mor_global_bloom", "global_simple")), (8, ("mor_global_bloom",)))
     for layout in LAYOUTS if layout.name in names
+] + [  # a record index kept by bucket-index writes (their older `_hoodie_is_deleted` rows lose in the tasks)
+    replace(layout, name="v9_rli_mor_bucket", options={
+        **layout.options, "hoodie.write.table.version": 9, "hoodie.metadata.enable": "true",
+        "hoodie.metadata.record.index.enable": "true", "hoodie.metadata.compact.max.delta.commits": 3})
+    for layout in LAYOUTS if layout.name == "mor_bucket"
 ] + [  # with column and partition stats kept by every write, and filtered reads skipping by them
     replace(layout, name=f"v{version}_stats_{layout.name}", options={
         **layout.options, "hoodie.write.table.version": version, "hoodie.metadata.enable": "true",

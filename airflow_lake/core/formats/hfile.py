@@ -308,12 +308,13 @@ def _find_cells(payload: bytes, rows: list[bytes]) -> list[tuple[bytes, bytes]]:
     found = []
     pos = 0
     for row in rows:
-        at = payload.find(struct.pack(">h", len(row)) + row + KEY_TAIL, pos)
-        if at < 8:
+        pattern = struct.pack(">h", len(row)) + row + KEY_TAIL
+        at = payload.find(pattern, pos)
+        while at >= 0 and (at < 8 or struct.unpack_from(">i", payload, at - 8)[0] != len(row) + 12):
+            at = payload.find(pattern, at + 1)  # (the bytes inside another cell: look further)
+        if at < 0:
             continue
         key_len, value_len = struct.unpack_from(">ii", payload, at - 8)
-        if key_len != len(row) + 12:
-            continue
         start = at + key_len
         found.append((row, payload[start:start + value_len]))
         pos = start + value_len

@@ -20,6 +20,7 @@ import hashlib
 import math
 from dataclasses import dataclass, replace
 from enum import IntEnum
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -519,13 +520,20 @@ def range_of_datum(datum: dict, arrow_type: pa.DataType | None = None) -> Column
                        bool(stats.get("isTightBound")))
 
 
-def picked_range(record: dict) -> ColumnRange | None:
+def picked_range(record: dict, types: dict[str, pa.DataType] | None = None) -> ColumnRange | None:
     """A decoded MDT record's range if it is a column or partition stats record (for
     `metadata_table.merge_mdt_slice`, with `merge_ranges`); values as `range_of_datum` gives
-    them without a column type."""
-    if record.get("type") not in (COLUMN_STATS_TYPE, PARTITION_STATS_TYPE) or not record.get("ColumnStatsMetadata"):
+    them, by the column's type in `types` (V1 stores timestamps and times in their own unit:
+    without the type they stay as stored)."""
+    stats = record.get("ColumnStatsMetadata")
+    if record.get("type") not in (COLUMN_STATS_TYPE, PARTITION_STATS_TYPE) or not stats:
         return None
-    return range_of_datum(record)
+    return range_of_datum(record, (types or {}).get(stats.get("columnName")))
+
+
+def stats_merger(types: dict[str, pa.DataType] | None):
+    """The (pick, merge) functions `merge_mdt_slice` merges a stats partition's records by."""
+    return partial(picked_range, types=types), merge_ranges
 
 
 # -- the index definition (§1.2) ------------------------------------------------------------------------
@@ -550,7 +558,7 @@ def index_version(storage: Storage, props: dict[str, str], partition: str = COLU
 
 # -- reading the partitions ------------------------------------------------------------------------------
 def read_stats(storage: Storage, partition: str, data_timeline: ActiveTimeline | None,
-               keys: list[str] | None = None) -> dict[str, ColumnRange]:
+               keys: list[str] | None = None, types: dict[str, pa.DataType] | None = None) -> dict[str, ColumnRange]:
     """The merged records of an MDT stats `partition` (key -> range; tombstones kept), of
     every file group (with `keys`, sorted, only those; of each base HFile only the blocks that
     may hold them)."""
@@ -561,12 +569,11 @@ def read_stats(storage: Storage, partition: str, data_timeline: ActiveTimeline |
     for group in view.file_groups(f"{MDT}/{partition}"):
         base, logs = view.read_slice(group)
         merge_mdt_slice(storage, base.path if base else None, [lf.path for lf in logs], valid, state,
-                        picked_range, merge_ranges, keys=keys)
+                        *stats_merger(types), keys=keys)
     return {k: v for k, v in state.items() if v is not None}
 
 
-# MDT stats partition -> how its records merge (the `MERGERS` of `metadata_table`)
-STATS_MERGERS = {COLUMN_STATS: (picked_range, merge_ranges), PARTITION_STATS: (picked_range, merge_ranges)}
+STATS_PARTITIONS = (COLUMN_STATS, PARTITION_STATS)
 
 
 # -- data skipping (§5.5a Readers) -----------------------------------------------------------------------

@@ -56,6 +56,9 @@ class IndexUpdate:
     replaced: frozenset[tuple[str, str]] = frozenset()  # (partition, file id) of the groups replaced
     slices: tuple[tuple[str | None, tuple[str, ...]], ...] = ()  # index group k -> (base, logs) (overwrite)
     readable: frozenset[str] = frozenset()  # the MDT instants a slice read merges
+    # keys of delete rows the stored record won over in the write's tasks (the bucket index
+    # compares there): they stay
+    spared: frozenset[str] = frozenset()
 
     @property
     def num_groups(self) -> int:
@@ -68,7 +71,7 @@ class IndexUpdate:
 
 def update_for(ctx: TableContext, index: RecordIndex, instant: str, instant_ms: int, schema_text: str,
                targets: dict[int, tuple[str, str]], *, target: str, delete: str, located: str | None,
-               replaced: dict[str, list[str]] | None = None) -> IndexUpdate:
+               replaced: dict[str, list[str]] | None = None, spared: list[str] = ()) -> IndexUpdate:
     """The index update of one write to the table whose record index is `index`."""
     file_ids = tuple(index.groups[k].file_id for k in range(index.num_groups))
     gone = frozenset((p, f) for p, ids in (replaced or {}).items() for f in ids)
@@ -76,7 +79,7 @@ def update_for(ctx: TableContext, index: RecordIndex, instant: str, instant_ms: 
     if gone:
         slices = tuple(_slice_paths(index, k) for k in range(index.num_groups))
     return IndexUpdate(ctx, instant, instant_ms, schema_text, file_ids, dict(targets), target, delete, located,
-                       gone, slices, frozenset(index.valid))
+                       gone, slices, frozenset(index.valid), frozenset(spared))
 
 
 def _slice_paths(index: RecordIndex, k: int) -> tuple[str | None, tuple[str, ...]]:
@@ -97,6 +100,9 @@ def write_index_group(update: IndexUpdate, rows: pa.Table) -> WriteStat | None:
     dels = rows.column(update.delete).to_numpy(zero_copy_only=False).astype(bool) if rows.num_rows \
         else np.zeros(0, bool)
     live = rows.filter(pa.array(~dels))
+    if update.spared and rows.num_rows:
+        dels &= ~pc.is_in(rows.column(KEY), pa.array(sorted(update.spared), pa.string())).to_numpy(
+            zero_copy_only=False)
     gids = live.column(update.target).to_numpy(zero_copy_only=False)
     order = sorted(update.targets)
     where = np.searchsorted(np.array(order, dtype=np.int64), gids) if len(gids) else np.zeros(0, np.int64)

@@ -338,7 +338,7 @@ class Transaction:
         records = column_stats_records(change, ranges or {}, columns)
         files = stats_log_files(self.storage, instant, schema_text, COLUMN_STATS, records, layout)
         if PARTITION_STATS in kept and change.list_partitions:  # (a clean writes none: §5.5b)
-            written = partition_stats_records(self.storage, self.timeline, sorted(change.written), records, columns)
+            written = partition_stats_records(sorted(change.written), records, columns)
             files += stats_log_files(self.storage, instant, schema_text, PARTITION_STATS, written, layout)
         return files
 
@@ -497,7 +497,7 @@ class Transaction:
         if column_stats == "true" and not metadata_on(self.storage, self.config.props):
             self.build_metadata_table()
         kept = COLUMN_STATS in maintained_partitions(self.storage, self.config.props)
-        if column_stats == "true" and not kept:
+        if column_stats == "true" and not kept and self.quiet("column stats"):
             self.build_column_stats(self.enable_option(MetadataOptions.PARTITION_STATS_ENABLE) != "false")
         elif column_stats == "false" and kept:
             log.warning("table %s: %s=false switches the column and partition stats off (their metadata table "
@@ -506,13 +506,24 @@ class Transaction:
             switch_off(self.storage, self.config, [p for p in (COLUMN_STATS, PARTITION_STATS)
                                                    if p in listed_partitions(self.config.props)])
         kept = RECORD_INDEX in maintained_partitions(self.storage, self.config.props)
-        if record_index == "true" and not kept:
+        if record_index == "true" and not kept and self.quiet("record index"):
             self.build_record_index()
         elif record_index == "false" and kept:
             log.warning("table %s: %s=false switches the record index off (its metadata table partition is deleted, "
                         "as Apache Hudi's writer does); =true rebuilds it from a scan", self.storage.uri,
                         MetadataOptions.RECORD_INDEX_ENABLE.key)
             switch_off(self.storage, self.config, [RECORD_INDEX])
+
+    def quiet(self, what: str) -> bool:
+        """Whether an index may be built now: no other write or compaction in flight (one that
+        began before the index existed would commit files it does not index); else warned,
+        and the next write that asks builds it."""
+        busy = [i.time for i in self.timeline.pending()
+                if i.action in (*COMMIT_ACTIONS, COMPACTION) and not self.is_expired(i.time)]
+        if busy:
+            log.warning("table %s: the %s is built once no other write is in flight (pending: %s); this write "
+                        "goes on without it", self.storage.uri, what, ", ".join(busy[:3]))
+        return not busy
 
     def enable_option(self, option) -> str:
         """`true`, `false` or "" (not given) of a write's `*.enable` option (refused otherwise,
@@ -558,7 +569,7 @@ class Transaction:
         file_rows = [(k, r) for k, (_, r) in sorted(records.items())]
         for partition in built:
             rows = file_rows if partition == COLUMN_STATS else partition_stats_records(
-                storage, None, sorted({p for p, _ in records.values()}), file_rows, tuple(columns), current=False)
+                sorted({p for p, _ in records.values()}), file_rows, tuple(columns), tight=True)
             instant = init_instant(timeline)
             files, meta = init_stats(instant, partition, rows, groups[partition], layout, schema_text)
             requested = timeline.create(Instant(instant, DELTA_COMMIT, State.REQUESTED))

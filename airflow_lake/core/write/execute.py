@@ -78,12 +78,15 @@ def execute_group(spec: ExecSpec, rows: pa.Table) -> WriteStat | None:
     if plan.kind == "insert":
         stat = insert_file(ctx, gid, plan.partition, plan.file_id, _batch(spec, rows))
     elif plan.kind == "log":
+        lost = None
         if plan.stored is not None:
-            rows = _drop_stale_deletes(spec, plan.stored, rows)
-            if not rows.num_rows:
-                return None
-        stat = append_log(ctx, gid, plan.slice, _batch(spec, rows), block_format=spec.block_format,
-                          inserts=plan.inserts)
+            kept = _drop_stale_deletes(spec, plan.stored, rows)
+            lost = rows.column(KEY).combine_chunks().filter(pc.invert(pc.is_in(rows.column(KEY), kept.column(KEY))))
+            rows = kept
+            if not rows.num_rows:  # (nothing to write; the deletes that lost are still reported)
+                return WriteStat(plan.file_id, plan.partition, None, lost_deletes=lost)
+        stat = replace(append_log(ctx, gid, plan.slice, _batch(spec, rows), block_format=spec.block_format,
+                                  inserts=plan.inserts), lost_deletes=lost)
     elif plan.whole:  # the bucket index: every row is matched against the file's keys
         stat = merge_file(ctx, gid, plan.base, _batch(spec, rows))
     else:  # located rows update the file, the others are appended to it (a small file filled)

@@ -175,4 +175,5 @@ def merge_file(ctx: WriteContext, task: int, old: BaseFile, batch: Batch, append
                      num_deletes=deleted, num_update_writes=len(updates), num_inserts=len(inserts),
                      total_write_bytes=size, file_size=size, upsert_ms=int((time.monotonic() - start) * 1000),
                      new_keys=written.keys.slice(len(updates)),
-                     column_ranges=base_ranges(ctx.stats_columns, new.name, footers))
+                     column_ranges=base_ranges(ctx.stats_columns, new.name, footers),
+                     lost_deletes=batch.keys.filter(pa.array(touched & ~incoming_wins & batch.is_delete)))

@@ -330,6 +330,9 @@ def _execute(ops: FrameOps, table, client: WriteClient, routing: Routing, view: 
     groups = plan.groups
     inflight = client.inflight(timeline, requested, operation, plan.inserts, plan.updates)
     client.write_partition_metadata(instant, {g.partition for g in groups.values()})
+    if record_index is not None:  # (read twice: by the file groups' tasks, then the index's)
+        routing.routed = ops.cache(routing.routed)
+        routing.cached.append(routing.routed)
     routed = routing.routed
     data_columns = tuple(c for c in ops.schema(routed).names if c not in WORK and not c.startswith("_al_"))
     stored = any(g.stored is not None for g in groups.values())
@@ -341,10 +344,12 @@ def _execute(ops: FrameOps, table, client: WriteClient, routing: Routing, view: 
                     table=table.context() if stored else None,
                     schema=client.reader(view).full_schema if stored else None)
     written = ops.write_groups(partial(execute_group, spec), routed, TARGET, max(1, len(groups)))
-    stats: list[WriteStat] = [s for s in written if s is not None]
+    stats: list[WriteStat] = [s for s in written if s is not None and s.path is not None]
+    lost = [s.lost_deletes for s in written if s is not None and s.lost_deletes is not None]
+    spared = pa.chunked_array(lost, pa.string()).to_pylist() if lost else []
     index_written = [] if record_index is None else \
         _update_record_index(ops, table, record_index, routing, instant, replaced, index_type != "BUCKET" and
-                             client.looks_up(operation))
+                             client.looks_up(operation), spared)
     touched = client.touched(groups.values(), replaced, bucket=index_type == "BUCKET")
     if operation != "upsert":
         clash = _no_clash
@@ -357,14 +362,14 @@ def _execute(ops: FrameOps, table, client: WriteClient, routing: Routing, view: 
 
 
 def _update_record_index(ops: FrameOps, table, index: RecordIndex, routing: Routing, instant: str,
-                         replaced: dict[str, list[str]] | None, located: bool) -> list[WriteStat]:
+                         replaced: dict[str, list[str]] | None, located: bool, spared: list[str]) -> list[WriteStat]:
     """The record index's log files of this write, one task per index file group its keys
     hash to (every group on an overwrite); their write stats for the MDT deltacommit."""
     plan = routing.plan
     targets = {gid: (g.partition, g.file_id) for gid, g in plan.groups.items()}
     update = update_for(table.context(), index, instant, instant_epoch_ms(instant, table.config.timezone),
                         MetadataWriter(table.storage).schema_text(), targets, target=TARGET, delete=DEL,
-                        located=LOC_F if located else None, replaced=replaced)
+                        located=LOC_F if located else None, replaced=replaced, spared=spared)
     frame = ops.project(routing.routed, update.columns())
     frame = ops.with_udf(frame, RLI_GROUP, partial(index_groups, update.num_groups), [KEY], pa.int64())
     if update.replaced:
