@@ -19,36 +19,25 @@ import logging
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import fastavro
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from . import properties
 from .clean_planner import files_to_clean
 from .config import TableConfig
-from .formats.bloom import BloomFilter
-from .formats.hfile import BLOCK_SIZE, read_hfile, write_hfile, write_hfile_columns
-from .formats.log import DataBlock, encode_block, read_log_file
+from .formats.hfile import read_hfile, write_hfile
+from .formats.log import encode_block
 from .formats.log.framing import BlockType, HeaderKey
 from .index.column_stats import (
     COLUMN_STATS,
     PARTITION_STATS,
     STATS_PARTITIONS,
-    ColumnRange,
-    column_stats_key,
-    index_version,
     indexed_columns,
-    merge_ranges,
-    partition_stats_key,
-    ranges_of_parquet,
-    ranges_of_records,
-    stats_datum,
     stats_merger,
-    tombstone,
 )
 from .index.record_index import FILE_ID_PREFIX as RECORD_INDEX_PREFIX
 from .index.record_index import (
@@ -59,6 +48,15 @@ from .index.record_index import (
     renamed_cells,
     slice_cells,
 )
+from .mdt_files import (
+    INDEX_DEFS_PATH,
+    empty_delete,
+    index_base_hfile,
+    jackson_pretty,
+    partition_metafile,
+    without_meta,
+)
+from .mdt_stats import StatsLayout, stats_cells
 from .metadata_table import (
     ALL_PARTITIONS,
     FILE_LIST,
@@ -82,7 +80,6 @@ from .metadata_table import (
 )
 from .model import BaseFile, LogFile, WriteStat
 from .paths import absolute_path
-from .schema import META_FIELDS
 from .storage import Storage
 from .timeline.active import ActiveTimeline, timeline_folder
 from .timeline.clock import instant_epoch_ms
@@ -98,14 +95,13 @@ from .timeline.payloads import (
     RollbackPlan,
     RollbackRequest,
 )
-from .view import PARTITION_METAFILE, FileSystemView, list_partition_files
+from .view import FileSystemView, list_partition_files
 from .vocabulary import KEEP_LATEST_COMMITS
 
 log = logging.getLogger(__name__)
 FILES_GROUP = "files-0000-0"
 PAYLOAD_STRATEGY = "00000000-0000-0000-0000-000000000000"
 METADATA_ENABLE = "hoodie.metadata.enable"  # a write option: true builds the files partition, false drops the MDT
-MDT_BLOOM_ENTRIES, MDT_BLOOM_FPP = 10000, 1e-9  # the MDT base files' bloom filter (as Hudi's fixtures have)
 
 
 @dataclass
@@ -192,7 +188,7 @@ class MetadataWriter:
                          num_update_writes=len(cells), total_write_bytes=len(block), file_size=len(block),
                          delta={"logVersion": 1, "logOffset": 0, "baseFile": "", "logFiles": [name]})
         meta = CommitMetadata.from_stats("UPSERT_PREPPED", [*index_stats, *(s for _, _, s in stats_files), stat],
-                                         {"schema": _without_meta(schema_text)})
+                                         {"schema": without_meta(schema_text)})
         return f"{MDT}/{FILES}/{name}", block, meta
 
     def partitions(self) -> list[str]:
@@ -226,96 +222,6 @@ class MetadataWriter:
 
 
 # -- column and partition stats (v8 spec §5.5a, §5.5b) -------------------------------------------
-@dataclass
-class StatsLayout:
-    """What encoding a table's stats records needs: the index version and each column's type."""
-
-    version: str
-    types: dict[str, pa.DataType]
-
-    @classmethod
-    def of(cls, storage: Storage, props: dict[str, str], schema: pa.Schema) -> StatsLayout:
-        return cls(index_version(storage, props), {f.name: f.type for f in schema} |
-                   {name: pa.string() for name in META_FIELDS})
-
-
-def stats_groups(storage: Storage, partition: str) -> list[str]:
-    """The file group ids of an MDT stats partition (fixed at initialisation; log-only ones
-    count), in order."""
-    names = {st.name for st in storage.list(f"{MDT}/{partition}")}
-    ids = {n.lstrip(".").split("_")[0] for n in names if n.endswith(".hfile") or ".log." in n}
-    return sorted(ids)
-
-
-def stats_cells(keys_and_ranges: list[tuple[str, ColumnRange]], layout: StatsLayout, schema_text: str,
-                partition_stats: bool, file_name: str | None = None) -> list[tuple[bytes, bytes]]:
-    """HFile cells (sorted) of stats records: key -> the `HoodieMetadataRecord` datum."""
-    schema = parsed_schema(schema_text)
-    cells = []
-    for key, r in keys_and_ranges:
-        datum = stats_datum(r, layout.types.get(r.column), layout.version, partition_stats=partition_stats,
-                            file_name_field=file_name)
-        buf = io.BytesIO()
-        fastavro.schemaless_writer(buf, schema, datum)
-        cells.append((key.encode(), buf.getvalue()))
-    return sorted(cells)
-
-
-def stats_log_files(storage: Storage, instant: str, schema_text: str, partition: str,
-                    records: list[tuple[str, ColumnRange]], layout: StatsLayout) -> list[tuple[str, bytes, WriteStat]]:
-    """The log files of an MDT deltacommit at `instant` holding `records` (key, range) of stats
-    `partition`: one HFILE_DATA block per file group their keys hash to (§5.5a)."""
-    groups = stats_groups(storage, partition)
-    if not groups or not records:
-        return []
-    where = file_group_index(pa.array([k for k, _ in records], pa.string()), len(groups))
-    out = []
-    for k in sorted(set(where.tolist())):
-        cells = stats_cells([records[i] for i in np.flatnonzero(where == k)], layout, schema_text,
-                            partition == PARTITION_STATS)
-        header = {HeaderKey.SCHEMA: schema_text, HeaderKey.INSTANT_TIME: instant}
-        block = encode_block(BlockType.HFILE_DATA, header, write_hfile(cells, {b"schema": schema_text.encode()}))
-        name = f".{groups[k]}_{instant}.log.1_{k}-{int(instant[-9:])}-{k}"
-        stat = WriteStat(groups[k], partition, f"{partition}/{name}", instant, num_writes=len(cells),
-                         num_update_writes=len(cells), total_write_bytes=len(block), file_size=len(block),
-                         delta={"logVersion": 1, "logOffset": 0, "baseFile": "", "logFiles": [name]})
-        out.append((f"{MDT}/{partition}/{name}", block, stat))
-    return out
-
-
-def column_stats_records(change: FilesChange, ranges: dict[tuple[str, str], tuple], columns: tuple[str, ...],
-                         ) -> list[tuple[str, ColumnRange]]:
-    """The column_stats records of one data-table action: each written file's statistics
-    (once), a tombstone per column of each file it deleted (a clean, a rollback)."""
-    records = [(column_stats_key(r.column, partition, name), r) for (partition, name), rs in sorted(ranges.items())
-               for r in rs]
-    for partition, names in sorted(change.deleted.items()):
-        records += [(column_stats_key(c, partition, name), tombstone(name, c)) for name in names for c in columns]
-    return records
-
-
-def partition_stats_records(partitions: list[str], new: list[tuple[str, ColumnRange]], columns: tuple[str, ...], *,
-                            tight: bool = False) -> list[tuple[str, ColumnRange]]:
-    """The partition stats records of `partitions` per column (§5.5b) from the column stats
-    records `new` of their files: merged (min of the mins, max of the maxes, counts summed). A
-    write's are not tight bounds: readers widen the partition's record by them, whatever order
-    concurrent writers commit in (a loose bound, never a wrong one); a build's (`tight`, of
-    every file) replace it."""
-    by_prefix: dict[str, ColumnRange] = {}
-    for key, r in new:
-        if not r.is_deleted:
-            prefix = key[:24]  # (column, partition): the key's first two hashes
-            by_prefix[prefix] = r if prefix not in by_prefix else merge_ranges(by_prefix[prefix], r)
-    out = []
-    for partition in partitions:
-        for column in columns:
-            merged = by_prefix.get(column_stats_key(column, partition, "")[:24])
-            if merged is not None:
-                out.append((partition_stats_key(column, partition),
-                            replace(merged, file_name=partition, is_tight_bound=tight, is_deleted=False)))
-    return out
-
-
 def clean_due(timeline: ActiveTimeline) -> bool:
     """Java's rule (§5.8): the MDT is cleaned once at least 3 completed MDT instants follow its
     latest compaction (a reader that opened the older slice's files keeps them a while)."""
@@ -440,7 +346,7 @@ def compacted_bases(storage: Storage, timeline: ActiveTimeline, plan: Compaction
         stats.append(WriteStat(op.file_id, op.partition, f"{op.partition}/{name}", op.base_instant, num_writes=count,
                                total_write_bytes=len(data), file_size=len(data),
                                delta={"prevBaseFile": op.data_file}))
-    meta = CommitMetadata.from_stats("COMPACT", stats, {"schema": _without_meta(schema_text)})
+    meta = CommitMetadata.from_stats("COMPACT", stats, {"schema": without_meta(schema_text)})
     meta.compacted = True
     return files, meta
 
@@ -469,19 +375,6 @@ def base_hfile(partition: str, state: dict[str, dict | None], name: str, schema_
 # inflates) about one block per key rather than every block of the file (Hudi reads any block size)
 # (bench/indexes.py, a 100k upsert into 1M / 10M rows: 0.70 / 1.17 s at 16 KB, 0.69 / 1.32 s at 32 KB)
 RECORD_INDEX_BLOCK_SIZE = 16 << 10
-
-
-def index_base_hfile(rows: pa.Array, values: pa.Array, schema_text: str, create_time_ms: int | None = None, *,
-                     block_size: int = BLOCK_SIZE) -> bytes:
-    """An MDT base HFile of cells (rows sorted) as Hudi writes one: its schema, a DYNAMIC_V0
-    bloom filter of its keys, the first and last key."""
-    keys = rows.cast(pa.string())
-    bloom = BloomFilter.build(keys, num_entries=MDT_BLOOM_ENTRIES, fpp=MDT_BLOOM_FPP)
-    n = len(rows)
-    info = {b"schema": schema_text.encode(), b"bloomFilterTypeCode": b"DYNAMIC_V0",
-            b"minRecordKey": rows[0].as_py() if n else b"", b"maxRecordKey": rows[n - 1].as_py() if n else b""}
-    return write_hfile_columns(rows, values, info, {"bloomFilter": bloom.to_base64().encode()},
-                               create_time_ms=create_time_ms, block_size=block_size)
 
 
 def compacted_index_base(storage: Storage, folder: str, op: CompactionOperation, valid: set[str], name: str,
@@ -563,15 +456,15 @@ def init_files(instant: str, change: FilesChange, schema_text: str) -> tuple[dic
         state[key] = entries
     name = f"{FILES_GROUP}_0-0-0_{instant}.hfile"
     base, count = base_hfile(FILES, state, name, schema_text)
-    empty_delete = _empty_delete(instant)
+    init_log = empty_delete(instant)
     files = {
         **dict([partition_metafile(FILES, instant)]),
-        f"{MDT}/{FILES}/.{FILES_GROUP}_{instant}.log.1_0-0-0": empty_delete,
+        f"{MDT}/{FILES}/.{FILES_GROUP}_{instant}.log.1_0-0-0": init_log,
         f"{MDT}/{FILES}/{name}": base,
     }
     stat = WriteStat(FILES_GROUP, FILES, f"{FILES}/{name}", None, num_writes=count, num_inserts=count,
                      total_write_bytes=len(base), file_size=len(base))
-    return files, CommitMetadata.from_stats("BULK_INSERT_PREPPED", [stat], {"schema": _without_meta(schema_text)})
+    return files, CommitMetadata.from_stats("BULK_INSERT_PREPPED", [stat], {"schema": without_meta(schema_text)})
 
 
 RECORD_INDEX_BYTES_PER_ENTRY = 48  # Java's estimate of a record-index entry's size
@@ -606,25 +499,10 @@ def init_record_index(instant: str, located: pa.Table, groups: int, schema_text:
         rows, values = location_cells(schema_text, locations.filter(pa.array(where == k)), name)
         base, count = index_base_hfile(rows, values, schema_text, block_size=RECORD_INDEX_BLOCK_SIZE), len(rows)
         files[f"{MDT}/{RECORD_INDEX}/{name}"] = base
-        files[f"{MDT}/{RECORD_INDEX}/.{file_id}_{instant}.log.1_0-0-0"] = _empty_delete(instant)
+        files[f"{MDT}/{RECORD_INDEX}/.{file_id}_{instant}.log.1_0-0-0"] = empty_delete(instant)
         stats.append(WriteStat(file_id, RECORD_INDEX, f"{RECORD_INDEX}/{name}", None, num_writes=count,
                                num_inserts=count, total_write_bytes=len(base), file_size=len(base)))
-    return files, CommitMetadata.from_stats("BULK_INSERT_PREPPED", stats, {"schema": _without_meta(schema_text)})
-
-
-def _empty_delete(instant: str) -> bytes:
-    """A log block Java writes when it initialises an MDT partition: a DELETE of nothing."""
-    return encode_block(BlockType.DELETE, {HeaderKey.INSTANT_TIME: instant}, b"\x00\x00\x00\x03\x00\x00\x00\x01\x00")
-
-
-def partition_metafile(partition: str, instant: str) -> tuple[str, bytes]:
-    """The partition metadata file an MDT partition's initialisation at `instant` writes."""
-    return (f"{MDT}/{partition}/{PARTITION_METAFILE}",
-            f"#partition metadata\n#{_java_date()}\ncommitTime={instant}\npartitionDepth=1\n".encode())
-
-
-def _java_date() -> str:
-    return time.strftime("%a %b %d %H:%M:%S UTC %Y", time.gmtime())
+    return files, CommitMetadata.from_stats("BULK_INSERT_PREPPED", stats, {"schema": without_meta(schema_text)})
 
 
 def maintained_partitions(storage: Storage, props: dict[str, str]) -> list[str]:
@@ -722,85 +600,6 @@ def switch_off(storage: Storage, config: TableConfig, off: list[str]) -> None:
         storage.delete_dir(f"{MDT}/{partition}")
 
 
-INDEX_DEFS_PATH = ".hoodie/.index_defs/index.json"
-
-
-STATS_GROUP_PREFIX = {COLUMN_STATS: "col-stats-", PARTITION_STATS: "partition-stats-"}
-ALWAYS_INDEXED = ("_hoodie_commit_time", "_hoodie_partition_path", "_hoodie_record_key")  # (Java's)
-
-
-def chosen_stats_columns(schema: pa.Schema, listed: str, most: int) -> list[str]:
-    """The columns a new column stats index covers (Java's choice): `listed` (comma
-    separated), else the first `most` top-level scalar columns; with the record key,
-    partition path and commit time meta fields first."""
-    scalars = [f.name for f in schema if not pa.types.is_nested(f.type) and f.name not in META_FIELDS]
-    chosen = [c.strip() for c in listed.split(",") if c.strip()] if listed.strip() else scalars[:most]
-    unknown = [c for c in chosen if c not in scalars]
-    if unknown:
-        raise ValueError(f"no top-level scalar column {unknown[0]!r} to index (columns: {scalars})")
-    return list(ALWAYS_INDEXED) + [c for c in chosen if c not in ALWAYS_INDEXED]
-
-
-def define_column_stats(storage: Storage, config: TableConfig, columns: list[str]) -> None:
-    """The `column_stats` entry of `index.json` as Hudi writes it (version V2 on v9 tables, none
-    on v8); the caller saves the properties."""
-    path = config.props.get(INDEX_DEFS) or INDEX_DEFS_PATH
-    doc = json.loads(storage.read(path)) if storage.exists(path) else {"indexDefinitions": {}}
-    entry = {"indexName": COLUMN_STATS, "indexType": COLUMN_STATS, "indexFunction": COLUMN_STATS,
-             "sourceFields": columns, "indexOptions": {}}
-    if config.version >= 9:
-        entry["version"] = "V2"
-    doc.setdefault("indexDefinitions", {})[COLUMN_STATS] = entry
-    storage.write(path, jackson_pretty(doc).encode())
-    config.props[INDEX_DEFS] = path
-
-
-def file_stats_records(storage: Storage, view: FileSystemView, columns: list[str],
-                       ) -> dict[str, tuple[str, ColumnRange]]:
-    """The column stats records (key -> (partition, range)) of every file of `view`'s latest
-    file slices: a base file's from its footer, a log file's from the records of its data
-    blocks (a scan on the driver: a build)."""
-    out: dict[str, tuple[str, ColumnRange]] = {}
-    for group in view.file_groups():
-        base, logs = view.read_slice(group)
-        ranges: list[ColumnRange] = []
-        if base is not None:
-            with storage.open_input(base.path) as f:
-                ranges += ranges_of_parquet(pq.read_metadata(f), base.name, columns)
-        for lf in logs:
-            blocks = [b for b in read_log_file(storage.read(lf.path), f"{storage.uri}/{lf.path}")
-                      if isinstance(b, DataBlock)]
-            records = pa.concat_tables([b.records() for b in blocks], promote_options="default") if blocks \
-                else pa.table({c: pa.array([], pa.string()) for c in columns})
-            ranges += ranges_of_records(records, lf.name, columns)
-        for r in ranges:
-            out[column_stats_key(r.column, group.partition, r.file_name)] = (group.partition, r)
-    return out
-
-
-def init_stats(instant: str, partition: str, records: list[tuple[str, ColumnRange]], groups: int,
-               layout: StatsLayout, schema_text: str) -> tuple[dict[str, bytes], CommitMetadata]:
-    """The files of a stats partition's initialisation at `instant` (relative to the table):
-    per file group a base HFile of the records its keys hash to and the empty DELETE log Java
-    starts a partition with; and the initialisation's commit metadata."""
-    where = file_group_index(pa.array([k for k, _ in records], pa.string()), groups) if records \
-        else np.zeros(0, np.int64)
-    files = dict([partition_metafile(partition, instant)])
-    stats = []
-    for k in range(groups):
-        file_id = f"{STATS_GROUP_PREFIX[partition]}{k:04d}-0"
-        name = f"{file_id}_0-0-{k}_{instant}.hfile"
-        cells = stats_cells([records[i] for i in np.flatnonzero(where == k)], layout, schema_text,
-                            partition == PARTITION_STATS, name)
-        base = index_base_hfile(pa.array([r for r, _ in cells], pa.binary()),
-                                pa.array([v for _, v in cells], pa.binary()), schema_text)
-        files[f"{MDT}/{partition}/{name}"] = base
-        files[f"{MDT}/{partition}/.{file_id}_{instant}.log.1_0-0-0"] = _empty_delete(instant)
-        stats.append(WriteStat(file_id, partition, f"{partition}/{name}", None, num_writes=len(cells),
-                               num_inserts=len(cells), total_write_bytes=len(base), file_size=len(base)))
-    return files, CommitMetadata.from_stats("BULK_INSERT_PREPPED", stats, {"schema": _without_meta(schema_text)})
-
-
 def define_record_index(storage: Storage, config: TableConfig) -> None:
     """The global record index's entry in `index.json` (a v9 table's index definitions,
     created with `hoodie.table.index.defs.path` when there are none), as Hudi 1.1 writes it;
@@ -823,21 +622,6 @@ def how_to_rebuild(partition: str) -> str:
     if partition.startswith("secondary_index_"):
         return f"CREATE INDEX {partition.removeprefix('secondary_index_')} ... in Spark SQL"
     return "enable it in Hudi's writer"
-
-
-def jackson_pretty(value, indent: int = 0) -> str:
-    """JSON as Jackson's default pretty printer writes it (Hudi's index.json)."""
-    pad = "  " * indent
-    if isinstance(value, dict):
-        if not value:
-            return "{ }"
-        items = [f'{pad}  {json.dumps(k)} : {jackson_pretty(v, indent + 1)}' for k, v in value.items()]
-        return "{\n" + ",\n".join(items) + f"\n{pad}}}"
-    if isinstance(value, list):
-        if not value:
-            return "[ ]"
-        return "[ " + ", ".join(jackson_pretty(v, indent + 1) for v in value) + " ]"
-    return json.dumps(value)
 
 
 def _records_of(change: FilesChange) -> dict[str, tuple[int, dict]]:
@@ -875,8 +659,3 @@ def _datum(kind: int, entries: dict, file_name: str | None) -> dict:
             "filesystemMetadata": entries, "BloomFilterMetadata": None, "ColumnStatsMetadata": None,
             "recordIndexMetadata": None, "SecondaryIndexMetadata": None}
 
-
-def _without_meta(schema_text: str) -> str:
-    schema = json.loads(schema_text)
-    schema["fields"] = [f for f in schema["fields"] if not f["name"].startswith("_hoodie_")]
-    return json.dumps(schema, separators=(",", ":"))

@@ -1,0 +1,479 @@
+"""The transaction's half that keeps a Hudi 1.x table's metadata table in step (v8 spec §5): the
+MDT deltacommit of every data-table instant (the files listing, the record index's, column and
+partition stats' log files), the MDT's own compaction and clean, its rollback and restore, and
+switching its partitions on (built from a scan) and off. A mixin of `Transaction`: the same one
+place that creates and completes timeline files."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from datetime import timedelta
+
+import pyarrow as pa
+
+from .. import properties
+from ..config import MetadataOptions, ServiceOptions, TableConfig, TableOptions
+from ..errors import InvalidOptionError, InvalidTableError, TimelineError
+from ..index.column_stats import COLUMN_STATS, PARTITION_STATS, indexed_columns
+from ..index.record_index import RecordIndex, located_keys
+from ..index.record_index_update import resync
+from ..mdt_stats import (
+    StatsLayout,
+    chosen_stats_columns,
+    column_stats_records,
+    define_column_stats,
+    file_stats_records,
+    init_stats,
+    partition_stats_records,
+    stats_log_files,
+)
+from ..metadata_table import FILES as MDT_FILES
+from ..metadata_table import (
+    INIT_PREFIX,
+    RECORD_INDEX,
+    MdtStorage,
+    has_files_partition,
+    listed_partitions,
+    readable_instants,
+)
+from ..metadata_table import MDT as MDT_PATH
+from ..metadata_writer import (
+    METADATA_ENABLE,
+    FilesChange,
+    MetadataWriter,
+    absorbed,
+    clean_due,
+    clean_metadata,
+    clean_plan,
+    clean_retention,
+    committed_files,
+    compacted_bases,
+    compaction_due,
+    define_record_index,
+    files_change,
+    init_files,
+    init_instant,
+    init_record_index,
+    logged_files,
+    maintained_partitions,
+    mdt_properties,
+    record_index_group_count,
+    restore_change,
+    switch_off,
+    switch_off_unmaintained,
+)
+from ..metadata_writer import compaction_plan as metadata_compaction_plan
+from ..metadata_writer import is_on as metadata_on
+from ..model import WriteStat
+from ..paths import relative_path
+from ..schema import from_avro
+from ..timeline.active import ActiveTimeline
+from ..timeline.avro_mdt import METADATA_RECORD_V8, METADATA_RECORD_V9
+from ..timeline.clock import format_instant, instant_epoch_ms, parse_instant
+from ..timeline.instant import CLEAN, COMMIT_ACTIONS, COMPACTION, DELTA_COMMIT, ROLLBACK, Instant, State
+from ..timeline.metadata import CommitMetadata
+from ..timeline.payloads import (
+    CleanerPlan,
+    CompactionPlan,
+    RollbackPlan,
+)
+from ..view import FileSystemView
+from ..vocabulary import CLEAN_POLICIES
+
+log = logging.getLogger(__name__)
+
+
+class MetadataTableSync:
+    """`Transaction`'s metadata-table methods (they use its storage, config, options, timeline,
+    clock and engine)."""
+
+    def metadata_writer(self, *, require_files: bool = True) -> MetadataWriter | None:
+        """The writer of this table's metadata table, when readers list files through it (a
+        version 8 or 9 table with the `files` partition)."""
+        if self.config.version < 8:
+            return None
+        if require_files and not metadata_on(self.storage, self.config.props):
+            if has_files_partition(self.config.props):  # listed, but there is no metadata table to keep
+                raise InvalidTableError(
+                    f"table {self.storage.uri}: hoodie.table.metadata.partitions lists files but .hoodie/metadata "
+                    "holds no metadata table; Hudi readers would miss files: write with hoodie.metadata.enable=true "
+                    "to rebuild it, or =false to switch it off (nothing was changed)")
+            return None
+        return MetadataWriter(self.storage, "UTC" if self.config.timezone == "UTC" else "LOCAL")
+
+    def sync_metadata_table(self, instant: Instant, content: bytes, index_stats: Sequence[WriteStat] = (),
+                            column_ranges: dict[tuple[str, str], tuple] | None = None) -> None:
+        """Before `instant` completes: its MDT deltacommit at the same instant, completed (v8
+        spec §2.4: a reader never sees a data commit whose files the MDT lacks), committing the
+        index log files `index_stats` name too."""
+        writer = self.metadata_writer()
+        change = files_change(instant, content) if writer is not None else None
+        if change is None:
+            return
+        timeline = writer.timeline()
+        if timeline.contains(instant.time):  # left by a crash: this instant's commit is being redone
+            self.rollback_metadata_table(writer, None, instant.time)
+            timeline = writer.timeline()
+        self.metadata_deltacommit(writer, timeline, instant.time, change, index_stats,
+                                  self.stats_files(writer, instant.time, change, column_ranges))
+        self.clean_metadata_table(writer)
+        self.compact_metadata_table(writer, instant.time)
+
+    def metadata_deltacommit(self, writer: MetadataWriter, timeline: ActiveTimeline, instant: str,
+                             change: FilesChange, index_stats: Sequence[WriteStat] = (),
+                             stats_files: Sequence[tuple[str, bytes, WriteStat]] = ()) -> None:
+        """The MDT deltacommit at `instant` recording `change`: requested, inflight, its log
+        files, completed (with the index log files already written, `index_stats`)."""
+        path, block, meta = writer.deltacommit(instant, change, index_stats, stats_files)
+        requested = timeline.create(Instant(instant, DELTA_COMMIT, State.REQUESTED))
+        inflight = timeline.transition(requested, State.INFLIGHT, CommitMetadata("UPSERT_PREPPED").to_bytes())
+        for stats_path, data, _ in stats_files:
+            self.storage.write(stats_path, data)
+        self.storage.write(path, block)
+        timeline.transition(inflight, State.COMPLETED, meta.to_bytes())
+
+    def stats_files(self, writer: MetadataWriter, instant: str, change: FilesChange,
+                    ranges: dict[tuple[str, str], tuple] | None) -> list[tuple[str, bytes, WriteStat]]:
+        """The column and partition stats log files of the MDT deltacommit at `instant` (when
+        the table keeps them): the written files' statistics, tombstones of the deleted ones,
+        and the written partitions' statistics recomputed."""
+        kept = maintained_partitions(self.storage, self.config.props)
+        if COLUMN_STATS not in kept:
+            return []
+        avro = self.timeline.schema_avro(self.config.get(TableOptions.CREATE_SCHEMA))
+        schema = from_avro(avro) if avro else pa.schema([])
+        columns = tuple(indexed_columns(self.storage, self.config.props, schema) or ())
+        layout = StatsLayout.of(self.storage, self.config.props, schema)
+        schema_text = writer.schema_text()
+        records = column_stats_records(change.deleted, ranges or {}, columns)
+        files = stats_log_files(self.storage, instant, schema_text, COLUMN_STATS, records, layout)
+        if PARTITION_STATS in kept and change.list_partitions:  # (a clean writes none: §5.5b)
+            written = partition_stats_records(sorted(change.written), records, columns)
+            files += stats_log_files(self.storage, instant, schema_text, PARTITION_STATS, written, layout)
+        return files
+
+    def clean_metadata_table(self, writer: MetadataWriter) -> None:
+        """Finish an MDT clean a crash left pending; else, once 3 MDT instants followed its latest
+        compaction, clean the MDT's old file slices at a new instant (§5.8), retaining per the
+        data table's clean policy as Java's writer derives it."""
+        timeline = writer.timeline()
+        pending = [i for i in timeline.pending() if i.action == CLEAN]
+        if pending:
+            instant = pending[0]
+            plan = CleanerPlan.from_bytes(timeline.read_details(instant.to(State.REQUESTED)))
+        else:
+            if not clean_due(timeline):
+                return
+            policy = CLEAN_POLICIES.parse(self.option(ServiceOptions.CLEAN_POLICY), f"table {self.storage.uri}",
+                                          ServiceOptions.CLEAN_POLICY.key)
+            plan = clean_plan(self.storage, timeline, policy,
+                              clean_retention(policy, self.option(ServiceOptions.RETAINED[policy])),
+                              maintained_partitions(self.storage, self.config.props))
+            if plan is None:
+                return
+            instant = timeline.create(Instant(self.new_instant_time(timeline), CLEAN, State.REQUESTED), plan.to_bytes())
+        start = time.time()
+        paths = [relative_path(self.storage, f, instant=instant.time, what="metadata table clean plan file")
+                 for files in plan.files.values() for f in files]  # refused before anything changes
+        if any(not p.startswith(f"{MDT_PATH}/") for p in paths):
+            raise TimelineError(f"table {self.storage.uri}: metadata table clean {instant.time} names files outside "
+                                f"{MDT_PATH}: {[p for p in paths if not p.startswith(MDT_PATH)][:3]}; refused")
+        if instant.state == State.REQUESTED:
+            instant = timeline.transition(instant, State.INFLIGHT, plan.to_bytes())
+        for path in paths:
+            self.storage.delete(path)
+        timeline.transition(instant, State.COMPLETED, clean_metadata(instant.time, plan, start).to_bytes())
+
+    def compact_metadata_table(self, writer: MetadataWriter, pending_data: str) -> None:
+        """Finish an MDT compaction a crash left pending; else, when enough MDT deltacommits
+        followed the last one, compact the MDT's file groups at `pending_data` minus 1 ms (v8
+        spec §5.8: the MDT deltacommit of the data instant still completing stays out of it)."""
+        timeline = writer.timeline()
+        pending = [i for i in timeline.pending() if i.action == COMPACTION]
+        if pending:
+            plan = CompactionPlan.from_bytes(timeline.read_details(pending[0].to(State.REQUESTED)))
+            requested = pending[0]
+        else:
+            if not compaction_due(timeline, int(self.option(MetadataOptions.COMPACT_MAX_DELTA_COMMITS))):
+                return
+            # before the earliest data instant still pending whose MDT deltacommit completed
+            # (this one included): no compacted base absorbs a deltacommit that may be rolled back
+            synced = {i.time for i in timeline.completed() if i.action == DELTA_COMMIT}
+            earliest = min([pending_data] + [i.time for i in self.timeline.pending() if i.time in synced])
+            at = format_instant(parse_instant(earliest) - timedelta(milliseconds=1))
+            if timeline.contains(at) or any(i.time > at for i in timeline if i.action == COMPACTION):
+                return  # (an instant there already: the next commit compacts)
+            plan = metadata_compaction_plan(self.storage, timeline, at,
+                                            tuple(maintained_partitions(self.storage, self.config.props)))
+            requested = timeline.create(Instant(at, COMPACTION, State.REQUESTED), plan.to_bytes())
+        if requested.state == State.REQUESTED:
+            requested = timeline.transition(requested, State.INFLIGHT)
+        valid = readable_instants(timeline, self.timeline)
+        avro = self.timeline.schema_avro(self.config.get(TableOptions.CREATE_SCHEMA))
+        layout = StatsLayout.of(self.storage, self.config.props, from_avro(avro) if avro else pa.schema([]))
+        files, meta = compacted_bases(self.storage, timeline, plan, requested.time, writer.schema_text(), valid,
+                                      layout)
+        for path, data in files:
+            self.storage.write(path, data)
+        timeline.transition(requested, State.COMPLETED, meta.to_bytes())
+
+    def rollback_metadata_table(self, writer: MetadataWriter, by: str | None, target: str,
+                                deleted: dict[str, list[str]] | None = None) -> None:
+        """Roll back the MDT deltacommit of data-table instant `target`, if the MDT has one: its
+        log files and state files deleted, recorded (`by`) as an MDT rollback instant (§5.6).
+        Once an MDT compaction absorbed it, the data files the rollback `deleted` (partition ->
+        names) are tombstoned by an MDT deltacommit at `by` instead."""
+        timeline = writer.timeline()
+        rb = next((i for i in timeline.pending() if i.time == by and i.action == ROLLBACK), None) if by else None
+        if not timeline.contains(target) and rb is None:
+            for path in (p for paths in writer.written_by(target).values() for p in paths):
+                self.storage.delete(path)  # index log files its tasks wrote before it failed
+            return
+        start = time.time()
+        logs = writer.written_by(target)
+        if by is not None and rb is None and absorbed(timeline, target):
+            # merged into an MDT base file already: its files are deleted by a deltacommit at `by`
+            # (tombstones, as Java turns a rollback's deleted files into MDT records)
+            if deleted is None:
+                deleted = logged_files(self.storage, logs.get(MDT_FILES, []), target)
+            change = FilesChange(deleted=deleted, list_partitions=False)
+            self.metadata_deltacommit(writer, timeline, by, change, self.resync_record_index(writer, by),
+                                      self.stats_files(writer, by, change, None))
+            return
+        if rb is not None:  # an MDT rollback a crash left pending: finish it
+            plan = RollbackPlan.from_bytes(timeline.read_details(rb.to(State.REQUESTED)))
+            current = Instant(plan.instant, plan.action, State.COMPLETED)
+        else:
+            current, plan = writer.rollback_plan(timeline, target)
+            if by is not None:
+                rb = timeline.create(Instant(by, ROLLBACK, State.REQUESTED), plan.to_bytes())
+        if rb is not None and rb.state == State.REQUESTED:
+            rb = timeline.transition(rb, State.INFLIGHT)
+        for path in (p for paths in logs.values() for p in paths):
+            self.storage.delete(path)
+        timeline.delete_instant_files(target)
+        if rb is not None:
+            timeline.transition(rb, State.COMPLETED, writer.rollback_metadata(by, current, plan, start).to_bytes())
+
+    def restore_metadata_table(self, writer: MetadataWriter, at: str, undone: list[str]) -> None:
+        """Before the restore at `at` completes: the MDT deltacommits of the `undone` instants are
+        rolled back (those an MDT compaction has not absorbed), then an MDT deltacommit at `at`
+        brings the listing in line with the restored files (Java's restore sync: the absorbed
+        ones' files deleted, files cleaned after the savepoint, ...). Idempotent: a restore a
+        crash interrupted redoes it."""
+        timeline = writer.timeline()
+        for target in undone + [at]:  # (`at`: a sync a crash left before the restore completed)
+            if timeline.contains(target) and (target == at or not absorbed(timeline, target)):
+                self.rollback_metadata_table(writer, None, target)
+        timeline = writer.timeline()
+        change = restore_change(self.storage, self.timeline)
+        self.metadata_deltacommit(writer, timeline, at, change, self.resync_record_index(writer, at),
+                                  self.stats_files(writer, at, change, None))
+
+    def resync_record_index(self, writer: MetadataWriter, instant: str) -> list[WriteStat]:
+        """The record index brought in line with a scan of the table by log files of the MDT
+        deltacommit at `instant` (after a rollback or restore undid writes an MDT compaction
+        had merged: their index entries cannot be rolled back). A scan of every file group."""
+        if RECORD_INDEX not in maintained_partitions(self.storage, self.config.props):
+            return []
+        timeline = self.timeline
+        index = RecordIndex.open(self.storage, self.config.props, timeline)
+        stats = resync(index, located_keys(self.ctx, timeline, self.engine), instant,
+                       instant_epoch_ms(instant, self.config.timezone), writer.schema_text())
+        log.info("table %s: record index brought in line with the table at %s (%d index file groups changed)",
+                 self.storage.uri, instant, len(stats))
+        return stats
+
+    def prepare_metadata_table(self) -> None:
+        """Under the lock, before anything changes, on a Hudi 1.x table: the MDT partitions we
+        do not maintain are switched off as Java switches them off (with a warning); with
+        `hoodie.metadata.enable=true` a table without the files partition gets it (built from
+        a listing); with `false` the MDT is switched off (deleted, as Java does, with a warning)."""
+        if self.config.version < 8:
+            return
+        # the properties as they are now (another writer may have built or dropped the MDT)
+        fresh = properties.load(self.storage).props
+        self.config.props.clear()
+        self.config.props.update(fresh)
+        enable = str(self.ctx.options.get(METADATA_ENABLE, "")).strip().lower()
+        if enable == "false":
+            self.switch_off_metadata_table()
+            return
+        switch_off_unmaintained(self.storage, self.config)
+        record_index = self.record_index_option()
+        if (enable == "true" or record_index == "true") and not metadata_on(self.storage, self.config.props):
+            self.build_metadata_table()
+        column_stats = self.enable_option(MetadataOptions.COLUMN_STATS_ENABLE)
+        if column_stats == "true" and not metadata_on(self.storage, self.config.props):
+            self.build_metadata_table()
+        kept = COLUMN_STATS in maintained_partitions(self.storage, self.config.props)
+        if column_stats == "true" and not kept and self.quiet("column stats"):
+            self.build_column_stats(self.enable_option(MetadataOptions.PARTITION_STATS_ENABLE) != "false")
+        elif column_stats == "false" and kept:
+            log.warning("table %s: %s=false switches the column and partition stats off (their metadata table "
+                        "partitions are deleted, as Apache Hudi's writer does); =true rebuilds them",
+                        self.storage.uri, MetadataOptions.COLUMN_STATS_ENABLE.key)
+            switch_off(self.storage, self.config, [p for p in (COLUMN_STATS, PARTITION_STATS)
+                                                   if p in listed_partitions(self.config.props)])
+        kept = RECORD_INDEX in maintained_partitions(self.storage, self.config.props)
+        if record_index == "true" and not kept and self.quiet("record index"):
+            self.build_record_index()
+        elif record_index == "false" and kept:
+            log.warning("table %s: %s=false switches the record index off (its metadata table partition is deleted, "
+                        "as Apache Hudi's writer does); =true rebuilds it from a scan", self.storage.uri,
+                        MetadataOptions.RECORD_INDEX_ENABLE.key)
+            switch_off(self.storage, self.config, [RECORD_INDEX])
+
+    def quiet(self, what: str) -> bool:
+        """Whether an index may be built now: no other write or compaction in flight (one that
+        began before the index existed would commit files it does not index); else warned,
+        and the next write that asks builds it."""
+        busy = [i.time for i in self.timeline.pending()
+                if i.action in (*COMMIT_ACTIONS, COMPACTION) and not self.is_expired(i.time)]
+        if busy:
+            log.warning("table %s: the %s is built once no other write is in flight (pending: %s); this write "
+                        "goes on without it", self.storage.uri, what, ", ".join(busy[:3]))
+        return not busy
+
+    def enable_option(self, option) -> str:
+        """`true`, `false` or "" (not given) of a write's `*.enable` option (refused otherwise,
+        before anything changes)."""
+        value = str(self.option(option) or "").strip().lower()
+        if value not in ("", "true", "false"):
+            raise InvalidOptionError(f"table {self.storage.uri}: {option.key}={value!r} is not true or false; "
+                                     "nothing was changed")
+        return value
+
+    def build_column_stats(self, partition_stats: bool) -> None:
+        """The column stats (and, with `partition_stats`, the partition stats) partitions, built
+        from the statistics of every file of the latest file slices (base files: their footers;
+        log files: their records) at the next initialisation instants (§5.5a, §5.5b, §5.6),
+        their `index.json` definition written, then registered; a build a crash left is started
+        over."""
+        storage = self.storage
+        avro = self.timeline.schema_avro(self.config.get(TableOptions.CREATE_SCHEMA))
+        if not avro:  # no column yet to choose from: the first write that brings some builds them
+            log.info("table %s: the column stats are built by the first write after the table has a schema",
+                     storage.uri)
+            return
+        schema = from_avro(avro)
+        try:
+            columns = chosen_stats_columns(schema, self.option(MetadataOptions.COLUMN_STATS_COLUMNS),
+                                           self.option(MetadataOptions.COLUMN_STATS_MAX_COLUMNS))
+        except ValueError as e:
+            raise InvalidOptionError(f"table {storage.uri}: {MetadataOptions.COLUMN_STATS_COLUMNS.key}: {e}; nothing "
+                                     "was changed") from e
+        writer = self.metadata_writer()
+        timeline = writer.timeline()
+        for instant in [i for i in timeline.pending() if i.time.startswith(INIT_PREFIX)]:  # one that died
+            timeline.delete_instant_files(instant.time)
+        built = [COLUMN_STATS] + ([PARTITION_STATS] if partition_stats else [])
+        for partition in built:
+            storage.delete_dir(f"{MDT_PATH}/{partition}")
+        define_column_stats(storage, self.config, columns)
+        layout = StatsLayout.of(storage, self.config.props, schema)
+        records = file_stats_records(storage, FileSystemView(storage, self.timeline), columns)
+        schema_text = writer.schema_text()
+        groups = {COLUMN_STATS: self.option(MetadataOptions.COLUMN_STATS_GROUPS),
+                  PARTITION_STATS: self.option(MetadataOptions.PARTITION_STATS_GROUPS)}
+        file_rows = [(k, r) for k, (_, r) in sorted(records.items())]
+        for partition in built:
+            rows = file_rows if partition == COLUMN_STATS else partition_stats_records(
+                sorted({p for p, _ in records.values()}), file_rows, tuple(columns), tight=True)
+            instant = init_instant(timeline)
+            files, meta = init_stats(instant, partition, rows, groups[partition], layout, schema_text)
+            requested = timeline.create(Instant(instant, DELTA_COMMIT, State.REQUESTED))
+            inflight = timeline.transition(requested, State.INFLIGHT)
+            for path, data in files.items():
+                storage.write(path, data)
+            timeline.transition(inflight, State.COMPLETED, meta.to_bytes())
+            timeline = writer.timeline()
+        listed = listed_partitions(self.config.props)
+        self.config.props["hoodie.table.metadata.partitions"] = ",".join(sorted(set(listed) | set(built)))
+        properties.save(storage, self.config)
+        log.info("table %s: built the %s of %d columns from %d file statistics", storage.uri, " and ".join(built),
+                 len(columns), len(records) // max(1, len(columns)))
+
+    def record_index_option(self) -> str:
+        """`true`, `false` or "" (not given): whether the write asks for the record index."""
+        value = self.option(MetadataOptions.RECORD_INDEX_ENABLE) or \
+            self.ctx.options.get("hoodie.metadata.global.record.level.index.enable", "")
+        value = str(value).strip().lower()
+        if value not in ("", "true", "false"):
+            raise InvalidOptionError(f"table {self.storage.uri}: {MetadataOptions.RECORD_INDEX_ENABLE.key}="
+                                     f"{value!r} is not true or false; nothing was changed")
+        return value
+
+    def build_record_index(self) -> None:
+        """The record index (the MDT's `record_index` partition), built from a scan of every
+        live key at the next initialisation instant (§5.5, §5.6), then registered in
+        `hoodie.table.metadata.partitions` (and, v9, in index.json); a build a crash left is
+        started over."""
+        storage = self.storage
+        writer = self.metadata_writer()
+        timeline = writer.timeline()
+        for instant in [i for i in timeline.pending() if i.time.startswith(INIT_PREFIX)]:  # one that died
+            timeline.delete_instant_files(instant.time)
+        storage.delete_dir(f"{MDT_PATH}/{RECORD_INDEX}")
+        located = located_keys(self.ctx, self.timeline, self.engine)
+        groups = record_index_group_count(
+            located.num_rows, self.option(MetadataOptions.RECORD_INDEX_MIN_GROUPS),
+            self.option(MetadataOptions.RECORD_INDEX_MAX_GROUPS), self.option(MetadataOptions.RECORD_INDEX_GROWTH),
+            self.option(MetadataOptions.RECORD_INDEX_MAX_GROUP_BYTES))
+        instant = init_instant(timeline)
+        files, meta = init_record_index(instant, located, groups, writer.schema_text(), self.config.timezone)
+        requested = timeline.create(Instant(instant, DELTA_COMMIT, State.REQUESTED))
+        inflight = timeline.transition(requested, State.INFLIGHT)
+        for path, data in files.items():
+            storage.write(path, data)
+        timeline.transition(inflight, State.COMPLETED, meta.to_bytes())
+        if self.config.version >= 9:
+            define_record_index(storage, self.config)
+        listed = [p.strip() for p in self.config.get(TableOptions.METADATA_PARTITIONS).split(",") if p.strip()]
+        self.config.props["hoodie.table.metadata.partitions"] = ",".join(sorted(set(listed) | {RECORD_INDEX}))
+        properties.save(storage, self.config)
+        log.info("table %s: built the record index at %s: %d keys in %d file groups", storage.uri, instant,
+                 located.num_rows, groups)
+
+    def switch_off_metadata_table(self) -> None:
+        """`hoodie.metadata.enable=false`: as Java's writer, drop the MDT and its partitions."""
+        partitions = self.config.get(TableOptions.METADATA_PARTITIONS)
+        if not partitions and not self.storage.exists(MDT_PATH):
+            return
+        log.warning("table %s: hoodie.metadata.enable=false switches the metadata table off (%s): it is deleted, "
+                    "as Apache Hudi's writer does; Hudi rebuilds it from a listing when enabled again",
+                    self.storage.uri, partitions or "no partition")
+        self.config.props["hoodie.table.metadata.partitions"] = ""
+        self.config.props["hoodie.table.metadata.partitions.inflight"] = ""
+        properties.save(self.storage, self.config)
+        self.storage.delete_dir(MDT_PATH)
+
+    def build_metadata_table(self) -> None:
+        """The files partition of the MDT (and the MDT itself when there is none), built from a
+        listing of the committed data files at the next initialisation instant (v8 spec §5.6),
+        then registered in `hoodie.table.metadata.partitions`."""
+        storage = self.storage
+        if not storage.exists(f"{MDT_PATH}/.hoodie/hoodie.properties"):
+            storage.delete_dir(MDT_PATH)  # (a crash while creating it)
+            for folder in (".hoodie/timeline", ".hoodie/timeline/history"):
+                storage.mkdirs(f"{MDT_PATH}/{folder}")
+            properties.save(MdtStorage(storage), TableConfig(mdt_properties(self.config)), create=True)
+        writer = self.metadata_writer(require_files=False)
+        timeline = writer.timeline()
+        for instant in [i for i in timeline if i.time.startswith(INIT_PREFIX)]:  # an initialisation that died
+            timeline.delete_instant_files(instant.time)
+        storage.delete_dir(f"{MDT_PATH}/{MDT_FILES}")
+        instant = init_instant(timeline)
+        schema = METADATA_RECORD_V8 if self.config.version == 8 else METADATA_RECORD_V9
+        files, meta = init_files(instant, committed_files(storage, self.timeline), schema)
+        requested = timeline.create(Instant(instant, DELTA_COMMIT, State.REQUESTED))
+        inflight = timeline.transition(requested, State.INFLIGHT)
+        for path, data in files.items():
+            storage.write(path, data)
+        timeline.transition(inflight, State.COMPLETED, meta.to_bytes())
+        listed = [p.strip() for p in self.config.get(TableOptions.METADATA_PARTITIONS).split(",") if p.strip()]
+        self.config.props["hoodie.table.metadata.partitions"] = ",".join(sorted(set(listed) | {MDT_FILES}))
+        properties.save(storage, self.config)
+        log.info("table %s: built the metadata table's files partition at %s", storage.uri, instant)
