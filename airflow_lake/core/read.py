@@ -289,7 +289,7 @@ class Reader:
                 for c in wanted}
         stats = read_stats(self.storage, COLUMN_STATS, view.timeline, sorted(set(keys.values())), types)
         kept = [g for g in groups if (g.partition, g.file_id) in slices and any(
-            _may_hold(disjuncts, lambda c, g=g, name=name: [stats.get(keys[g.partition, name, c])])
+            _may_hold(disjuncts, lambda c, g=g, name=name: [stats.get(keys.get((g.partition, name, c)))])
             for name in slices[g.partition, g.file_id] or [None])]
         self.skipping = {"file_groups": len(groups), "partitions_pruned": len(partitions) - len(kept_partitions),
                          "file_groups_pruned": len(groups) - len(kept)}
