@@ -190,15 +190,6 @@ def _files_entries(record: dict) -> dict | None:
     return (record.get("filesystemMetadata") or {}) if record.get("type") in (PARTITION_LIST, FILE_LIST) else None
 
 
-def _index_location(record: dict) -> dict | None:
-    """A type 5 (record index) record's recordIndexMetadata."""
-    return record.get("recordIndexMetadata") if record.get("type") == RECORD_INDEX_TYPE else None
-
-
-def _newer(older: dict, newer: dict) -> dict:
-    return newer
-
-
 def _merge(older: dict | None, newer: dict) -> dict:
     """`HoodieMetadataPayload`'s merge of two file lists (§5.3): a tombstone removes the name
     from the older list (and is kept only when the older list lacks it, to cancel a base
@@ -223,7 +214,6 @@ def _merge(older: dict | None, newer: dict) -> dict:
 # partition) and the merge of an older and a newer value of one key
 MERGERS: dict[str, tuple[Callable[[dict], Any], Callable[[Any, Any], Any]]] = {
     FILES: (_files_entries, _merge),
-    RECORD_INDEX: (_index_location, _newer),
 }
 
 

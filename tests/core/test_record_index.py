@@ -268,7 +268,7 @@ def test_metadata_compaction_merges_record_index_groups_as_hudi_does(rli_tables)
             assert sorted((o.file_id, o.data_file.split("_")[0], o.base_instant) for o in later.operations) == \
                 sorted((o.file_id, o.file_id, done.time) for o in plan.operations
                        if o.partition in ("files", "record_index"))
-            for op in (o for o in plan.operations if o.partition in MERGERS):
+            for op in (o for o in plan.operations if o.partition in ("files", "record_index")):
                 [java] = (root / ".hoodie" / "metadata" / op.partition).glob(f"{op.file_id}_*_{done.time}.hfile")
                 data = java.read_bytes()
                 theirs_ = read_hfile(data)

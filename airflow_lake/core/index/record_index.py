@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import io
 import uuid
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import partial
 
 import fastavro
@@ -449,13 +449,13 @@ def located_keys(ctx, timeline: ActiveTimeline, engine=None) -> pa.Table:
     avro = timeline.schema_avro(ctx.config.get(TableOptions.CREATE_SCHEMA))
     schema = pa.schema(list(META_SCHEMA) + [f for f in (from_avro(avro) if avro else []) if f.name not in META_FIELDS])
     visible = Visibility.of(view)
-    tasks = []
+    tasks = []  # (the slice's read, its base instant: a log-only slice's first log's)
     for group in view.file_groups():
         base, logs = view.read_slice(group)
         if base is not None or logs:
-            tasks.append(SliceRead(group.partition, group.file_id, base.path if base else None,
-                                   base.instant if base else logs[0].base_instant, tuple(lf.path for lf in logs), 0,
-                                   visible))
+            tasks.append((SliceRead(group.partition, group.file_id, base.path if base else None,
+                                    base.instant if base else None, tuple(lf.path for lf in logs), 0, visible),
+                          base.instant if base else logs[0].base_instant))
     found = (engine.map if engine is not None else lambda f, items: [f(i) for i in items])(
         partial(_group_keys, ctx, schema), tasks)
     return pa.concat_tables([LOCATED.empty_table(), *found])
@@ -465,10 +465,9 @@ LOCATED = pa.schema([pa.field("key", pa.string()), pa.field("partition", pa.stri
                      pa.field("file_id", pa.string()), pa.field("instant", pa.string())])
 
 
-def _group_keys(ctx, schema: pa.Schema, task: SliceRead) -> pa.Table:
-    keys = read_file_group(ctx, replace(task, base_instant=task.base_instant if task.base else None), schema, [KEY],
-                           derived_keys=True).rows.column(KEY)
+def _group_keys(ctx, schema: pa.Schema, item: tuple[SliceRead, str]) -> pa.Table:
+    task, instant = item
+    keys = read_file_group(ctx, task, schema, [KEY], derived_keys=True).rows.column(KEY)
     n = len(keys)
     return pa.table([keys.cast(pa.string()), *(pa.repeat(pa.scalar(v, pa.string()), n)
-                                               for v in (task.partition, task.file_id, task.base_instant))],
-                    schema=LOCATED)
+                                               for v in (task.partition, task.file_id, instant))], schema=LOCATED)
