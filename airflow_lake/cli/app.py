@@ -155,9 +155,9 @@ def cli(verbose: bool) -> None:
 
 def register() -> None:
     """Attach every command group (import order = help order)."""
-    from . import doctor, read_cmd, service_cmds, table_cmds, timeline_cmds
+    from . import doctor, index_cmds, read_cmd, service_cmds, table_cmds, timeline_cmds
 
-    for module in (table_cmds, timeline_cmds, service_cmds, read_cmd, doctor):
+    for module in (table_cmds, timeline_cmds, service_cmds, index_cmds, read_cmd, doctor):
         for command in module.COMMANDS:
             cli.add_command(command)
 

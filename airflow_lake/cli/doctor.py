@@ -21,10 +21,14 @@ from ..core.config import ServiceOptions, TableOptions, WriteOptions
 from ..core.errors import LakeError
 from ..core.health import TableHealth, table_health
 from ..core.index.record_index import RecordIndex, check_record_index, is_partitioned, located_keys
+from ..core.index.secondary_index import SecondaryIndex, scan_values
+from ..core.index.secondary_index import check as check_secondary
+from ..core.index.secondary_index import definitions as secondary_definitions
 from ..core.lock import LOCK_PATH
 from ..core.metadata_table import RECORD_INDEX, has_files_partition, listed_partitions, read_file_listing
 from ..core.metadata_writer import how_to_rebuild, unmaintained_partitions
 from ..core.properties import PROPERTIES, PROPERTIES_BACKUP, parse_properties, table_checksum
+from ..core.read import Reader
 from ..core.services import archive as archive_service
 from ..core.storage import open_storage
 from ..core.table import Table
@@ -33,7 +37,7 @@ from ..core.timeline.archived import ArchivedTimeline
 from ..core.timeline.instant import CLEAN, COMMIT_ACTIONS, COMPACTION, RESTORE, ROLLBACK, SAVEPOINT, State
 from ..core.timeline.payloads import CompactionPlan
 from ..core.txn.heartbeat import is_expired, last_beat_ms
-from ..core.view import list_partition_files, unreferenced_files
+from ..core.view import FileSystemView, list_partition_files, unreferenced_files
 from ..core.vocabulary import KEEP_LATEST_COMMITS
 from . import render
 from .app import common, open_table, split_options
@@ -122,7 +126,35 @@ def check_metadata_table(table: Table, timeline: ActiveTimeline) -> list[Finding
                              f"not there ({', '.join(extra[:3])})",
                              "Hudi 1.x readers and hudi-rs list files through it: rows of unlisted files are not "
                              "read"))
-    return found + check_record_index_partition(table, timeline)
+    return found + check_record_index_partition(table, timeline) + check_secondary_index_partitions(table, timeline)
+
+
+def check_secondary_index_partitions(table: Table, timeline: ActiveTimeline) -> list[Finding]:
+    """Each listed secondary index: does it hold exactly one cell per live record (its value
+    and key), in the file group its version names? (A stale one makes Hudi's equality
+    queries miss rows.)"""
+    found = []
+    view = FileSystemView(table.storage, timeline)
+    for defn in secondary_definitions(table.storage, table.config.props):
+        try:
+            schema = Reader(table).full_schema
+            expected, missing, stray = check_secondary(SecondaryIndex.open(table.storage, defn, timeline), scan_values(
+                table.context(), view, defn.column, schema, table.engine))
+        except (LakeError, OSError, ValueError, KeyError, EOFError) as e:
+            found.append(Finding("metadata", "error", f"secondary index {defn.partition} is unreadable ({e})",
+                                 f"Hudi's queries on {defn.column} use it: drop and create it again "
+                                 "(airflow-lake index drop / create)"))
+            continue
+        if not missing and not stray:
+            found.append(Finding("metadata", "ok", f"secondary index {defn.partition} holds the {expected} cells of "
+                                 f"the live records' {defn.column} values"))
+        else:
+            found.append(Finding("metadata", "warn", f"secondary index {defn.partition} is stale: {len(missing)} "
+                                 f"cells missing ({', '.join(missing[:3])}), {len(stray)} no record implies "
+                                 f"({', '.join(stray[:3])})",
+                                 f"Hudi's queries on {defn.column} miss rows: drop and create it again "
+                                 "(airflow-lake index drop / create)"))
+    return found
 
 
 def check_record_index_partition(table: Table, timeline: ActiveTimeline) -> list[Finding]:

@@ -29,7 +29,7 @@ import pyarrow.compute as pc
 from . import properties
 from .clean_planner import files_to_clean
 from .config import TableConfig
-from .formats.hfile import read_hfile, write_hfile
+from .formats.hfile import BLOCK_SIZE, read_hfile, write_hfile
 from .formats.log import encode_block
 from .formats.log.framing import BlockType, HeaderKey
 from .index.column_stats import (
@@ -48,6 +48,9 @@ from .index.record_index import (
     renamed_cells,
     slice_cells,
 )
+from .index.secondary_index import PREFIX as SECONDARY_PREFIX
+from .index.secondary_index import SECONDARY_INDEX_TYPE, SecondaryIndex, SecondaryIndexDef
+from .index.secondary_index import definitions as secondary_definitions
 from .mdt_files import (
     INDEX_DEFS_PATH,
     empty_delete,
@@ -68,6 +71,7 @@ from .metadata_table import (
     NON_PARTITIONED,
     PARTITION_LIST,
     RECORD_INDEX,
+    RECORD_INDEX_TYPE,
     MdtStorage,
     has_files_partition,
     index_definitions,
@@ -326,6 +330,9 @@ def compacted_bases(storage: Storage, timeline: ActiveTimeline, plan: Compaction
         name = f"{op.file_id}_{n}-{int(instant[-9:])}-{n}_{instant}.hfile"
         if op.partition == RECORD_INDEX:
             data, count = compacted_index_base(storage, folder, op, valid, name, schema_text)
+        elif op.partition.startswith(SECONDARY_PREFIX):  # (an empty base when every key went, as Java's)
+            data, count = compacted_index_base(storage, folder, op, valid, name, schema_text,
+                                               kind=SECONDARY_INDEX_TYPE)
         elif op.partition in STATS_PARTITIONS:  # (tombstones kept in the base file, as Java keeps them)
             state: dict = {}
             merge_mdt_slice(storage, f"{folder}/{op.data_file}" if op.data_file else None,
@@ -378,13 +385,16 @@ RECORD_INDEX_BLOCK_SIZE = 16 << 10
 
 
 def compacted_index_base(storage: Storage, folder: str, op: CompactionOperation, valid: set[str], name: str,
-                         schema_text: str, create_time_ms: int | None = None) -> tuple[bytes, int]:
-    """The compacted base HFile `name` of one record-index file group: its slice merged (deleted
-    keys dropped), each record naming the new file."""
+                         schema_text: str, create_time_ms: int | None = None, *, kind: int = RECORD_INDEX_TYPE,
+                         ) -> tuple[bytes, int]:
+    """The compacted base HFile `name` of one record-index (or secondary-index: `kind` 7) file
+    group: its slice merged (deleted keys dropped), each record naming the new file."""
     cells, _ = slice_cells(storage, f"{folder}/{op.data_file}" if op.data_file else None,
-                           [f"{folder}/{n}" for n in op.delta_files], valid)
+                           [f"{folder}/{n}" for n in op.delta_files], valid, kind=kind)
     return index_base_hfile(cells.column("key").combine_chunks(), renamed_cells(cells, schema_text, name),
-                            schema_text, create_time_ms, block_size=RECORD_INDEX_BLOCK_SIZE), cells.num_rows
+                            schema_text, create_time_ms,
+                            block_size=RECORD_INDEX_BLOCK_SIZE if kind == RECORD_INDEX_TYPE else BLOCK_SIZE), \
+        cells.num_rows
 
 
 # -- building the files partition (partition initialisation, v8 spec §5.6) --------------------
@@ -508,7 +518,8 @@ def init_record_index(instant: str, located: pa.Table, groups: int, schema_text:
 def maintained_partitions(storage: Storage, props: dict[str, str]) -> list[str]:
     """The MDT partitions our writes and services keep current: `files`, a built global record
     index (listed, `isPartitioned` false), column stats with an index.json definition, and
-    partition stats beside them."""
+    partition stats beside them, and the secondary indexes of one column beside the record
+    index (their hits are resolved through it)."""
     listed = listed_partitions(props)
     if FILES not in listed:
         return []
@@ -519,6 +530,8 @@ def maintained_partitions(storage: Storage, props: dict[str, str]) -> list[str]:
         kept.append(COLUMN_STATS)
         if PARTITION_STATS in listed:
             kept.append(PARTITION_STATS)
+    if RECORD_INDEX in kept:
+        kept += [d.partition for d in secondary_definitions(storage, props)]
     return kept
 
 
@@ -543,6 +556,18 @@ def maintained_record_index(storage: Storage, props: dict[str, str], data_timeli
     if RECORD_INDEX not in maintained_partitions(storage, props):
         return None
     return RecordIndex.open(storage, props, data_timeline)
+
+
+def maintained_secondary_definitions(storage: Storage, props: dict[str, str]) -> list[SecondaryIndexDef]:
+    """The table's secondary indexes our writes keep (beside its record index)."""
+    kept = maintained_partitions(storage, props)
+    return [d for d in secondary_definitions(storage, props) if d.partition in kept]
+
+
+def maintained_secondary_indexes(storage: Storage, props: dict[str, str], data_timeline: ActiveTimeline,
+                                 ) -> list[SecondaryIndex]:
+    """`maintained_secondary_definitions`, opened."""
+    return [SecondaryIndex.open(storage, d, data_timeline) for d in maintained_secondary_definitions(storage, props)]
 
 
 def tagging_record_index(storage: Storage, props: dict[str, str], data_timeline: ActiveTimeline, index_type: str,
@@ -613,6 +638,20 @@ def define_record_index(storage: Storage, config: TableConfig) -> None:
     config.props[INDEX_DEFS] = path
 
 
+def define_secondary_index(storage: Storage, config: TableConfig, defn: SecondaryIndexDef) -> None:
+    """A secondary index's entry in `index.json` (created when there is none), as Hudi 1.x
+    writes it (a v8 table's without a version: V1); the caller saves the properties."""
+    path = config.props.get(INDEX_DEFS) or INDEX_DEFS_PATH
+    doc = json.loads(storage.read(path)) if storage.exists(path) else {"indexDefinitions": {}}
+    entry = {"indexName": defn.partition, "indexType": "secondary_index", "indexFunction": "identity",
+             "sourceFields": [defn.column], "indexOptions": {}}
+    if config.version >= 9:
+        entry["version"] = defn.version
+    doc.setdefault("indexDefinitions", {})[defn.partition] = entry
+    storage.write(path, jackson_pretty(doc).encode())
+    config.props[INDEX_DEFS] = path
+
+
 def how_to_rebuild(partition: str) -> str:
     """What makes Hudi rebuild a switched-off MDT partition."""
     if partition == "record_index":
@@ -620,7 +659,8 @@ def how_to_rebuild(partition: str) -> str:
     if partition in ("column_stats", "partition_stats"):
         return f"hoodie.metadata.index.{partition.replace('_stats', '')}.stats.enable=true"
     if partition.startswith("secondary_index_"):
-        return f"CREATE INDEX {partition.removeprefix('secondary_index_')} ... in Spark SQL"
+        return (f"CREATE INDEX {partition.removeprefix('secondary_index_')} ... in Spark SQL, or "
+                "`airflow-lake index create`")
     return "enable it in Hudi's writer"
 
 

@@ -30,8 +30,9 @@ from .index.column_stats import (
     partition_stats_key,
     read_stats,
 )
+from .index.secondary_index import matching_groups
 from .keys import parse_partition_path
-from .metadata_table import FILES, listed_partitions
+from .metadata_table import FILES, RECORD_INDEX, listed_partitions
 from .model import FileGroup
 from .schema import META_FIELDS, META_SCHEMA, from_avro
 from .slice_reader import (
@@ -264,17 +265,30 @@ class Reader:
                 or not self.table.option(MetadataOptions.DATA_SKIPPING):
             return groups
         listed = listed_partitions(cfg.props)
-        if FILES not in listed or COLUMN_STATS not in listed:
+        if FILES not in listed:
+            return groups
+        all_disjuncts = filters if isinstance(filters[0], list) else [filters]
+        types = {f.name: f.type for f in self.full_schema}
+        if view.as_of is None and not read_optimized and RECORD_INDEX in listed:  # (they index the latest snapshot)
+            hits = matching_groups(self.storage, cfg.props, view.timeline, all_disjuncts, types)
+            if hits is not None:
+                kept = [g for g in groups if (g.partition, g.file_id) in hits]
+                pruned = len(groups) - len(kept)
+                self.skipping = {"file_groups": len(groups), "partitions_pruned": 0, "file_groups_pruned": pruned,
+                                 "secondary_index_pruned": pruned}
+                log.info("table %s: data skipping read %d of %d file groups (%d pruned by secondary indexes)",
+                         self.storage.uri, len(kept), len(groups), len(groups) - len(kept))
+                groups = kept
+        if COLUMN_STATS not in listed or not groups:
             return groups
         columns = set(indexed_columns(self.storage, cfg.props, self.full_schema) or ())
         disjuncts = [[(c, _SKIP_OPS[op], v) for c, op, v in conj if c in columns and op in _SKIP_OPS]
-                     for conj in (filters if isinstance(filters[0], list) else [filters])]
+                     for conj in all_disjuncts]
         if any(not conj for conj in disjuncts):  # a disjunct the statistics say nothing of: it may match
             return groups
         wanted = sorted({c for conj in disjuncts for c, _, _ in conj})
         partitions = sorted({g.partition for g in groups})
         kept_partitions = set(partitions)
-        types = {f.name: f.type for f in self.full_schema}
         if PARTITION_STATS in listed and view.as_of is None:  # (they bound the latest slices only)
             keys = {(c, p): partition_stats_key(c, p) for c in wanted for p in partitions}
             stats = read_stats(self.storage, PARTITION_STATS, view.timeline, sorted(set(keys.values())), types)
@@ -291,8 +305,10 @@ class Reader:
         kept = [g for g in groups if (g.partition, g.file_id) in slices and any(
             _may_hold(disjuncts, lambda c, g=g, name=name: [stats.get(keys.get((g.partition, name, c)))])
             for name in slices[g.partition, g.file_id] or [None])]
-        self.skipping = {"file_groups": len(groups), "partitions_pruned": len(partitions) - len(kept_partitions),
-                         "file_groups_pruned": len(groups) - len(kept)}
+        pruned = self.skipping.get("secondary_index_pruned", 0)
+        self.skipping = {"file_groups": len(groups) + pruned,
+                         "partitions_pruned": len(partitions) - len(kept_partitions),
+                         "file_groups_pruned": len(groups) - len(kept) + pruned, "secondary_index_pruned": pruned}
         log.info("table %s: data skipping read %d of %d file groups (%d partitions pruned by partition stats, "
                  "%d file groups by column stats)", self.storage.uri, len(kept), len(groups),
                  self.skipping["partitions_pruned"], len(groups) - len(kept) - sum(

@@ -42,7 +42,7 @@ from .lock import LockProvider
 from .paths import Deleter
 from .read import Reader
 from .schema import NAME_RULE, from_avro, is_avro_name
-from .services import archive, clean, compaction, rollback, savepoint
+from .services import archive, clean, compaction, indexing, rollback, savepoint
 from .settings import check_table_settings
 from .storage import Storage, open_storage
 from .timeline.active import ActiveTimeline, timeline_folder
@@ -398,6 +398,24 @@ class Table:
     def restore(self, instant: str, *, extra_metadata: dict[str, str] | None = None) -> savepoint.RestoreResult:
         """Roll the table back to the savepoint `instant`."""
         return savepoint.restore(self.transaction(), instant, extra_metadata=extra_metadata)
+
+    # -- secondary indexes -----------------------------------------------------------------
+    @_counted
+    def create_index(self, name: str, column: str, *,
+                     extra_metadata: dict[str, str] | None = None) -> indexing.IndexResult:
+        """Hudi's `CREATE INDEX name ON table (column)`: a secondary index on `column` built
+        from the latest snapshot (the `indexing` action), kept current by every later write and
+        used by `read(filters=[(column, "=", v)])`. Needs the record index."""
+        return indexing.create_index(self.transaction(), name, column, extra_metadata=extra_metadata)
+
+    @_counted
+    def drop_index(self, name: str) -> str:
+        """Hudi's `DROP INDEX name ON table`; returns the metadata-table partition removed."""
+        return indexing.drop_index(self.transaction(), name)
+
+    def indexes(self) -> list[dict]:
+        """The table's secondary indexes (name, column, version, listed, maintained)."""
+        return indexing.list_indexes(self.transaction())
 
     # -- the transaction's steps, for callers that hold a table ------------------------------
     def lock(self) -> LockProvider:

@@ -192,8 +192,22 @@ class SparkFrames:
     def write_groups(self, fn, frame: DataFrame, key: str, groups: int) -> list:
         return stage(lambda: group_results(fn, frame, key, groups), self.where, "writing file groups")
 
+    def task_frame(self, fn, items: list, schema: pa.Schema) -> DataFrame:
+        if not items:
+            return self.spark.createDataFrame([], from_arrow_schema(schema))
+        tasks = min(len(items), max(1, self.spark.sparkContext.defaultParallelism * 2))
+        return self.spark.range(len(items), numPartitions=tasks).mapInArrow(
+            partial(_item_rows, fn, list(items), schema), from_arrow_schema(schema))
+
     def key_clash(self, ctx, new_keys: DataFrame, is_global: bool, where: str):
         return key_clash(self.spark, ctx, new_keys.select(PART, KEY), is_global, where)
+
+
+def _item_rows(fn, items: list, schema: pa.Schema, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """`task_frame`'s task: the rows of `fn` for the items its batches of ids name."""
+    for batch in batches:
+        for i in batch.column(0).to_pylist():
+            yield from fn(items[i]).cast(schema).to_batches()
 
 
 def _key_columns(spec: KeySpec, source: DataFrame, plan: InputPlan) -> DataFrame:

@@ -14,6 +14,8 @@ import pyarrow.compute as pc
 import pytest
 
 from airflow_lake.core.index.record_index import RecordIndex, check_record_index, located_keys
+from airflow_lake.core.index.secondary_index import SecondaryIndex, index_keys, key_groups
+from airflow_lake.core.index.secondary_index import definitions as secondary_definitions
 from airflow_lake.core.metadata_table import read_file_listing
 from airflow_lake.core.metadata_writer import MetadataWriter
 from airflow_lake.core.table import Table
@@ -42,7 +44,21 @@ def agree(table: Table, path) -> pa.Table:
             judge["_hoodie_record_key"].to_pylist(), judge["_hoodie_partition_path"].to_pylist(),
             [f.split("_")[0] for f in judge["_hoodie_file_name"].to_pylist()], strict=True))
         assert index.misplaced() == []
+    check_secondary_indexes(table, judge)
     return ours
+
+
+def check_secondary_indexes(table: Table, judge: pa.Table) -> None:
+    """Every listed secondary index holds exactly one cell per row `judge` (hudi-rs) reads,
+    `esc(value)$esc(key)`, in the file group its version hashes it to."""
+    props = Table.open(table.storage.uri).config.props
+    for defn in secondary_definitions(table.storage, props):
+        index = SecondaryIndex.open(table.storage, defn, table.timeline)
+        entries = index.entries()
+        keys, prefixes = index_keys(judge[defn.column], judge["_hoodie_record_key"])
+        where = key_groups(defn, keys, prefixes, index.num_groups)
+        assert sorted(zip(entries["key"].to_pylist(), entries["group"].to_pylist(), strict=True)) == \
+            sorted(zip(keys.to_pylist(), where.tolist(), strict=True)), defn.partition
 
 
 def later(table: Table, rows: pa.Table, by: int) -> pa.Table:
@@ -61,9 +77,11 @@ def test_writes_and_services_keep_the_files_partition_current(tmp_path, name, ca
     listed = table.config.props["hoodie.table.metadata.partitions"].split(",")
     with caplog.at_level(logging.WARNING):
         first = table.write(later(table, before.slice(0, 2), 10**6))
-    # the partitions we keep stay (files, the record index, column and partition stats); the
-    # others (secondary indexes) are switched off, as Java does it, each named in a warning
-    kept = {"files", "record_index", "column_stats", "partition_stats"}
+    # the partitions we keep stay (files, the record index, column and partition stats, the
+    # secondary indexes): every one the fixtures have (others are switched off, as Java does it,
+    # each named in a warning: test_record_index, test_secondary_index)
+    kept = {"files", "record_index", "column_stats", "partition_stats", "secondary_index_rider_idx",
+            "secondary_index_merchant_idx", "secondary_index_txn_date_idx"}
     props = Table.open(str(path)).config.props
     assert props["hoodie.table.metadata.partitions"].split(",") == [p for p in listed if p in kept]
     assert props["hoodie.table.metadata.partitions.inflight"] == ""

@@ -150,8 +150,9 @@ def test_spark_writes_keep_and_use_the_record_index(spark, tmp_path, name):
 @pytest.mark.parametrize("name", ["v9_cow_meta", "v9_mor_nonpart"])
 def test_spark_writes_keep_column_stats_and_reads_skip_by_them(spark, tmp_path, name, caplog):
     """The statistics of the files a distributed write wrote (computed in its executors) reach
-    the column and partition stats; `read_table` with a point filter reads only the file
-    groups whose statistics may hold the key, and returns what filtering the table returns."""
+    the column and partition stats, and its records' changed values the secondary indexes;
+    `read_table` with a point filter reads only the file groups whose statistics (or secondary
+    index) may hold the value, and returns what filtering the table returns."""
     import logging
 
     import pyarrow as pa
@@ -159,6 +160,7 @@ def test_spark_writes_keep_column_stats_and_reads_skip_by_them(spark, tmp_path, 
 
     from airflow_lake.spark import SparkEngine
     from tests.core.test_column_stats_kept import stats_agree
+    from tests.core.test_hudi1x_mdt import check_secondary_indexes
     from tests.core.test_record_index import data_of
 
     spark.sparkContext.addPyFile(str(package_zip()))
@@ -167,14 +169,18 @@ def test_spark_writes_keep_column_stats_and_reads_skip_by_them(spark, tmp_path, 
     key = table.config.record_key_fields[0]
     rows = data_of(theirs(path)).sort_by(key)
     fresh = rows.slice(0, 2).set_column(rows.schema.get_field_index(key), key, pa.array(["ZS-1", "ZS-2"]))
-    table.write(spark.createDataFrame(pa.concat_tables([rows.slice(2, 2), fresh])))
+    moved = rows.slice(2, 2).set_column(rows.schema.get_field_index("merchant_name"), "merchant_name",
+                                        pa.array(["Spark Shop", None]))
+    table.write(spark.createDataFrame(pa.concat_tables([moved, fresh])))
     table.write(spark.createDataFrame(rows.slice(4, 1)), operation="delete")
     stats_agree(path)
+    check_secondary_indexes(Table.open(str(path)), theirs(path))
     full = Table.open(str(path)).read()
     with caplog.at_level(logging.INFO):
-        for value in ("ZS-1", full[key][0].as_py()):
-            got = read_table(spark, str(path), filters=[(key, "=", value)]).toArrow()
-            same_rows(got, full.filter(pc.equal(full[key], value)))
+        for column, value in ((key, "ZS-1"), (key, full[key][0].as_py()), ("merchant_name", "Spark Shop")):
+            got = read_table(spark, str(path), filters=[(column, "=", value)]).toArrow()
+            same_rows(got, full.filter(pc.equal(full[column], value)))
+    assert any("pruned by secondary indexes" in r.getMessage() for r in caplog.records)
     skipped = [r.getMessage() for r in caplog.records if "data skipping read" in r.getMessage()]
     assert skipped and all(" of " in m for m in skipped)
     assert any(m.split("read ")[1].split(" of")[0] != m.split(" of ")[1].split(" ")[0] for m in skipped)

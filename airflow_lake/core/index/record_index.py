@@ -300,13 +300,14 @@ def _sorted(keys: pa.Array) -> pa.Array:
 
 
 def slice_cells(storage: Storage, base: str | None, logs: list[str], valid: set[str] | frozenset[str],
-                keys: pa.Array | None = None) -> tuple[pa.Table, str | None]:
+                keys: pa.Array | None = None, kind: int = RECORD_INDEX_TYPE) -> tuple[pa.Table, str | None]:
     """One record-index file slice merged (`CELLS`, sorted by key: the live entries; the
     records' schema): the base HFile's cells, then the log blocks of `valid` instants in order,
     the last record of a key winning and a DELETE block's key removing it, as
     `HoodieMetadataPayload` merges record-index records (§5.3). With `keys` (binary, sorted)
-    only those: of the base file only the data blocks that may hold them. Vectorised: cells
-    are Arrow arrays, values decoded once per distinct value."""
+    only those: of the base file only the data blocks that may hold them. `kind`: the records'
+    type (a secondary index's: 7). Vectorised: cells are Arrow arrays, values decoded once per
+    distinct value."""
     parts: list[pa.Table] = []
     schema_text: str | None = None
 
@@ -349,7 +350,7 @@ def slice_cells(storage: Storage, base: str | None, logs: list[str], valid: set[
     cells = pa.concat_tables(parts)
     if schema_text and cells.num_rows:  # records of another kind are not this partition's: skipped
         kinds = _decoded(cells.column("value").combine_chunks(), schema_text)[1]
-        cells = cells.filter(pc.or_(cells.column("deleted"), pa.array(kinds == RECORD_INDEX_TYPE)))
+        cells = cells.filter(pc.or_(cells.column("deleted"), pa.array(kinds == kind)))
     cells = cells.append_column("_seq", pa.array(np.arange(cells.num_rows, dtype=np.int64)))
     cells = cells.take(pc.sort_indices(cells, [("key", "ascending"), ("_seq", "descending")]))
     keys_sorted = cells.column("key").combine_chunks()
@@ -361,17 +362,23 @@ def slice_cells(storage: Storage, base: str | None, logs: list[str], valid: set[
     return live.select(["key", "value"]).cast(CELLS), schema_text
 
 
-def _decoded(values: pa.Array, schema_text: str) -> tuple[list[dict | None], np.ndarray, np.ndarray]:
-    """The distinct `values` decoded (each a record's recordIndexMetadata, None for another
-    kind), each value's record type, and each value's place among the distinct ones."""
+def decoded_records(values: pa.Array, schema_text: str) -> tuple[list[dict], np.ndarray, np.ndarray]:
+    """The distinct (non-null) `values` decoded as `HoodieMetadataRecord`s, each value's record
+    type (-1: null) and each value's place among the distinct ones (null: past the end)."""
     valid = values.is_valid().to_numpy(zero_copy_only=False)
     distinct = pc.unique(values.filter(pa.array(valid))) if len(values) else values
     schema = parsed_schema(schema_text)
     records = [fastavro.schemaless_reader(io.BytesIO(v), schema, None) for v in distinct.to_pylist()]
     kinds = np.array([r.get("type") for r in records] + [-1], dtype=np.int64)
     at = pc.index_in(values, value_set=distinct).fill_null(len(records)).to_numpy(zero_copy_only=False)
+    return records, kinds[at], at
+
+
+def _decoded(values: pa.Array, schema_text: str) -> tuple[list[dict | None], np.ndarray, np.ndarray]:
+    """`decoded_records`, each record as its recordIndexMetadata (None for another kind)."""
+    records, kinds, at = decoded_records(values, schema_text)
     infos = [r.get("recordIndexMetadata") if r.get("type") == RECORD_INDEX_TYPE else None for r in records]
-    return infos, kinds[at], at
+    return infos, kinds, at
 
 
 def decode_locations(cells: pa.Table, schema_text: str | None) -> pa.Table:

@@ -339,6 +339,31 @@ INDEX_COMMIT_METADATA = {
     ],
 }
 
+# `T.indexing.requested` and `T_C.indexing` (as Hudi 1.x writes them: the partition info carries
+# the instant as a string and extra metadata)
+INDEXING_PARTITION_INFO = {
+    "type": "record",
+    "name": "HoodieIndexPartitionInfo",
+    "namespace": NS,
+    "fields": [_ver(1), _opt("metadataPartitionPath", "string"), _opt("indexUptoInstant", "string"),
+               _opt("extraMetadata", {"type": "map", "values": "string"})],
+}
+
+INDEX_PLAN = {
+    "type": "record",
+    "name": "HoodieIndexPlan",
+    "namespace": NS,
+    "fields": [_ver(1), _opt("indexPartitionInfos", {"type": "array", "items": INDEXING_PARTITION_INFO})],
+}
+
+INDEXING_COMMIT_METADATA = {
+    "type": "record",
+    "name": "HoodieIndexCommitMetadata",
+    "namespace": NS,
+    "fields": [_ver(1), _opt("operationType", "string"),
+               _opt("indexPartitionInfos", {"type": "array", "items": INDEXING_PARTITION_INFO})],
+}
+
 MERGE_ARCHIVE_PLAN = {
     "type": "record",
     "name": "HoodieMergeArchiveFilePlan",

@@ -19,6 +19,10 @@ from ..errors import InvalidOptionError, InvalidTableError, TimelineError
 from ..index.column_stats import COLUMN_STATS, PARTITION_STATS, indexed_columns
 from ..index.record_index import RecordIndex, located_keys
 from ..index.record_index_update import resync
+from ..index.secondary_index import MIN_GROUPS as SECONDARY_MIN_GROUPS
+from ..index.secondary_index import SecondaryIndexDef, scan_values, supported_type
+from ..index.secondary_index import init_files as secondary_init_files
+from ..index.secondary_index import resync as resync_secondary
 from ..mdt_stats import (
     StatsLayout,
     chosen_stats_columns,
@@ -52,12 +56,16 @@ from ..metadata_writer import (
     compacted_bases,
     compaction_due,
     define_record_index,
+    define_secondary_index,
     files_change,
+    how_to_rebuild,
     init_files,
     init_instant,
     init_record_index,
     logged_files,
     maintained_partitions,
+    maintained_secondary_definitions,
+    maintained_secondary_indexes,
     mdt_properties,
     record_index_group_count,
     restore_change,
@@ -68,12 +76,13 @@ from ..metadata_writer import compaction_plan as metadata_compaction_plan
 from ..metadata_writer import is_on as metadata_on
 from ..model import WriteStat
 from ..paths import relative_path
-from ..schema import from_avro
+from ..schema import META_FIELDS, META_SCHEMA, from_avro
 from ..timeline.active import ActiveTimeline
 from ..timeline.avro_mdt import METADATA_RECORD_V8, METADATA_RECORD_V9
+from ..timeline.avro_schemas import INDEX_PLAN, INDEXING_COMMIT_METADATA
 from ..timeline.clock import format_instant, instant_epoch_ms, parse_instant
-from ..timeline.instant import CLEAN, COMMIT_ACTIONS, COMPACTION, DELTA_COMMIT, ROLLBACK, Instant, State
-from ..timeline.metadata import CommitMetadata
+from ..timeline.instant import CLEAN, COMMIT_ACTIONS, COMPACTION, DELTA_COMMIT, INDEXING, ROLLBACK, Instant, State
+from ..timeline.metadata import CommitMetadata, read_avro, write_avro
 from ..timeline.payloads import (
     CleanerPlan,
     CompactionPlan,
@@ -83,6 +92,8 @@ from ..view import FileSystemView
 from ..vocabulary import CLEAN_POLICIES
 
 log = logging.getLogger(__name__)
+
+INFLIGHT_PARTITIONS = "hoodie.table.metadata.partitions.inflight"
 
 
 class MetadataTableSync:
@@ -239,7 +250,7 @@ class MetadataTableSync:
             if deleted is None:
                 deleted = logged_files(self.storage, logs.get(MDT_FILES, []), target)
             change = FilesChange(deleted=deleted, list_partitions=False)
-            self.metadata_deltacommit(writer, timeline, by, change, self.resync_record_index(writer, by),
+            self.metadata_deltacommit(writer, timeline, by, change, self.resync_indexes(writer, by),
                                       self.stats_files(writer, by, change, None))
             return
         if rb is not None:  # an MDT rollback a crash left pending: finish it
@@ -269,13 +280,14 @@ class MetadataTableSync:
                 self.rollback_metadata_table(writer, None, target)
         timeline = writer.timeline()
         change = restore_change(self.storage, self.timeline)
-        self.metadata_deltacommit(writer, timeline, at, change, self.resync_record_index(writer, at),
+        self.metadata_deltacommit(writer, timeline, at, change, self.resync_indexes(writer, at),
                                   self.stats_files(writer, at, change, None))
 
-    def resync_record_index(self, writer: MetadataWriter, instant: str) -> list[WriteStat]:
-        """The record index brought in line with a scan of the table by log files of the MDT
-        deltacommit at `instant` (after a rollback or restore undid writes an MDT compaction
-        had merged: their index entries cannot be rolled back). A scan of every file group."""
+    def resync_indexes(self, writer: MetadataWriter, instant: str) -> list[WriteStat]:
+        """The record index and the secondary indexes brought in line with a scan of the table
+        by log files of the MDT deltacommit at `instant` (after a rollback or restore undid
+        writes an MDT compaction had merged: their index entries cannot be rolled back). A scan
+        of every file group."""
         if RECORD_INDEX not in maintained_partitions(self.storage, self.config.props):
             return []
         timeline = self.timeline
@@ -284,7 +296,23 @@ class MetadataTableSync:
                        instant_epoch_ms(instant, self.config.timezone), writer.schema_text())
         log.info("table %s: record index brought in line with the table at %s (%d index file groups changed)",
                  self.storage.uri, instant, len(stats))
+        secondary = maintained_secondary_indexes(self.storage, self.config.props, timeline)
+        if secondary:
+            view = FileSystemView(self.storage, timeline)
+            schema = self.table_schema()
+            for si in secondary:
+                changed = resync_secondary(si, scan_values(self.ctx, view, si.defn.column, schema, self.engine),
+                                           instant, writer.schema_text())
+                log.info("table %s: secondary index %s brought in line with the table at %s (%d index file groups "
+                         "changed)", self.storage.uri, si.defn.partition, instant, len(changed))
+                stats += changed
         return stats
+
+    def table_schema(self) -> pa.Schema:
+        """The table's schema with its meta fields first (from the latest commit)."""
+        avro = self.timeline.schema_avro(self.config.get(TableOptions.CREATE_SCHEMA))
+        fields = from_avro(avro) if avro else []
+        return pa.schema(list(META_SCHEMA) + [f for f in fields if f.name not in META_FIELDS])
 
     def prepare_metadata_table(self) -> None:
         """Under the lock, before anything changes, on a Hudi 1.x table: the MDT partitions we
@@ -302,6 +330,7 @@ class MetadataTableSync:
             self.switch_off_metadata_table()
             return
         switch_off_unmaintained(self.storage, self.config)
+        self.switch_off_unsupported_secondary()
         record_index = self.record_index_option()
         if (enable == "true" or record_index == "true") and not metadata_on(self.storage, self.config.props):
             self.build_metadata_table()
@@ -325,6 +354,87 @@ class MetadataTableSync:
                         "as Apache Hudi's writer does); =true rebuilds it from a scan", self.storage.uri,
                         MetadataOptions.RECORD_INDEX_ENABLE.key)
             switch_off(self.storage, self.config, [RECORD_INDEX])
+            switch_off_unmaintained(self.storage, self.config)  # the secondary indexes resolved through it
+
+    def switch_off_unsupported_secondary(self) -> None:
+        """Secondary indexes on a column the table no longer has, or of a type whose text form
+        we do not write as Java does, switched off (warned) rather than kept wrong."""
+        indexes = maintained_secondary_definitions(self.storage, self.config.props)
+        if not indexes:
+            return
+        schema = self.table_schema()
+        off = [d.partition for d in indexes
+               if d.column not in schema.names or not supported_type(schema.field(d.column).type)]
+        for partition in off:
+            log.warning("table %s: switching off the metadata table's %s partition: airflow-lake does not keep a "
+                        "secondary index on this column's type current; Hudi rebuilds it with %s", self.storage.uri,
+                        partition, how_to_rebuild(partition))
+        switch_off(self.storage, self.config, off)
+
+    def finish_indexing(self, timeline: ActiveTimeline) -> None:
+        """Under the lock: an `indexing` instant left pending (our index builds run under the
+        lock, so its builder died) is undone: the partitions its plan builds switched off, its
+        MDT deltacommit rolled back, its instant files deleted."""
+        pending = [i for i in timeline.pending() if i.action == INDEXING]
+        if not pending or self.config.version < 8:
+            return
+        writer = self.metadata_writer(require_files=False)
+        for instant in pending:
+            plan = read_avro(timeline.read_details(instant.to(State.REQUESTED))) or {}
+            building = [i.get("metadataPartitionPath") for i in plan.get("indexPartitionInfos") or []]
+            log.warning("table %s: the index build %s (%s) did not finish; it is undone (build the index again)",
+                        self.storage.uri, instant.time, ", ".join(p for p in building if p))
+            switch_off(self.storage, self.config, [p for p in building if p and p != MDT_FILES])
+            if writer is not None and self.storage.exists(MDT_PATH):
+                self.rollback_metadata_table(writer, None, instant.time)
+            timeline.delete_instant_files(instant.time)
+
+    def build_secondary_index(self, timeline: ActiveTimeline, defn: SecondaryIndexDef, token: str | None,
+                              ) -> tuple[str, int]:
+        """Hudi's CREATE INDEX (v8 spec §5.5c, the `indexing` action) under the lock, nothing
+        else in flight: the definition in index.json and the partition inflight, the plan at a
+        new instant T, the partition built from a scan of the latest slices in the MDT
+        deltacommit at T, listed, then T completed. Returns T and the number of entries."""
+        storage, writer = self.storage, self.metadata_writer()
+        upto = timeline.writes().completed().last
+        define_secondary_index(storage, self.config, defn)
+        inflight_parts = [p.strip() for p in self.config.props.get(INFLIGHT_PARTITIONS, "").split(",") if p.strip()]
+        self.config.props[INFLIGHT_PARTITIONS] = ",".join(sorted(set(inflight_parts) | {defn.partition}))
+        properties.save(storage, self.config)
+        instant = self.new_instant_time(timeline)
+        info = {"version": 1, "metadataPartitionPath": defn.partition,
+                "indexUptoInstant": upto.time if upto else instant, "extraMetadata": {}}
+        requested = self.request(timeline, Instant(instant, INDEXING, State.REQUESTED),
+                                 write_avro(INDEX_PLAN, {"version": 1, "indexPartitionInfos": [info]}), token=token)
+        inflight = self.inflight(timeline, requested)
+        rows = scan_values(self.ctx, FileSystemView(storage, timeline), defn.column, self.table_schema(), self.engine)
+        groups = max(SECONDARY_MIN_GROUPS, record_index_group_count(
+            rows.num_rows, SECONDARY_MIN_GROUPS, self.option(MetadataOptions.RECORD_INDEX_MAX_GROUPS),
+            self.option(MetadataOptions.RECORD_INDEX_GROWTH),
+            self.option(MetadataOptions.RECORD_INDEX_MAX_GROUP_BYTES)))
+        storage.delete_dir(f"{MDT_PATH}/{defn.partition}")
+        files, meta = secondary_init_files(defn, instant, rows, groups, writer.schema_text())
+        mdt = writer.timeline()
+        mdt_inflight = mdt.transition(mdt.create(Instant(instant, DELTA_COMMIT, State.REQUESTED)), State.INFLIGHT)
+        for path, data in files.items():
+            storage.write(path, data)
+        mdt.transition(mdt_inflight, State.COMPLETED, meta.to_bytes())
+        listed = listed_partitions(self.config.props)
+        self.config.props["hoodie.table.metadata.partitions"] = ",".join(sorted(set(listed) | {defn.partition}))
+        self.config.props[INFLIGHT_PARTITIONS] = ",".join(p for p in inflight_parts if p != defn.partition)
+        properties.save(storage, self.config)
+        self.complete(timeline, inflight, write_avro(INDEXING_COMMIT_METADATA, {
+            "version": 1, "operationType": None, "indexPartitionInfos": [info]}))
+        log.info("table %s: built secondary index %s on %s at %s: %d entries in %d file groups", storage.uri,
+                 defn.partition, defn.column, instant, rows.num_rows, groups)
+        return instant, rows.num_rows
+
+    def drop_secondary_index(self, partition: str) -> None:
+        """Hudi's DROP INDEX: the index's definition, its listing and its partition removed
+        (no timeline instant, as Java's `dropIndex`)."""
+        log.warning("table %s: dropping secondary index %s (its metadata table partition is deleted)",
+                    self.storage.uri, partition)
+        switch_off(self.storage, self.config, [partition])
 
     def quiet(self, what: str) -> bool:
         """Whether an index may be built now: no other write or compaction in flight (one that

@@ -108,6 +108,7 @@ class Transaction(MetadataTableSync):
         timeline. One listing of `.hoodie/`: the repairs update it in memory."""
         timeline = self.timeline
         self.prepare_metadata_table()
+        self.finish_indexing(timeline)
         self.finish_rollbacks(timeline)
         self.finish_restores(timeline)
         undo.forget_rolled_back(self.storage, timeline)

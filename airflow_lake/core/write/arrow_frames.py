@@ -219,6 +219,9 @@ class ArrowFrames:
     def write_groups(self, fn, frame: pa.Table, key: str, groups: int) -> list:
         return self.engine.write_groups(fn, frame, key)
 
+    def task_frame(self, fn, items: list, schema: pa.Schema) -> pa.Table:
+        return pa.concat_tables([schema.empty_table(), *(t.cast(schema) for t in self.engine.map(fn, items))])
+
     def key_clash(self, ctx, new_keys: pa.Table, is_global: bool, where: str) -> KeyClash:
         def clash(files: dict[str, list[str]]) -> str | None:  # (asked only when a concurrent commit wrote files)
             by_partition: dict[str, pa.Array] = {}

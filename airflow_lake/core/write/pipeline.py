@@ -24,8 +24,9 @@ from ..index import check_index_type
 from ..index import is_global as global_index
 from ..index.record_index import RecordIndex
 from ..index.record_index_update import RLI_GROUP, index_groups, update_for, write_index_group
+from ..index.secondary_index import CHANGES, SLOT, ChangeSpec, IndexWrite, diff_tasks, group_changes, write_changes
 from ..merge import KEY
-from ..metadata_writer import MetadataWriter, maintained_record_index
+from ..metadata_writer import MetadataWriter, maintained_record_index, maintained_secondary_indexes
 from ..model import WriteStat
 from ..ordering import ordering_column
 from ..timeline.clock import instant_epoch_ms
@@ -130,6 +131,10 @@ class FrameOps(Protocol):
 
     def write_groups(self, fn: Any, frame: Any, key: str, groups: int) -> list[Any]:
         """`fn` applied to each group's rows (`key`: the group id), one task per group."""
+
+    def task_frame(self, fn: Any, items: list[Any], schema: pa.Schema) -> Any:
+        """The frame of `fn(item)`'s rows (Arrow tables of `schema`) for each small, picklable
+        `item`, each computed in a task."""
 
     def key_clash(self, ctx: Any, new_keys: Any, is_global: bool, where: str) -> KeyClash:
         """The commit's check that no key of `new_keys` (PART, KEY) is in a concurrent commit's files."""
@@ -350,6 +355,9 @@ def _execute(ops: FrameOps, table, client: WriteClient, routing: Routing, view: 
     index_written = [] if record_index is None else \
         _update_record_index(ops, table, record_index, routing, instant, replaced, index_type != "BUCKET" and
                              client.looks_up(operation), spared)
+    secondary = maintained_secondary_indexes(table.storage, table.config.props, timeline)
+    if secondary:
+        index_written += _update_secondary_indexes(ops, table, client, view, secondary, stats, replaced, instant)
     touched = client.touched(groups.values(), replaced, bucket=index_type == "BUCKET")
     if operation != "upsert":
         clash = _no_clash
@@ -375,6 +383,20 @@ def _update_record_index(ops: FrameOps, table, index: RecordIndex, routing: Rout
     if update.replaced:
         frame = ops.every_group(frame, RLI_GROUP, update.num_groups)
     written = ops.write_groups(partial(write_index_group, update), frame, RLI_GROUP, update.num_groups)
+    return [s for s in written if s is not None]
+
+
+def _update_secondary_indexes(ops: FrameOps, table, client: WriteClient, view: FileSystemView, indexes: list,
+                              stats: list[WriteStat], replaced: dict[str, list[str]] | None, instant: str,
+                              ) -> list[WriteStat]:
+    """The secondary indexes' log files of this write: each touched file group's cells before
+    and after it compared in a task (rows stay there), the changes regrouped by index file
+    group, one task per group appending its log file; their write stats."""
+    kept = tuple((index.defn, index.num_groups) for index in indexes)
+    spec = ChangeSpec(table.context(), client.reader(view).full_schema, kept)
+    changes = ops.task_frame(partial(group_changes, spec), diff_tasks(view, stats, replaced, instant), CHANGES)
+    write = IndexWrite(table.context(), instant, MetadataWriter(table.storage).schema_text(), kept)
+    written = ops.write_groups(partial(write_changes, write), changes, SLOT, sum(n for _, n in kept))
     return [s for s in written if s is not None]
 
 
