@@ -10,7 +10,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from airflow_lake.core.formats.hfile import read_hfile, read_hfile_index, read_rows, write_hfile
+from airflow_lake.core.formats.hfile import read_hfile, read_hfile_index, read_rows, write_hfile, write_hfile_columns
 from airflow_lake.core.formats.log import read_log_file
 from airflow_lake.core.formats.log.blocks import HFileBlock
 from airflow_lake.core.metadata_table import has_files_partition, read_file_listing
@@ -124,3 +124,20 @@ def test_a_keyed_read_finds_a_row_whose_bytes_also_sit_inside_an_earlier_cell():
     found_rows, values = read_row_columns(lambda offset, length: data[offset:offset + length], index,
                                           pa.array([b"abc", b"abd", b"zzz"], pa.binary()))
     assert dict(zip(found_rows.to_pylist(), values.to_pylist(), strict=True)) == {b"abc": b"v-abc", b"abd": b"v-abd"}
+
+
+@pytest.mark.parametrize("tail", [b"", b"\x00"])
+def test_a_keyed_read_of_many_blocks_finds_every_row_and_no_other(tail):
+    """The rows are placed in blocks by a vectorised search over the blocks' first rows (rows
+    ending in NUL, which fixed-width byte strings would drop, compared exactly)."""
+    from airflow_lake.core.formats.hfile import read_hfile_index, read_row_columns
+
+    cells = [(b"k-%06d" % i + tail, b"v%d" % i) for i in range(0, 20000, 2)]
+    data = write_hfile_columns(pa.array([r for r, _ in cells], pa.binary()), pa.array([v for _, v in cells],
+                                                                                      pa.binary()), block_size=1024)
+    index = read_hfile_index(lambda offset, length: data[offset:offset + length], len(data))
+    assert len(index.blocks) > 50
+    wanted = sorted({b"k-%06d" % i + tail for i in range(0, 20000, 7)} | {b"a", b"zz", b"k-"})
+    rows, values = read_row_columns(lambda offset, length: data[offset:offset + length], index,
+                                    pa.array(wanted, pa.binary()))
+    assert dict(zip(rows.to_pylist(), values.to_pylist(), strict=True)) == {r: v for r, v in cells if r in wanted}

@@ -260,12 +260,7 @@ def read_row_columns(read_at: Callable[[int, int], bytes], index: HFileIndex, ro
     reading only the data blocks whose key range may hold them (neighbouring ones in one
     request). A block asked for a few rows is searched for each row's cell key (C speed);
     one asked for many is walked cell by cell."""
-    firsts = [first for _, _, first in index.blocks]
-    wanted: dict[int, list[bytes]] = {}
-    for row in rows.to_pylist():
-        at = bisect.bisect_right(firsts, row) - 1
-        if at >= 0:
-            wanted.setdefault(at, []).append(row)
+    wanted = _rows_by_block(index, rows)
     found_rows: list[bytes] = []
     found_values: list[bytes] = []
     walked: list[tuple[pa.Array, pa.Array]] = []
@@ -288,6 +283,27 @@ def read_row_columns(read_at: Callable[[int, int], bytes], index: HFileIndex, ro
         raise InvalidTableError(f"{where or 'HFile'}: not a readable HFile ({e})") from e
     walked.append((pa.array(found_rows, pa.binary()), pa.array(found_values, pa.binary())))
     return pa.concat_arrays([r for r, _ in walked]), pa.concat_arrays([v for _, v in walked])
+
+
+def _rows_by_block(index: HFileIndex, rows: pa.Array) -> dict[int, list[bytes]]:
+    """The sorted `rows` grouped by the data block whose key range may hold them (vectorised:
+    the blocks' first rows and the rows compared as fixed-width byte strings)."""
+    if not len(rows) or not index.blocks:
+        return {}
+    values = rows.to_pylist()
+    width = max(max(len(r) for r in values), max(len(f) for _, _, f in index.blocks), 1)
+    firsts = np.array([f for _, _, f in index.blocks], dtype=f"S{width}")
+    at = np.searchsorted(firsts, np.array(values, dtype=f"S{width}"), side="right") - 1
+    if any(r.endswith(b"\x00") for r in values) or any(f.endswith(b"\x00") for _, _, f in index.blocks):
+        # (numpy's fixed-width strings drop trailing NULs: compare exactly)
+        plain = [f for _, _, f in index.blocks]
+        at = np.array([bisect.bisect_right(plain, r) - 1 for r in values], dtype=np.int64)
+    wanted: dict[int, list[bytes]] = {}
+    bounds = np.flatnonzero(np.diff(at)) + 1
+    for start, end in zip(np.concatenate([[0], bounds]), np.concatenate([bounds, [len(values)]]), strict=True):
+        if at[start] >= 0:
+            wanted[int(at[start])] = values[start:end]
+    return wanted
 
 
 def _runs(index: HFileIndex, blocks: list[int]) -> list[list[int]]:

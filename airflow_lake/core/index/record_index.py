@@ -255,19 +255,21 @@ class RecordIndex:
         base, logs = self.view.read_slice(self.groups[index])
         return slice_cells(self.storage, base.path if base else None, [lf.path for lf in logs], self.valid, keys)
 
-    def lookup(self, keys: pa.Array | pa.ChunkedArray) -> pa.Table:
+    def lookup(self, keys: pa.Array | pa.ChunkedArray, engine=None) -> pa.Table:
         """The locations of those `keys` the index holds (`LOCATIONS`), reading only the file
-        groups they hash to, and of their base files only the blocks that may hold them."""
+        groups they hash to, and of their base files only the blocks that may hold them; the
+        groups in `engine`'s tasks (threads locally: inflating blocks releases the GIL)."""
         keys = pc.unique(keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys).drop_null()
         if not len(keys) or not self.groups:
             return LOCATIONS.empty_table()
         indexes = file_group_index(keys, self.num_groups)
         wanted = keys.cast(pa.binary())
-        found = [LOCATIONS.empty_table()]
-        for index in np.unique(indexes):
-            chosen = _sorted(wanted.filter(pa.array(indexes == index)))
-            found.append(decode_locations(*self.group_cells(int(index), chosen)))
-        return pa.concat_tables(found)
+        tasks = [(int(index), _sorted(wanted.filter(pa.array(indexes == index)))) for index in np.unique(indexes)]
+        run = engine.map if engine is not None else (lambda f, items: [f(i) for i in items])
+        return pa.concat_tables([LOCATIONS.empty_table(), *run(self._group_lookup, tasks)])
+
+    def _group_lookup(self, task: tuple[int, pa.Array]) -> pa.Table:
+        return decode_locations(*self.group_cells(*task))
 
     def entries(self) -> pa.Table:
         """Every live entry (`LOCATIONS`), group by group."""
@@ -393,11 +395,11 @@ def decode_locations(cells: pa.Table, schema_text: str | None) -> pa.Table:
     return pa.table([cells.column("key").cast(pa.string()), *taken.columns], schema=LOCATIONS)
 
 
-def tag(index: RecordIndex, files: list[BaseFile], keys: pa.Array) -> tuple[np.ndarray, int]:
+def tag(index: RecordIndex, files: list[BaseFile], keys: pa.Array, engine=None) -> tuple[np.ndarray, int]:
     """Tagging by the record index: for each key the position in `files` (the latest base
     files) of the file group the index places it in, -1 for a key it does not hold; and how
     many entries named a file group `files` lacks (stale: such a key is written as new)."""
-    found = index.lookup(keys)
+    found = index.lookup(keys, engine)
     groups = pa.table({"partition": pa.array([f.partition for f in files], pa.string()),
                        "file_id": pa.array([f.file_id for f in files], pa.string()),
                        "_at": pa.array(np.arange(len(files), dtype=np.int64))})

@@ -118,7 +118,7 @@ class ArrowFrames:
         stats = {"file_groups": len(files)}
         index = tagging_record_index(table.storage, table.config.props, view.timeline, index_type, where)
         if index is not None:
-            found, stale = record_index_tag(index, files, keys)
+            found, stale = record_index_tag(index, files, keys, self.engine)
             tags = Tags(found, files)
             stats.update(index_file_groups=int(np.unique(file_group_index(keys, index.num_groups)).size)
                          if len(keys) else 0, stale_entries=stale)
