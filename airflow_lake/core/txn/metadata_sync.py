@@ -363,6 +363,8 @@ class MetadataTableSync:
         if not indexes:
             return
         schema = self.table_schema()
+        if len(schema) == len(META_SCHEMA):  # (no schema to judge by: nothing is switched off)
+            return
         off = [d.partition for d in indexes
                if d.column not in schema.names or not supported_type(schema.field(d.column).type)]
         for partition in off:
