@@ -34,7 +34,7 @@ from .index.secondary_index import matching_groups
 from .keys import parse_partition_path
 from .metadata_table import FILES, RECORD_INDEX, listed_partitions
 from .model import FileGroup
-from .schema import META_FIELDS, META_SCHEMA, from_avro
+from .schema import arrow_schema_with_meta
 from .slice_reader import (
     SliceQuery,
     SliceRead,
@@ -109,9 +109,7 @@ class Reader:
     def full_schema(self) -> pa.Schema:
         """The table schema with the meta fields, resolved once per Reader (from its timeline
         and the latest commit)."""
-        avro = self.table.schema_avro(self.timeline)
-        schema = from_avro(avro) if avro else pa.schema([])
-        return pa.schema(list(META_SCHEMA) + [f for f in schema if f.name not in META_FIELDS])
+        return arrow_schema_with_meta(self.table.schema_avro(self.timeline))
 
     def snapshot(self, *, as_of: str | None, columns: list[str] | None, filters,
                  query_type: str = "snapshot") -> pa.Table:

@@ -339,6 +339,13 @@ def _arrow_type(avro: Any) -> pa.DataType:
     return _arrow_type(kind)
 
 
+def arrow_schema_with_meta(avro: dict | str | None) -> pa.Schema:
+    """A table's Arrow schema with the five meta fields first, from its Avro schema (None:
+    the meta fields only); meta fields the Avro schema also names are not repeated."""
+    fields = from_avro(avro) if avro else pa.schema([])
+    return pa.schema(list(META_SCHEMA) + [f for f in fields if f.name not in META_FIELDS])
+
+
 def from_avro(avro: dict | str) -> pa.Schema:
     if isinstance(avro, str):
         avro = json.loads(avro)

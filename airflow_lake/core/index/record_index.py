@@ -36,7 +36,7 @@ from ..metadata_table import (
     readable_instants,
 )
 from ..model import BaseFile, FileGroup
-from ..schema import META_FIELDS, META_SCHEMA, from_avro
+from ..schema import arrow_schema_with_meta
 from ..slice_reader import SliceRead, Visibility, read_file_group
 from ..storage import Storage
 from ..timeline.active import ActiveTimeline
@@ -455,8 +455,7 @@ def located_keys(ctx, timeline: ActiveTimeline, engine=None) -> pa.Table:
     live record of the table's latest snapshot (`ctx`: its `TableContext`), file group by file
     group in `engine`'s tasks (keys derived from the key fields on a table without meta fields)."""
     view = FileSystemView(ctx.storage, timeline)
-    avro = timeline.schema_avro(ctx.config.get(TableOptions.CREATE_SCHEMA))
-    schema = pa.schema(list(META_SCHEMA) + [f for f in (from_avro(avro) if avro else []) if f.name not in META_FIELDS])
+    schema = arrow_schema_with_meta(timeline.schema_avro(ctx.config.get(TableOptions.CREATE_SCHEMA)))
     visible = Visibility.of(view)
     tasks = []  # (the slice's read, its base instant: a log-only slice's first log's)
     for group in view.file_groups():

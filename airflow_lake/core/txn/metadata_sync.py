@@ -76,7 +76,7 @@ from ..metadata_writer import compaction_plan as metadata_compaction_plan
 from ..metadata_writer import is_on as metadata_on
 from ..model import WriteStat
 from ..paths import relative_path
-from ..schema import META_FIELDS, META_SCHEMA, from_avro
+from ..schema import META_SCHEMA, arrow_schema_with_meta, from_avro
 from ..timeline.active import ActiveTimeline
 from ..timeline.avro_mdt import METADATA_RECORD_V8, METADATA_RECORD_V9
 from ..timeline.avro_schemas import INDEX_PLAN, INDEXING_COMMIT_METADATA
@@ -310,9 +310,7 @@ class MetadataTableSync:
 
     def table_schema(self) -> pa.Schema:
         """The table's schema with its meta fields first (from the latest commit)."""
-        avro = self.timeline.schema_avro(self.config.get(TableOptions.CREATE_SCHEMA))
-        fields = from_avro(avro) if avro else []
-        return pa.schema(list(META_SCHEMA) + [f for f in fields if f.name not in META_FIELDS])
+        return arrow_schema_with_meta(self.timeline.schema_avro(self.config.get(TableOptions.CREATE_SCHEMA)))
 
     def prepare_metadata_table(self) -> None:
         """Under the lock, before anything changes, on a Hudi 1.x table: the MDT partitions we
