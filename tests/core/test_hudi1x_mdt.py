@@ -345,6 +345,8 @@ def _mdt_base(path: str, table_type: str, options: dict | None = None) -> None:
                               "hoodie.metadata.enable": "true"})
     same = pa.table({c: [r[i] for r in BEFORE] for i, c in enumerate(COLS)})
     t.write(same, operation="insert")
+    if (options or {}).get("hoodie.metadata.record.index.enable") == "true":
+        t.create_index("by_part", "part")  # a secondary index beside the record index
     for _ in range(20):
         mdt = MetadataWriter(t.storage).timeline()
         compactions = [i.time for i in mdt.completed() if i.action == "commit"]
@@ -364,10 +366,10 @@ RLI = {"hoodie.metadata.record.index.enable": "true", "hoodie.index.type": "RECO
 def test_a_crash_at_every_write_of_a_metadata_table_write_is_invisible_and_repaired(tmp_path, operation, table_type,
                                                                                    record_index):
     """The storage fails at its N-th write for every N a write performs on a v9 table whose
-    MDT is on (the MDT deltacommit, its compaction, the data commit; with a record index, its
-    log files and compacted base files too): hudi-rs, listing through the MDT, and our reader
-    see the table as before; the next write repairs both tables, and the record index holds
-    exactly the table's keys."""
+    MDT is on (the MDT deltacommit, its compaction, the data commit; with a record index and a
+    secondary index, their log files and compacted base files too): hudi-rs, listing through
+    the MDT, and our reader see the table as before; the next write repairs both tables, and
+    the record index holds exactly the table's keys, the secondary index their values."""
     import shutil
 
     from tests.core.test_failed_writes import AFTER_UPSERT, UPSERT, CrashingStorage, crash_then_repair
@@ -394,6 +396,7 @@ def test_a_crash_at_every_write_of_a_metadata_table_write_is_invisible_and_repai
         if record_index:
             index = RecordIndex.open(t.storage, Table.open(path).config.props, t.timeline)
             assert check_record_index(index, located_keys(t.context(), t.timeline)).ok, f"crash at write {n}"
+            check_secondary_indexes(t, theirs(path))
         on_disk = {p: {st.name: st.size for st in sts} for p, sts in list_partition_files(t.storage).items() if sts}
         assert read_file_listing(t.storage).files == on_disk, f"crash at write {n}"  # (a rolled-back write's
         # new partition folder stays, empty, as Java leaves it)
