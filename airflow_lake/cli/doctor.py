@@ -20,7 +20,7 @@ from ..core.clean_planner import savepointed_files
 from ..core.config import ServiceOptions, TableOptions, WriteOptions
 from ..core.errors import LakeError
 from ..core.health import TableHealth, table_health
-from ..core.index.record_index import RecordIndex, check_record_index, is_partitioned, located_keys
+from ..core.index.record_index import RecordIndex, check_record_index, located_keys
 from ..core.index.secondary_index import SecondaryIndex, scan_values
 from ..core.index.secondary_index import check as check_secondary
 from ..core.index.secondary_index import definitions as secondary_definitions
@@ -163,9 +163,6 @@ def check_record_index_partition(table: Table, timeline: ActiveTimeline) -> list
     from it is written again by Hudi's upserts: a duplicate.)"""
     if RECORD_INDEX not in listed_partitions(table.config.props):
         return []
-    if is_partitioned(table.storage, table.config.props):
-        return [Finding("metadata", "info", "the record index is partitioned (index.json isPartitioned=true): not "
-                        "checked, airflow-lake reads only the global record index")]
     try:
         check = check_record_index(RecordIndex.open(table.storage, table.config.props, timeline),
                                    located_keys(table.context(), timeline, table.engine))

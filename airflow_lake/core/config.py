@@ -74,6 +74,10 @@ class MetadataOptions:
     RECORD_INDEX_MAX_GROUPS = Option("hoodie.metadata.record.index.max.filegroup.count", 10000, int)
     RECORD_INDEX_GROWTH = Option("hoodie.metadata.record.index.growth.factor", 2.0, float)
     RECORD_INDEX_MAX_GROUP_BYTES = Option("hoodie.metadata.record.index.max.filegroup.size", 1 << 30, int)
+    # the partitioned record index (Hudi 1.1's RECORD_LEVEL_INDEX): file groups per data partition
+    PARTITIONED_RECORD_INDEX_ENABLE = Option("hoodie.metadata.record.level.index.enable", "")
+    PARTITIONED_RECORD_INDEX_MIN_GROUPS = Option("hoodie.metadata.record.level.index.min.filegroup.count", 1, int)
+    PARTITIONED_RECORD_INDEX_MAX_GROUPS = Option("hoodie.metadata.record.level.index.max.filegroup.count", 10, int)
     # column and partition stats: true builds them (from the latest file slices), false switches
     # them off; the columns indexed: the list, else the first `max.columns.to.index` and the
     # record key, partition path and commit time

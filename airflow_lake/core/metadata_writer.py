@@ -22,7 +22,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import fastavro
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -39,11 +38,9 @@ from .index.column_stats import (
     indexed_columns,
     stats_merger,
 )
-from .index.record_index import FILE_ID_PREFIX as RECORD_INDEX_PREFIX
 from .index.record_index import (
+    IndexLayout,
     RecordIndex,
-    file_group_index,
-    is_partitioned,
     location_cells,
     renamed_cells,
     slice_cells,
@@ -489,22 +486,22 @@ def record_index_group_count(records: int, min_groups: int, max_groups: int, gro
     return max_groups if estimate >= max_groups else min_groups if estimate <= min_groups else max(1, estimate)
 
 
-def init_record_index(instant: str, located: pa.Table, groups: int, schema_text: str, zone: str,
+def init_record_index(instant: str, located: pa.Table, layout: IndexLayout, schema_text: str, zone: str,
                       ) -> tuple[dict[str, bytes], CommitMetadata]:
     """The files of the record index's initialisation at `instant` from `located` (`key`,
     `partition`, `file_id`, `instant`: every live key and the base instant of its file slice):
-    per file group `record-index-<k>-0` a base HFile of its keys and a log file with one empty
+    per file group of `layout` (`record-index-<k>-0`; partitioned: `record-index-<partition>-<k>-0`)
+    a base HFile of its keys and a log file with one empty
     DELETE block (as Java initialises a partition, §5.6); and the commit metadata."""
     instants = pc.unique(located.column("instant"))
     ms = pa.array([instant_epoch_ms(t, zone) for t in instants.to_pylist()], pa.int64())
     locations = pa.table({"key": located.column("key"), "partition": located.column("partition"),
                           "file_id": located.column("file_id"),
                           "instant_ms": ms.take(pc.index_in(located.column("instant"), value_set=instants))})
-    where = file_group_index(located.column("key"), groups) if located.num_rows else np.zeros(0, np.int64)
+    where = layout.slots(located.column("key"), located.column("partition"))
     files = dict([partition_metafile(RECORD_INDEX, instant)])
     stats = []
-    for k in range(groups):
-        file_id = f"{RECORD_INDEX_PREFIX}{k:04d}-0"
+    for k, file_id in enumerate(layout.file_ids()):
         name = f"{file_id}_0-0-{k}_{instant}.hfile"
         rows, values = location_cells(schema_text, locations.filter(pa.array(where == k)), name)
         base, count = index_base_hfile(rows, values, schema_text, block_size=RECORD_INDEX_BLOCK_SIZE), len(rows)
@@ -516,15 +513,15 @@ def init_record_index(instant: str, located: pa.Table, groups: int, schema_text:
 
 
 def maintained_partitions(storage: Storage, props: dict[str, str]) -> list[str]:
-    """The MDT partitions our writes and services keep current: `files`, a built global record
-    index (listed, `isPartitioned` false), column stats with an index.json definition, and
+    """The MDT partitions our writes and services keep current: `files`, a built record index
+    (global, or partitioned: index.json `isPartitioned`), column stats with an index.json definition, and
     partition stats beside them, and the secondary indexes of one column beside the record
     index (their hits are resolved through it)."""
     listed = listed_partitions(props)
     if FILES not in listed:
         return []
     kept = [FILES]
-    if RECORD_INDEX in listed and not is_partitioned(storage, props):
+    if RECORD_INDEX in listed:
         kept.append(RECORD_INDEX)
     if COLUMN_STATS in listed and index_definitions(storage, props).get(COLUMN_STATS) is not None:
         kept.append(COLUMN_STATS)
@@ -572,14 +569,20 @@ def maintained_secondary_indexes(storage: Storage, props: dict[str, str], data_t
 
 def tagging_record_index(storage: Storage, props: dict[str, str], data_timeline: ActiveTimeline, index_type: str,
                          where: str) -> RecordIndex | None:
-    """The record index a write of `index_type` tags by: RECORD_INDEX on a table that has one;
-    without one, such a write tags as GLOBAL_SIMPLE (None; warned), as Java falls back."""
-    if index_type != "RECORD_INDEX":
+    """The record index a write of `index_type` tags by: RECORD_INDEX (global) or
+    RECORD_LEVEL_INDEX (partitioned) on a table that has one of that form; without one, such a
+    write tags as GLOBAL_SIMPLE or SIMPLE (None; warned), as Java falls back."""
+    partitioned = index_type == "RECORD_LEVEL_INDEX"
+    if not partitioned and index_type != "RECORD_INDEX":
         return None
     index = maintained_record_index(storage, props, data_timeline)
-    if index is None:
-        log.warning("%s: hoodie.index.type=RECORD_INDEX but the table has no record index (build it with "
-                    "hoodie.metadata.record.index.enable=true); keys are looked up as GLOBAL_SIMPLE", where)
+    if index is None or index.layout.is_partitioned != partitioned:
+        form, option = ("partitioned record index", "hoodie.metadata.record.level.index.enable") if partitioned \
+            else ("global record index", "hoodie.metadata.record.index.enable")
+        log.warning("%s: hoodie.index.type=%s but the table has no %s (no record index of that form: build "
+                    "it with %s=true); keys are looked up "
+                    "as %s", where, index_type, form, option, "SIMPLE" if partitioned else "GLOBAL_SIMPLE")
+        return None
     return index
 
 
@@ -625,15 +628,15 @@ def switch_off(storage: Storage, config: TableConfig, off: list[str]) -> None:
         storage.delete_dir(f"{MDT}/{partition}")
 
 
-def define_record_index(storage: Storage, config: TableConfig) -> None:
-    """The global record index's entry in `index.json` (a v9 table's index definitions,
-    created with `hoodie.table.index.defs.path` when there are none), as Hudi 1.1 writes it;
+def define_record_index(storage: Storage, config: TableConfig, partitioned: bool = False) -> None:
+    """The record index's entry in `index.json` (a v9 table's index definitions, created with
+    `hoodie.table.index.defs.path` when there are none), as Hudi 1.1 writes it (`isPartitioned`);
     the caller saves the properties."""
     path = config.props.get(INDEX_DEFS) or INDEX_DEFS_PATH
     doc = json.loads(storage.read(path)) if storage.exists(path) else {"indexDefinitions": {}}
     doc.setdefault("indexDefinitions", {})[RECORD_INDEX] = {
         "indexName": RECORD_INDEX, "indexType": RECORD_INDEX, "indexFunction": "", "sourceFields": [],
-        "indexOptions": {"isPartitioned": "false"}, "version": "V1"}
+        "indexOptions": {"isPartitioned": str(partitioned).lower()}, "version": "V1"}
     storage.write(path, jackson_pretty(doc).encode())
     config.props[INDEX_DEFS] = path
 

@@ -72,7 +72,8 @@ LOOKUP_OPERATIONS = ("upsert", "delete")
 OVERWRITE_OPERATIONS = ("insert_overwrite", "insert_overwrite_table")
 # RECORD_INDEX: the metadata table's global record-level index (Hudi 1.2 calls it
 # GLOBAL_RECORD_LEVEL_INDEX)
-INDEX_TYPES = Names("index type", ("BLOOM", "SIMPLE", "GLOBAL_BLOOM", "GLOBAL_SIMPLE", "BUCKET", "RECORD_INDEX"),
+INDEX_TYPES = Names("index type", ("BLOOM", "SIMPLE", "GLOBAL_BLOOM", "GLOBAL_SIMPLE", "BUCKET", "RECORD_INDEX",
+                                   "RECORD_LEVEL_INDEX"),
                     {"GLOBAL_RECORD_LEVEL_INDEX": "RECORD_INDEX"})
 CLEAN_POLICIES = Names("cleaner policy", (KEEP_LATEST_COMMITS, KEEP_LATEST_FILE_VERSIONS, KEEP_LATEST_BY_HOURS))
 COMPACTION_TRIGGERS = Names("compaction trigger", (NUM_COMMITS, "NUM_COMMITS_AFTER_LAST_REQUEST", "TIME_ELAPSED",

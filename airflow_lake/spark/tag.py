@@ -124,10 +124,15 @@ def _record_index_tag(spark, view: FileSystemView, keyed: DataFrame, index: Reco
     groups = {(g.partition, g.file_id) for g in view.file_groups()}
     slices = tuple(_index_slice(index, k) for k in range(index.num_groups))
     lookup = IndexLookupSpec(spec.ctx, slices, frozenset(index.valid), frozenset(groups), spec.out_schema)
-    hashed = keyed.select(KEY).withColumn(
-        RLI_GROUP, scalar_arrow_udf(partial(index_groups, index.num_groups), LongType())(KEY))
+    partitioned = index.layout.is_partitioned  # (a key looked up in its partition's groups)
+    inputs = [KEY, PART] if partitioned else [KEY]
+    hashed = keyed.select(*inputs).withColumn(
+        RLI_GROUP, scalar_arrow_udf(partial(index_groups, index.layout), LongType())(*inputs))
+    if partitioned:
+        hashed = hashed.filter(F.col(RLI_GROUP) >= 0)
     found = hashed.groupBy(RLI_GROUP).applyInArrow(index_looker(lookup), from_arrow_schema(spec.out_schema))
-    rows = keyed.join(found, on=[keyed[KEY] == found[LOOKUP_KEY]], how="left").drop(LOOKUP_KEY)
+    cond = [keyed[KEY] == found[LOOKUP_KEY]] + ([keyed[PART] == found[LOC_P]] if partitioned else [])
+    rows = keyed.join(found, on=cond, how="left").drop(LOOKUP_KEY)
     stats = {"file_groups": len(groups), "index_file_groups": index.num_groups}
     if not spec.ordering_fields:
         return Tagged(rows, [], stats)

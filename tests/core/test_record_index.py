@@ -213,15 +213,6 @@ def test_doctor_checks_the_record_index(rli_tables, tmp_path):
     [warned] = [f for f in doc["findings"] if f["check"] == "metadata" and f["level"] == "warn"]
     assert warned["message"] == f"the record index is stale: 1 keys no row has ({stale})"
     assert "duplicate" in warned["advice"]
-    # a partitioned record index is not checked, and not an error
-    defs = copy / ".hoodie" / ".index_defs" / "index.json"
-    doc = json.loads(defs.read_text())
-    doc["indexDefinitions"]["record_index"]["indexOptions"]["isPartitioned"] = "true"
-    defs.write_text(json.dumps(doc))
-    base.write_bytes(b"")  # (not read)
-    found = [f for f in invoke_json("doctor", str(copy))["findings"] if "record index" in f["message"]]
-    assert [(f["level"], f["message"].split(":")[0]) for f in found] == \
-        [("info", "the record index is partitioned (index.json isPartitioned=true)")]
 
 
 def test_an_index_without_file_groups_is_refused(rli_tables, tmp_path):
@@ -236,17 +227,73 @@ def test_an_index_without_file_groups_is_refused(rli_tables, tmp_path):
         RecordIndex.open(table.storage, table.config.props)
 
 
-def test_a_partitioned_record_index_is_refused_naming_it(rli_tables, tmp_path):
-    import shutil
+def test_partitioned_file_ids_as_hudi_names_them():
+    """`record-index-<escaped partition>-<k>-0` (Hudi 1.1's `escapeFileName`: %XX for `=`, `/`,
+    `_`, `-`, ...; the 1.1 test's `record-index-test-0012-0`)."""
+    from airflow_lake.core.index.record_index import escape_partition, index_file_id, parse_file_id
 
-    path = shutil.copytree(rli_tables["v9_cow_meta"], tmp_path / "t")
-    defs = path / ".hoodie" / ".index_defs" / "index.json"
-    doc = json.loads(defs.read_text())
-    doc["indexDefinitions"]["record_index"]["indexOptions"]["isPartitioned"] = "true"
-    defs.write_text(json.dumps(doc))
-    table = Table.open(str(path))
-    with pytest.raises(InvalidTableError, match="record index is partitioned"):
-        RecordIndex.open(table.storage, table.config.props)
+    assert index_file_id("test", 12) == "record-index-test-0012-0"
+    assert escape_partition("city=san_francisco") == "city%3Dsan%5Ffrancisco"
+    assert escape_partition("2024/01/15") == "2024%2F01%2F15"
+    for partition in ("city=san_francisco", "a-b/c", "é x", ""):
+        assert parse_file_id(index_file_id(partition, 3)) == (partition, 3)
+    assert parse_file_id("record-index-0003-0") == (None, 3)
+
+
+def test_a_partitioned_record_index_is_built_kept_and_used(tmp_path, caplog):
+    """`hoodie.metadata.record.level.index.enable=true` (v9) builds Hudi 1.1's partitioned form:
+    each data partition's own file groups (1 here), a key hashed over its partition's groups, the
+    definition `isPartitioned=true`; RECORD_LEVEL_INDEX tags by it (a key is looked up in its
+    own partition: the same key may live in two); writes into a new partition create its group at
+    their instant; deletes, an overwrite and a rollback keep it equal to hudi-rs's scan."""
+    path = tmp_path / "t"
+    options = {"hoodie.write.table.version": 9, "hoodie.metadata.enable": "true",
+               "hoodie.metadata.record.level.index.enable": "true", "hoodie.index.type": "RECORD_LEVEL_INDEX"}
+    table = Table.create(str(path), name="t", record_key="id", precombine_field="ts", partition_fields="part",
+                         table_type="MERGE_ON_READ", options=options)
+    table.write(pa.table({"id": [f"k{i}" for i in range(30)], "ts": [1] * 30,
+                          "part": [["x_1", "y-2", "z/3"][i % 3] for i in range(30)]}), operation="insert")
+    folder = path / ".hoodie" / "metadata" / "record_index"
+    groups = sorted({p.name.lstrip(".").split("_")[0] for p in folder.iterdir() if "record-index-" in p.name})
+    assert groups == ["record-index-x%5F1-0000-0", "record-index-y%2D2-0000-0", "record-index-z%2F3-0000-0"]
+    defs = json.loads((path / ".hoodie" / ".index_defs" / "index.json").read_text())["indexDefinitions"]
+    assert defs["record_index"]["indexOptions"] == {"isPartitioned": "true"}
+    index_matches_hudi_rs(path)
+    # the same key in another partition is another record (no global lookup); a new partition
+    with caplog.at_level(logging.INFO):
+        result = table.write(pa.table({"id": ["k0", "k1", "new"], "ts": [2, 2, 2], "part": ["y-2", "y-2", "w"]}))
+    assert "record index: 1 keys found" in caplog.text  # (k1 lives in y-2; k0 is new there)
+    assert list(folder.glob(f".record-index-w-0000-0_{result.instant}.log.*"))
+    rows = index_matches_hudi_rs(path)
+    assert sorted(r for r in zip(rows["id"].to_pylist(), rows["part"].to_pylist(), strict=True)
+                  if r[0] in ("k0", "k1")) == \
+        [("k0", "x_1"), ("k0", "y-2"), ("k1", "y-2")]
+    table.write(pa.table({"id": ["k0", "k2"], "ts": [3, 3], "part": ["x_1", "z/3"]}), operation="delete")
+    index_matches_hudi_rs(path)
+    last = table.write(pa.table({"id": ["k5", "brand"], "ts": [4, 4], "part": ["z/3", "v"]}))
+    table.rollback(last.instant)
+    assert not list(folder.glob(f".record-index-v-0000-0_{last.instant}.*"))
+    index_matches_hudi_rs(path)
+    table.write(pa.table({"id": ["o1"], "ts": [5], "part": ["x_1"]}), operation="insert_overwrite")
+    assert sorted(index_matches_hudi_rs(path).filter(pc.equal(pc.field("part"), "x_1"))["id"].to_pylist()) == ["o1"]
+    check = check_record_index(RecordIndex.open(table.storage, Table.open(str(path)).config.props, table.timeline),
+                               located_keys(table.context(), table.timeline))
+    assert check.ok, check
+    # built on a table with rows: each partition's groups from its keys (the min, 1, here)
+    other = Table.create(str(tmp_path / "u"), name="u", record_key="id", precombine_field="ts",
+                         partition_fields="part", options={"hoodie.write.table.version": 9,
+                                                           "hoodie.metadata.enable": "true"})
+    other.write(pa.table({"id": ["a", "b", "a"], "ts": [1, 1, 1], "part": ["p", "q", "q"]}), operation="insert")
+    Table.open(str(tmp_path / "u"), options=options).write(pa.table({"id": ["a"], "ts": [2], "part": ["q"]}))
+    assert sorted(p.name.split("_")[0] for p in (tmp_path / "u" / ".hoodie" / "metadata" / "record_index").glob(
+        "*.hfile")) == ["record-index-p-0000-0", "record-index-q-0000-0"]
+    index_matches_hudi_rs(tmp_path / "u")
+    # a global lookup type on a partitioned index falls back, warned
+    with caplog.at_level(logging.WARNING):
+        Table.open(str(path), options={"hoodie.index.type": "RECORD_INDEX", "airflow_lake.index.switch.force": "true"}
+                   ).write(pa.table({"id": ["o2"], "ts": [6], "part": ["x_1"]}))
+    assert "has no global record index" in caplog.text and "keys are looked up as GLOBAL_SIMPLE" in caplog.text
+    index_matches_hudi_rs(path)
 
 
 def test_metadata_compaction_merges_record_index_groups_as_hudi_does(rli_tables):

@@ -242,6 +242,12 @@ HUDI1X_LAYOUTS = [
         "airflow_lake.index.switch.force": "true"})
     for version, names in ((9, ("mor_global_bloom", "global_simple")), (8, ("mor_global_bloom",)))
     for layout in LAYOUTS if layout.name in names
+] + [  # Hudi 1.1's partitioned record index, tagging by it (a key lives once per partition)
+    replace(layout, name=f"v9_prli_{layout.name}", secondary=SECONDARY, options={
+        **layout.options, "hoodie.write.table.version": 9, "hoodie.metadata.enable": "true",
+        "hoodie.metadata.record.level.index.enable": "true", "hoodie.index.type": "RECORD_LEVEL_INDEX",
+        "hoodie.metadata.compact.max.delta.commits": 3})
+    for layout in LAYOUTS if layout.name in ("mor_bloom", "simple")
 ] + [  # a record index kept by bucket-index writes (their older `_hoodie_is_deleted` rows lose in the tasks)
     replace(layout, name="v9_rli_mor_bucket", secondary=SECONDARY, options={
         **layout.options, "hoodie.write.table.version": 9, "hoodie.metadata.enable": "true",

@@ -23,8 +23,9 @@ SPARK_LAYOUTS = [layout for layout in LAYOUTS if layout.name in {
     "cow_slashes", "cow_nesting_encoded"}]
 assert len(SPARK_LAYOUTS) == 8, "a layout named here was renamed"
 # and a Hudi 1.x table (version 9: completion times, log files named by their deltacommit) of
-# each type, the MOR one with its metadata table on, as the model tests run them
-SPARK_LAYOUTS += [layout for layout in HUDI1X_LAYOUTS if layout.name in {"v9_simple", "v9_mdt_mor_bloom"}]
+# each type, the MOR one with its metadata table on (and in it a partitioned record index tagging
+# the keys and secondary indexes), as the model tests run them
+SPARK_LAYOUTS += [layout for layout in HUDI1X_LAYOUTS if layout.name in {"v9_simple", "v9_prli_mor_bloom"}]
 # and several ordering fields compared as a tuple (the stored key joined in executors)
 SPARK_LAYOUTS += [layout for layout in HUDI1X_LAYOUTS if layout.name == "v9_tuple_mor_global_bloom"]
 # and a record index kept by the write's tasks and tagging its keys (lookups in executors)

@@ -1,7 +1,7 @@
 """Indexes: tag incoming record keys with the file group that holds them.
 
 `hoodie.index.type`: BLOOM (default), SIMPLE, GLOBAL_BLOOM, GLOBAL_SIMPLE, BUCKET, RECORD_INDEX
-(the metadata table's record-level index: global).
+(the metadata table's record-level index: global), RECORD_LEVEL_INDEX (its partitioned form).
 """
 
 from __future__ import annotations

@@ -1,6 +1,8 @@
 """The record-level index (RLI): the metadata table's `record_index` partition (v8 spec §5.5),
 record key -> the partition and file group holding it, spread over N file groups
-`record-index-<i>-0` by Java's `String.hashCode` of the key.
+`record-index-<i>-0` by Java's `String.hashCode` of the key; in the partitioned form (v9
+`isPartitioned`, Hudi 1.1's RECORD_LEVEL_INDEX) each data partition has its own groups
+`record-index-<escaped partition>-<i>-0`, a key hashed over its partition's groups.
 
 Reading: a lookup reads only the file groups its keys hash to, each merged over its latest file
 slice (base HFile, then the log blocks of readable MDT instants; a DELETE block removes a key).
@@ -8,10 +10,12 @@ slice (base HFile, then the log blocks of readable MDT instants; a DELETE block 
 
 from __future__ import annotations
 
+import bisect
 import io
 import uuid
 from dataclasses import dataclass
 from functools import partial
+from urllib.parse import unquote
 
 import fastavro
 import numpy as np
@@ -204,6 +208,92 @@ def is_partitioned(storage: Storage, props: dict[str, str]) -> bool:
     return str(options.get("isPartitioned", "false")).lower() == "true"
 
 
+# characters Hudi escapes as %XX in a partitioned index's file ids (`PartitionPathEncodeUtils.escapeFileName`)
+_ESCAPED = frozenset([chr(c) for c in range(1, 0x20)] + list('"#%\'*/:=?\\\x7f{[]^_-'))
+
+
+def escape_partition(partition: str) -> str:
+    """A data partition as a partitioned record index's file ids name it (no `-` is left)."""
+    return "".join(f"%{ord(c):02X}" if c in _ESCAPED else c for c in partition)
+
+
+def index_file_id(partition: str | None, k: int) -> str:
+    """File group `k`'s id: of the global index (`partition` None), or of `partition`'s groups."""
+    return f"{FILE_ID_PREFIX}{k:04d}-0" if partition is None else \
+        f"{FILE_ID_PREFIX}{escape_partition(partition)}-{k:04d}-0"
+
+
+def parse_file_id(file_id: str) -> tuple[str | None, int] | None:
+    """(data partition or None, group number) of a record-index file id; None: not one."""
+    if not file_id.startswith(FILE_ID_PREFIX):
+        return None
+    parts = file_id[len(FILE_ID_PREFIX):].split("-")
+    if len(parts) == 2 and parts[0].isdigit():
+        return None, int(parts[0])
+    if len(parts) == 3 and parts[1].isdigit():
+        return unquote(parts[0]), int(parts[1])
+    return None
+
+
+@dataclass(frozen=True)
+class IndexLayout:
+    """Which file group (slot 0..N-1) holds a key's entry: the global index hashes the key over
+    all its groups; the partitioned one over its data partition's groups, the partitions'
+    groups numbered in sorted partition order. Small and picklable (tasks map keys with it)."""
+
+    counts: tuple[int, ...]  # the global index's one count, or each partition's
+    partitions: tuple[str, ...] | None = None  # sorted; None: the global index
+
+    @property
+    def num_groups(self) -> int:
+        return sum(self.counts)
+
+    @property
+    def is_partitioned(self) -> bool:
+        return self.partitions is not None
+
+    def offset(self, partition: str) -> int | None:
+        """The first slot of `partition`'s groups (None: it has none)."""
+        i = bisect.bisect_left(self.partitions, partition)
+        if i == len(self.partitions) or self.partitions[i] != partition:
+            return None
+        return sum(self.counts[:i])
+
+    def file_ids(self) -> tuple[str, ...]:
+        """Each slot's file id."""
+        if self.partitions is None:
+            return tuple(index_file_id(None, k) for k in range(self.counts[0]))
+        return tuple(index_file_id(p, k) for p, n in zip(self.partitions, self.counts, strict=True) for k in range(n))
+
+    def with_partitions(self, partitions, count: int) -> IndexLayout:
+        """The layout with `count` groups for each of `partitions` it lacks (a partitioned one)."""
+        new = sorted(set(partitions) - set(self.partitions or ()))
+        if self.partitions is None or not new:
+            return self
+        merged = dict(zip(self.partitions, self.counts, strict=True)) | {p: count for p in new}
+        return IndexLayout(tuple(merged[p] for p in sorted(merged)), tuple(sorted(merged)))
+
+    def slots(self, keys: pa.Array | pa.ChunkedArray, partitions: pa.Array | pa.ChunkedArray | None = None,
+              ) -> np.ndarray:
+        """The slot of each key (of the partitioned index: in its partition; -1 where that
+        partition has no groups)."""
+        if not len(keys):
+            return np.zeros(0, np.int64)
+        if self.partitions is None:
+            return file_group_index(keys, self.counts[0])
+        keys = keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
+        parts = (partitions.combine_chunks() if isinstance(partitions, pa.ChunkedArray) else partitions)
+        out = np.full(len(keys), -1, np.int64)
+        for p in pc.unique(parts).drop_null().to_pylist():
+            start = self.offset(p)
+            if start is None:
+                continue
+            mask = pc.fill_null(pc.equal(parts, p), False).to_numpy(zero_copy_only=False)
+            n = self.counts[self.partitions.index(p)]
+            out[mask] = start + file_group_index(keys.filter(pa.array(mask)), n)
+        return out
+
+
 @dataclass
 class RecordIndex:
     """A table's record index as of its metadata table's latest completed instant (with
@@ -212,37 +302,46 @@ class RecordIndex:
     storage: Storage
     view: FileSystemView  # of the MDT's record_index partition
     valid: set[str]  # the MDT instants read
-    groups: dict[int, FileGroup]  # file group index -> the MDT file group
+    groups: dict[int, FileGroup]  # slot -> the MDT file group
+    layout: IndexLayout | None = None  # (None: the global form over `groups`)
+
+    def __post_init__(self) -> None:
+        if self.layout is None:
+            self.layout = IndexLayout((len(self.groups),))
 
     @classmethod
     def open(cls, storage: Storage, props: dict[str, str], data_timeline: ActiveTimeline | None = None,
              ) -> RecordIndex:
-        """The record index of the table whose properties are `props`; refused when the table
-        has none listed, or a partitioned one (v9 `isPartitioned`, not specified here)."""
+        """The record index of the table whose properties are `props` (the global or the
+        partitioned form, as index.json says); refused when the table has none listed."""
         if RECORD_INDEX not in listed_partitions(props):
             raise InvalidTableError(f"table {storage.uri} has no record index (hoodie.table.metadata.partitions: "
                                     f"{props.get('hoodie.table.metadata.partitions', '')!r})")
-        if is_partitioned(storage, props):
-            raise UnsupportedRecordIndex(f"table {storage.uri}: its record index is partitioned (index.json "
-                                         "isPartitioned=true), which airflow-lake does not read yet")
+        partitioned = is_partitioned(storage, props)
         timeline = mdt_timeline(storage)
         view = partition_view(storage, timeline, RECORD_INDEX)
-        groups = {}
+        found: dict[str | None, dict[int, FileGroup]] = {}
         for group in view.file_groups(f"{MDT}/{RECORD_INDEX}"):
-            if not group.file_id.startswith(FILE_ID_PREFIX):
+            parsed = parse_file_id(group.file_id)
+            if parsed is None or (parsed[0] is not None) != partitioned:
                 continue
-            number = int(group.file_id[len(FILE_ID_PREFIX):].split("-")[0])
-            if number in groups:
+            partition, number = parsed
+            if number in found.setdefault(partition, {}):
                 raise InvalidTableError(f"table {storage.uri}: two record index file groups are number {number}: "
-                                        f"{groups[number].file_id}, {group.file_id}")
-            groups[number] = group
-        if not groups:
+                                        f"{found[partition][number].file_id}, {group.file_id}")
+            found[partition][number] = group
+        if not found and not partitioned:
             raise InvalidTableError(f"table {storage.uri}: hoodie.table.metadata.partitions lists record_index, "
                                     f"but {MDT}/{RECORD_INDEX} holds no file group")
-        if sorted(groups) != list(range(len(groups))):
-            raise InvalidTableError(f"table {storage.uri}: the record index's file groups are not numbered 0..N-1: "
-                                    f"{sorted(groups)}")
-        return cls(storage, view, readable_instants(timeline, data_timeline), groups)
+        for partition, numbered in found.items():
+            if sorted(numbered) != list(range(len(numbered))):
+                raise InvalidTableError(f"table {storage.uri}: the record index's file groups"
+                                        f"{'' if partition is None else f' of partition {partition!r}'} are not "
+                                        f"numbered 0..N-1: {sorted(numbered)}")
+        names = sorted(found) if partitioned else [None]
+        layout = IndexLayout(tuple(len(found[p]) for p in names), tuple(names) if partitioned else None)
+        groups = {slot: found[p][k] for slot, (p, k) in enumerate((p, k) for p in names for k in sorted(found[p]))}
+        return cls(storage, view, readable_instants(timeline, data_timeline), groups, layout)
 
     @property
     def num_groups(self) -> int:
@@ -255,16 +354,29 @@ class RecordIndex:
         base, logs = self.view.read_slice(self.groups[index])
         return slice_cells(self.storage, base.path if base else None, [lf.path for lf in logs], self.valid, keys)
 
-    def lookup(self, keys: pa.Array | pa.ChunkedArray, engine=None) -> pa.Table:
+    def lookup(self, keys: pa.Array | pa.ChunkedArray, engine=None,
+               partitions: pa.Array | pa.ChunkedArray | None = None) -> pa.Table:
         """The locations of those `keys` the index holds (`LOCATIONS`), reading only the file
         groups they hash to, and of their base files only the blocks that may hold them; the
-        groups in `engine`'s tasks (threads locally: inflating blocks releases the GIL)."""
-        keys = pc.unique(keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys).drop_null()
+        groups in `engine`'s tasks (threads locally: inflating blocks releases the GIL). A
+        partitioned index looks each key up in its partition (`partitions`, one per key;
+        None: in every partition)."""
+        keys = keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
+        if partitions is not None:
+            partitions = partitions.combine_chunks() if isinstance(partitions, pa.ChunkedArray) else partitions
+            partitions = partitions.filter(keys.is_valid())
+        keys = keys.drop_null()
+        if partitions is None and self.layout.is_partitioned:
+            keys = pc.unique(keys).drop_null()
+            every = list(self.layout.partitions)
+            partitions = pa.array(np.repeat(np.array(every, dtype=object), len(keys)), pa.string())
+            keys = pa.concat_arrays([keys] * len(every)) if every else keys.slice(0, 0)
         if not len(keys) or not self.groups:
             return LOCATIONS.empty_table()
-        indexes = file_group_index(keys, self.num_groups)
+        indexes = self.layout.slots(keys, partitions)
         wanted = keys.cast(pa.binary())
-        tasks = [(int(index), _sorted(wanted.filter(pa.array(indexes == index)))) for index in np.unique(indexes)]
+        tasks = [(int(index), _sorted(pc.unique(wanted.filter(pa.array(indexes == index)).drop_null())))
+                 for index in np.unique(indexes) if index >= 0]
         run = engine.map if engine is not None else (lambda f, items: [f(i) for i in items])
         return pa.concat_tables([LOCATIONS.empty_table(), *run(self._group_lookup, tasks)])
 
@@ -288,7 +400,7 @@ class RecordIndex:
             stored_in.append(np.full(table.num_rows, index, dtype=np.int64))
         table = pa.concat_tables(found)
         where = np.concatenate(stored_in)
-        hashed = file_group_index(table["key"], self.num_groups) if table.num_rows else np.zeros(0, np.int64)
+        hashed = self.layout.slots(table["key"], table["partition"])
         wrong = np.nonzero(hashed != where)[0]
         keys = table["key"].to_pylist()
         return table, [(keys[i], int(where[i])) for i in wrong]
@@ -395,16 +507,23 @@ def decode_locations(cells: pa.Table, schema_text: str | None) -> pa.Table:
     return pa.table([cells.column("key").cast(pa.string()), *taken.columns], schema=LOCATIONS)
 
 
-def tag(index: RecordIndex, files: list[BaseFile], keys: pa.Array, engine=None) -> tuple[np.ndarray, int]:
+def tag(index: RecordIndex, files: list[BaseFile], keys: pa.Array, engine=None,
+        partitions: pa.Array | None = None) -> tuple[np.ndarray, int]:
     """Tagging by the record index: for each key the position in `files` (the latest base
     files) of the file group the index places it in, -1 for a key it does not hold; and how
-    many entries named a file group `files` lacks (stale: such a key is written as new)."""
-    found = index.lookup(keys, engine)
+    many entries named a file group `files` lacks (stale: such a key is written as new). A
+    partitioned index finds a key in its own partition (`partitions`, one per key)."""
+    partitioned = index.layout.is_partitioned
+    found = index.lookup(keys, engine, partitions if partitioned else None)
     groups = pa.table({"partition": pa.array([f.partition for f in files], pa.string()),
                        "file_id": pa.array([f.file_id for f in files], pa.string()),
                        "_at": pa.array(np.arange(len(files), dtype=np.int64))})
     known = found.join(groups, ["partition", "file_id"], join_type="inner")
-    pos = pc.index_in(keys, value_set=known.column("key").combine_chunks()).fill_null(-1) \
+    known_keys = known.column("key").combine_chunks()
+    if partitioned:  # (a key may live in several partitions: matched with its partition)
+        known_keys = pc.binary_join_element_wise(known.column("partition").combine_chunks(), known_keys, "\x00")
+        keys = pc.binary_join_element_wise(partitions.cast(pa.string()), keys.cast(pa.string()), "\x00")
+    pos = pc.index_in(keys, value_set=known_keys).fill_null(-1) \
         .to_numpy(zero_copy_only=False).astype(np.int64)
     at = known.column("_at").to_numpy() if known.num_rows else np.zeros(1, np.int64)
     return np.where(pos >= 0, at[np.maximum(pos, 0)], -1), found.num_rows - known.num_rows
@@ -431,6 +550,9 @@ def check_record_index(index: RecordIndex, located: pa.Table) -> IndexCheck:
     snapshot scan gives them)."""
     entries, misplaced = index._scan()
     rows = located.select(["key", "partition", "file_id"])
+    if index.layout.is_partitioned:  # a key is one record per partition: compared as partition\0key
+        entries, rows = (t.set_column(0, "key", pc.binary_join_element_wise(t["partition"], t["key"], "\x00"))
+                         for t in (entries.select(["key", "partition", "file_id"]), rows))
     counts = rows.group_by("key").aggregate([("key", "count")])
     duplicated = sorted(counts.filter(pc.greater(counts["key_count"], 1))["key"].to_pylist())
     rows = rows.group_by("key", use_threads=False).aggregate([("partition", "first"), ("file_id", "first")]) \

@@ -27,10 +27,10 @@ from ..model import WriteStat
 from ..storage import Storage
 from .record_index import (
     LOCATIONS,
+    IndexLayout,
     RecordIndex,
     check_record_index,
     decode_locations,
-    file_group_index,
     index_log_blocks,
     slice_cells,
 )
@@ -48,7 +48,7 @@ class IndexUpdate:
     instant: str
     instant_ms: int
     schema_text: str
-    file_ids: tuple[str, ...]  # index file group k -> its file id
+    file_ids: tuple[str, ...]  # index file group (slot) k -> its file id
     targets: dict[int, tuple[str, str]]  # the write's group id -> (partition, file id)
     target: str  # the column holding a row's group id
     delete: str  # the column saying a row deletes its key
@@ -59,6 +59,8 @@ class IndexUpdate:
     # keys of delete rows the stored record won over in the write's tasks (the bucket index
     # compares there): they stay
     spared: frozenset[str] = frozenset()
+    layout: IndexLayout | None = None  # with groups for the partitions the write adds (partitioned)
+    partition: str | None = None  # the column of a row's partition (a partitioned index's)
 
     @property
     def num_groups(self) -> int:
@@ -66,30 +68,46 @@ class IndexUpdate:
 
     def columns(self) -> list[str]:
         """The routed columns the index tasks read."""
-        return [KEY, self.target, self.delete] + ([self.located] if self.located else [])
+        return [KEY, self.target, self.delete] + ([self.located] if self.located else []) + \
+            ([self.partition] if self.partition else [])
+
+    def slot_inputs(self) -> list[str]:
+        """The columns a row's index file group is computed from."""
+        return [KEY] + ([self.partition] if self.partition else [])
 
 
 def update_for(ctx: TableContext, index: RecordIndex, instant: str, instant_ms: int, schema_text: str,
                targets: dict[int, tuple[str, str]], *, target: str, delete: str, located: str | None,
-               replaced: dict[str, list[str]] | None = None, spared: list[str] = ()) -> IndexUpdate:
-    """The index update of one write to the table whose record index is `index`."""
-    file_ids = tuple(index.groups[k].file_id for k in range(index.num_groups))
+               replaced: dict[str, list[str]] | None = None, spared: list[str] = (), partition: str | None = None,
+               new_partition_groups: int = 1) -> IndexUpdate:
+    """The index update of one write to the table whose record index is `index`; a partitioned
+    index gets `new_partition_groups` file groups for each partition the write adds (their
+    first log file is this write's, at its instant, as Java creates them)."""
+    layout = index.layout
+    if layout.is_partitioned:
+        layout = layout.with_partitions({p for p, _ in targets.values()}, new_partition_groups)
+    file_ids = layout.file_ids()
     gone = frozenset((p, f) for p, ids in (replaced or {}).items() for f in ids)
     slices: tuple = ()
     if gone:
-        slices = tuple(_slice_paths(index, k) for k in range(index.num_groups))
+        by_id = {g.file_id: g for g in index.groups.values()}
+        slices = tuple(_slice_paths(index, by_id.get(f)) for f in file_ids)
     return IndexUpdate(ctx, instant, instant_ms, schema_text, file_ids, dict(targets), target, delete, located,
-                       gone, slices, frozenset(index.valid), frozenset(spared))
+                       gone, slices, frozenset(index.valid), frozenset(spared), layout,
+                       partition if layout.is_partitioned else None)
 
 
-def _slice_paths(index: RecordIndex, k: int) -> tuple[str | None, tuple[str, ...]]:
-    base, logs = index.view.read_slice(index.groups[k])
+def _slice_paths(index: RecordIndex, group) -> tuple[str | None, tuple[str, ...]]:
+    if group is None:  # (a group this write creates)
+        return None, ()
+    base, logs = index.view.read_slice(group)
     return (base.path if base else None, tuple(lf.path for lf in logs))
 
 
-def index_groups(num_groups: int, keys: pa.Array) -> pa.Array:
-    """The index file group of each key (a task function: Arrow in, Arrow out)."""
-    return pa.array(file_group_index(keys, num_groups) if len(keys) else np.zeros(0, np.int64), pa.int64())
+def index_groups(layout: IndexLayout, keys: pa.Array, partitions: pa.Array | None = None) -> pa.Array:
+    """The index file group (slot) of each key, of a partitioned index in its partition (-1:
+    the partition has no groups); a task function: Arrow in, Arrow out."""
+    return pa.array(layout.slots(keys, partitions), pa.int64())
 
 
 def write_index_group(update: IndexUpdate, rows: pa.Table) -> WriteStat | None:
@@ -145,18 +163,25 @@ def resync(index: RecordIndex, located: pa.Table, instant: str, instant_ms: int,
     write whose index logs an MDT compaction had merged (they cannot be rolled back)."""
     check = check_record_index(index, located)
     changed = pa.array(check.missing + check.moved, pa.string())
-    rows = located.filter(pc.is_in(located.column("key"), value_set=changed))
+    ids = located.column("key") if not index.layout.is_partitioned else \
+        pc.binary_join_element_wise(located.column("partition"), located.column("key"), "\x00")
+    rows = located.filter(pc.is_in(ids, value_set=changed))
     entries = pa.table({"key": rows.column("key"), "partition": rows.column("partition"),
                         "file_id": rows.column("file_id"),
                         "instant_ms": pa.repeat(pa.scalar(instant_ms, pa.int64()), rows.num_rows)}, schema=LOCATIONS)
     entries = _last_per_key(entries)
     stale = pa.array(check.stale, pa.string())
-    n = index.num_groups
-    put = file_group_index(entries.column("key"), n) if entries.num_rows else np.zeros(0, np.int64)
-    drop = file_group_index(stale, n) if len(stale) else np.zeros(0, np.int64)
+    layout, stale_parts = index.layout, None
+    if layout.is_partitioned:  # (the check's keys are partition\0key; partitions it lacks get groups)
+        split = pc.split_pattern(stale, "\x00", max_splits=1)
+        stale_parts, stale = pc.list_element(split, 0), pc.list_element(split, 1)
+        layout = layout.with_partitions(set(entries.column("partition").to_pylist()), 1)
+    file_ids = layout.file_ids()
+    put = layout.slots(entries.column("key"), entries.column("partition"))
+    drop = layout.slots(stale, stale_parts)
     stats = []
     for k in sorted(set(put.tolist()) | set(drop.tolist())):
-        stats.append(append_log(index.storage, index.groups[k].file_id, k, instant, schema_text,
+        stats.append(append_log(index.storage, file_ids[k], k, instant, schema_text,
                                 entries.filter(pa.array(put == k)), stale.filter(pa.array(drop == k)).to_pylist()))
     return stats
 

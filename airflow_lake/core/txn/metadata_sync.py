@@ -17,7 +17,7 @@ from .. import properties
 from ..config import MetadataOptions, ServiceOptions, TableConfig, TableOptions
 from ..errors import InvalidOptionError, InvalidTableError, TimelineError
 from ..index.column_stats import COLUMN_STATS, PARTITION_STATS, indexed_columns
-from ..index.record_index import RecordIndex, located_keys
+from ..index.record_index import IndexLayout, RecordIndex, located_keys
 from ..index.record_index_update import resync
 from ..index.secondary_index import MIN_GROUPS as SECONDARY_MIN_GROUPS
 from ..index.secondary_index import SecondaryIndexDef, scan_values, supported_type
@@ -330,7 +330,12 @@ class MetadataTableSync:
         switch_off_unmaintained(self.storage, self.config)
         self.switch_off_unsupported_secondary()
         record_index = self.record_index_option()
-        if (enable == "true" or record_index == "true") and not metadata_on(self.storage, self.config.props):
+        partitioned = self.enable_option(MetadataOptions.PARTITIONED_RECORD_INDEX_ENABLE)
+        if partitioned == "true" and self.config.version < 9:
+            raise InvalidOptionError(f"table {self.storage.uri}: {MetadataOptions.PARTITIONED_RECORD_INDEX_ENABLE.key}"
+                                     f"=true needs table version 9 (this one is {self.config.version}); nothing was "
+                                     f"changed")
+        if "true" in (enable, record_index, partitioned) and not metadata_on(self.storage, self.config.props):
             self.build_metadata_table()
         column_stats = self.enable_option(MetadataOptions.COLUMN_STATS_ENABLE)
         if column_stats == "true" and not metadata_on(self.storage, self.config.props):
@@ -345,9 +350,9 @@ class MetadataTableSync:
             switch_off(self.storage, self.config, [p for p in (COLUMN_STATS, PARTITION_STATS)
                                                    if p in listed_partitions(self.config.props)])
         kept = RECORD_INDEX in maintained_partitions(self.storage, self.config.props)
-        if record_index == "true" and not kept and self.quiet("record index"):
-            self.build_record_index()
-        elif record_index == "false" and kept:
+        if "true" in (record_index, partitioned) and not kept and self.quiet("record index"):
+            self.build_record_index(partitioned=partitioned == "true" and record_index != "true")
+        elif "false" in (record_index, partitioned) and kept and "true" not in (record_index, partitioned):
             log.warning("table %s: %s=false switches the record index off (its metadata table partition is deleted, "
                         "as Apache Hudi's writer does); =true rebuilds it from a scan", self.storage.uri,
                         MetadataOptions.RECORD_INDEX_ENABLE.key)
@@ -516,11 +521,12 @@ class MetadataTableSync:
                                      f"{value!r} is not true or false; nothing was changed")
         return value
 
-    def build_record_index(self) -> None:
+    def build_record_index(self, partitioned: bool = False) -> None:
         """The record index (the MDT's `record_index` partition), built from a scan of every
         live key at the next initialisation instant (§5.5, §5.6), then registered in
         `hoodie.table.metadata.partitions` (and, v9, in index.json); a build a crash left is
-        started over."""
+        started over. `partitioned`: Hudi 1.1's per-partition form, each data partition's
+        number of groups estimated from its keys (between the record.level.index min and max)."""
         storage = self.storage
         writer = self.metadata_writer()
         timeline = writer.timeline()
@@ -528,19 +534,29 @@ class MetadataTableSync:
             timeline.delete_instant_files(instant.time)
         storage.delete_dir(f"{MDT_PATH}/{RECORD_INDEX}")
         located = located_keys(self.ctx, self.timeline, self.engine)
-        groups = record_index_group_count(
-            located.num_rows, self.option(MetadataOptions.RECORD_INDEX_MIN_GROUPS),
-            self.option(MetadataOptions.RECORD_INDEX_MAX_GROUPS), self.option(MetadataOptions.RECORD_INDEX_GROWTH),
-            self.option(MetadataOptions.RECORD_INDEX_MAX_GROUP_BYTES))
+        growth, size = (self.option(MetadataOptions.RECORD_INDEX_GROWTH),
+                        self.option(MetadataOptions.RECORD_INDEX_MAX_GROUP_BYTES))
+        if partitioned:
+            counts = located.group_by("partition").aggregate([("key", "count")])
+            per = dict(zip(counts["partition"].to_pylist(), counts["key_count"].to_pylist(), strict=True))
+            layout = IndexLayout(tuple(record_index_group_count(
+                per[p], self.option(MetadataOptions.PARTITIONED_RECORD_INDEX_MIN_GROUPS),
+                self.option(MetadataOptions.PARTITIONED_RECORD_INDEX_MAX_GROUPS), growth, size)
+                for p in sorted(per)), tuple(sorted(per)))
+        else:
+            layout = IndexLayout((record_index_group_count(
+                located.num_rows, self.option(MetadataOptions.RECORD_INDEX_MIN_GROUPS),
+                self.option(MetadataOptions.RECORD_INDEX_MAX_GROUPS), growth, size),))
+        groups = layout.num_groups
         instant = init_instant(timeline)
-        files, meta = init_record_index(instant, located, groups, writer.schema_text(), self.config.timezone)
+        files, meta = init_record_index(instant, located, layout, writer.schema_text(), self.config.timezone)
         requested = timeline.create(Instant(instant, DELTA_COMMIT, State.REQUESTED))
         inflight = timeline.transition(requested, State.INFLIGHT)
         for path, data in files.items():
             storage.write(path, data)
         timeline.transition(inflight, State.COMPLETED, meta.to_bytes())
         if self.config.version >= 9:
-            define_record_index(storage, self.config)
+            define_record_index(storage, self.config, partitioned)
         listed = [p.strip() for p in self.config.get(TableOptions.METADATA_PARTITIONS).split(",") if p.strip()]
         self.config.props["hoodie.table.metadata.partitions"] = ",".join(sorted(set(listed) | {RECORD_INDEX}))
         properties.save(storage, self.config)

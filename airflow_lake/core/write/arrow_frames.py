@@ -16,7 +16,6 @@ import pyarrow.dataset as ds
 from ..config import DEFAULT_PAYLOAD
 from ..index import tagger
 from ..index.live import LiveKeys
-from ..index.record_index import file_group_index
 from ..index.record_index import tag as record_index_tag
 from ..index.simple import Tags, read_keys
 from ..merge import KEY
@@ -118,10 +117,10 @@ class ArrowFrames:
         stats = {"file_groups": len(files)}
         index = tagging_record_index(table.storage, table.config.props, view.timeline, index_type, where)
         if index is not None:
-            found, stale = record_index_tag(index, files, keys, self.engine)
+            found, stale = record_index_tag(index, files, keys, self.engine, partitions)
             tags = Tags(found, files)
-            stats.update(index_file_groups=int(np.unique(file_group_index(keys, index.num_groups)).size)
-                         if len(keys) else 0, stale_entries=stale)
+            slots = index.layout.slots(keys, partitions)
+            stats.update(index_file_groups=int(np.unique(slots[slots >= 0]).size), stale_entries=stale)
             log.info("%s: record index: %d keys found in %d of its %d file groups%s", where, int((found >= 0).sum()),
                      stats["index_file_groups"], index.num_groups,
                      f" ({stale} entries name a file group the table lacks: written as new)" if stale else "")

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 import pyarrow as pa
 
-from ..config import WriteOptions
+from ..config import MetadataOptions, WriteOptions
 from ..errors import LakeError, WriteConflictError
 from ..index import check_index_type
 from ..index import is_global as global_index
@@ -377,9 +377,12 @@ def _update_record_index(ops: FrameOps, table, index: RecordIndex, routing: Rout
     targets = {gid: (g.partition, g.file_id) for gid, g in plan.groups.items()}
     update = update_for(table.context(), index, instant, instant_epoch_ms(instant, table.config.timezone),
                         MetadataWriter(table.storage).schema_text(), targets, target=TARGET, delete=DEL,
-                        located=LOC_F if located else None, replaced=replaced, spared=spared)
+                        located=LOC_F if located else None, replaced=replaced, spared=spared, partition=PART,
+                        new_partition_groups=table.option(MetadataOptions.PARTITIONED_RECORD_INDEX_MIN_GROUPS))
     frame = ops.project(routing.routed, update.columns())
-    frame = ops.with_udf(frame, RLI_GROUP, partial(index_groups, update.num_groups), [KEY], pa.int64())
+    frame = ops.with_udf(frame, RLI_GROUP, partial(index_groups, update.layout), update.slot_inputs(), pa.int64())
+    if update.layout.is_partitioned:  # (a delete of a key in a partition without groups: nothing to delete)
+        frame = ops.filter(frame, ops.columns.col(RLI_GROUP) >= ops.columns.lit(0))
     if update.replaced:
         frame = ops.every_group(frame, RLI_GROUP, update.num_groups)
     written = ops.write_groups(partial(write_index_group, update), frame, RLI_GROUP, update.num_groups)
