@@ -36,7 +36,7 @@ from ..metadata_table import (
     readable_instants,
 )
 from ..model import FileGroup, WriteStat
-from ..slice_reader import SliceRead, Visibility, read_file_group
+from ..slice_reader import SliceQuery, SliceRead, Visibility, read_file_group
 from ..storage import Storage
 from ..timeline.active import ActiveTimeline
 from ..timeline.metadata import CommitMetadata
@@ -294,9 +294,8 @@ def diff_tasks(view: FileSystemView, stats: list[WriteStat], replaced: dict[str,
     tasks = []
     for (partition, file_id), paths in sorted(written.items()):
         group = view.groups.get(partition, {}).get(file_id)
-        base, logs = view.read_slice(group) if group is not None else (None, [])
-        old = SliceRead(partition, file_id, base.path if base else None, base.instant if base else None,
-                        tuple(lf.path for lf in logs), 0, before_visible) if (base or logs) else None
+        old = SliceRead.of(view, group, before_visible, SliceQuery()) if group is not None else None
+        old = old if old is not None and (old.base or old.logs) else None
         new_base = next((p for p in paths if not p.rsplit("/", 1)[-1].startswith(".")), None)
         new_logs = tuple(p for p in paths if p.rsplit("/", 1)[-1].startswith("."))
         if new_base is not None:
@@ -370,12 +369,8 @@ def scan_values(ctx, view: FileSystemView, column: str, schema: pa.Schema, engin
     """`key` and `column` of every live record of `view`'s latest snapshot, file group by file
     group in `engine`'s tasks."""
     visible = Visibility.of(view)
-    tasks = []
-    for group in view.file_groups():
-        base, logs = view.read_slice(group)
-        if base is not None or logs:
-            tasks.append(SliceRead(group.partition, group.file_id, base.path if base else None,
-                                   base.instant if base else None, tuple(lf.path for lf in logs), 0, visible))
+    tasks = [task for task in (SliceRead.of(view, g, visible, SliceQuery()) for g in view.file_groups())
+             if task.base is not None or task.logs]
     run = engine.map if engine is not None else (lambda f, items: [f(i) for i in items])
     found = run(partial(_scan_task, ctx, schema, column), tasks)
     empty = pa.schema([schema.field(KEY), schema.field(column)]).empty_table()
