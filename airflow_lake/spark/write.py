@@ -183,11 +183,9 @@ class SparkFrames:
     def project(self, frame: DataFrame, columns: list[str]) -> DataFrame:
         return frame.select(*columns)
 
-    def every_group(self, frame: DataFrame, key: str, groups: int) -> DataFrame:
+    def union(self, frame: DataFrame, other: DataFrame) -> DataFrame:
         types = {f.name: f.dataType for f in frame.schema.fields}
-        marks = self.spark.range(groups).select(*[F.col("id").cast(types[c]).alias(c) if c == key
-                                                  else F.lit(None).cast(types[c]).alias(c) for c in frame.columns])
-        return frame.unionByName(marks)
+        return frame.unionByName(other.select(*[F.col(c).cast(types[c]).alias(c) for c in frame.columns]))
 
     def write_groups(self, fn, frame: DataFrame, key: str, groups: int) -> list:
         return stage(lambda: group_results(fn, frame, key, groups), self.where, "writing file groups")

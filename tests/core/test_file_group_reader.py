@@ -35,6 +35,7 @@ def test_reads_lookups_and_compaction_call_the_file_group_reader():
         "core/slice_reader.py",  # read_slice (snapshot, time travel, incremental) and the writers' group reads
         "core/index/live.py",  # the local key-lookup indexes
         "core/index/record_index.py",  # the scan a record index is built from (and checked against)
+        "core/index/record_index_update.py",  # the keys of the file groups an overwrite replaces
         "core/index/secondary_index.py",  # a write's before/after cells, the scan an index is built from
         "core/services/compaction.py",
         "spark/tag.py",  # the Spark tagger's executor functions

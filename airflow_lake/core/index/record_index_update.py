@@ -8,8 +8,8 @@ A row's fate is decided by the write's routing (the index task applies no rule o
 a row that is not a delete lives in its target file group afterwards (an entry unless the
 routing found it there already: an in-place update); a delete row deletes its key unless the
 same key lives on in this write (a key moved to another partition). An overwrite also deletes
-the keys of the file groups it replaces that it does not write again (read from the index's
-own group, so every index group gets a task then).
+the keys of the file groups it replaces that it does not write again (read from those groups
+in tasks: `replaced_rows`, delete rows joined to the routed ones).
 """
 
 from __future__ import annotations
@@ -24,15 +24,14 @@ from ..context import TableContext
 from ..merge import KEY
 from ..metadata_table import MDT, RECORD_INDEX
 from ..model import WriteStat
+from ..slice_reader import SliceRead, read_file_group
 from ..storage import Storage
 from .record_index import (
     LOCATIONS,
     IndexLayout,
     RecordIndex,
     check_record_index,
-    decode_locations,
     index_log_blocks,
-    slice_cells,
 )
 
 RLI_GROUP = "_al_rli_group"  # work column: the record-index file group of the row's key
@@ -53,9 +52,6 @@ class IndexUpdate:
     target: str  # the column holding a row's group id
     delete: str  # the column saying a row deletes its key
     located: str | None  # the column of the file id the index found a key in (None: not looked up)
-    replaced: frozenset[tuple[str, str]] = frozenset()  # (partition, file id) of the groups replaced
-    slices: tuple[tuple[str | None, tuple[str, ...]], ...] = ()  # index group k -> (base, logs) (overwrite)
-    readable: frozenset[str] = frozenset()  # the MDT instants a slice read merges
     # keys of delete rows the stored record won over in the write's tasks (the bucket index
     # compares there): they stay
     spared: frozenset[str] = frozenset()
@@ -78,30 +74,35 @@ class IndexUpdate:
 
 def update_for(ctx: TableContext, index: RecordIndex, instant: str, instant_ms: int, schema_text: str,
                targets: dict[int, tuple[str, str]], *, target: str, delete: str, located: str | None,
-               replaced: dict[str, list[str]] | None = None, spared: list[str] = (), partition: str | None = None,
-               new_partition_groups: int = 1) -> IndexUpdate:
+               spared: list[str] = (), partition: str | None = None, new_partition_groups: int = 1) -> IndexUpdate:
     """The index update of one write to the table whose record index is `index`; a partitioned
     index gets `new_partition_groups` file groups for each partition the write adds (their
     first log file is this write's, at its instant, as Java creates them)."""
     layout = index.layout
     if layout.is_partitioned:
         layout = layout.with_partitions({p for p, _ in targets.values()}, new_partition_groups)
-    file_ids = layout.file_ids()
-    gone = frozenset((p, f) for p, ids in (replaced or {}).items() for f in ids)
-    slices: tuple = ()
-    if gone:
-        by_id = {g.file_id: g for g in index.groups.values()}
-        slices = tuple(_slice_paths(index, by_id.get(f)) for f in file_ids)
-    return IndexUpdate(ctx, instant, instant_ms, schema_text, file_ids, dict(targets), target, delete, located,
-                       gone, slices, frozenset(index.valid), frozenset(spared), layout,
-                       partition if layout.is_partitioned else None)
+    return IndexUpdate(ctx, instant, instant_ms, schema_text, layout.file_ids(), dict(targets), target, delete,
+                       located, frozenset(spared), layout, partition if layout.is_partitioned else None)
 
 
-def _slice_paths(index: RecordIndex, group) -> tuple[str | None, tuple[str, ...]]:
-    if group is None:  # (a group this write creates)
-        return None, ()
-    base, logs = index.view.read_slice(group)
-    return (base.path if base else None, tuple(lf.path for lf in logs))
+def replaced_rows(ctx, schema: pa.Schema, update: IndexUpdate, task: SliceRead) -> pa.Table:
+    """The keys of a file group an overwrite replaces, as delete rows of the index update (a
+    task function: the group's keys read there): each is deleted unless the write keeps it."""
+    keys = read_file_group(ctx, task, schema, [KEY], derived_keys=True).rows.column(KEY).combine_chunks()
+    n = len(keys)
+    columns = {KEY: keys.cast(pa.string()), update.target: pa.nulls(n, pa.int64()),
+               update.delete: pa.repeat(pa.scalar(True), n)}
+    if update.located:
+        columns[update.located] = pa.nulls(n, pa.string())
+    if update.partition:
+        columns[update.partition] = pa.repeat(pa.scalar(task.partition, pa.string()), n)
+    return pa.table([columns[c] for c in update.columns()], names=update.columns())
+
+
+def row_schema(update: IndexUpdate) -> pa.Schema:
+    """The schema of `replaced_rows`."""
+    types = {KEY: pa.string(), update.target: pa.int64(), update.delete: pa.bool_()}
+    return pa.schema([pa.field(c, types.get(c, pa.string())) for c in update.columns()])
 
 
 def index_groups(layout: IndexLayout, keys: pa.Array, partitions: pa.Array | None = None) -> pa.Array:
@@ -112,7 +113,7 @@ def index_groups(layout: IndexLayout, keys: pa.Array, partitions: pa.Array | Non
 
 def write_index_group(update: IndexUpdate, rows: pa.Table) -> WriteStat | None:
     """One index file group's part of the write: its log file appended (None when nothing in
-    it changes). Rows with a null key only name the group (an overwrite's every-group task)."""
+    it changes)."""
     k = int(rows.column(RLI_GROUP)[0].as_py())
     rows = rows.filter(pc.is_valid(rows.column(KEY)))
     dels = rows.column(update.delete).to_numpy(zero_copy_only=False).astype(bool) if rows.num_rows \
@@ -135,8 +136,6 @@ def write_index_group(update: IndexUpdate, rows: pa.Table) -> WriteStat | None:
     entries = _last_per_key(entries)
     staying = live.column(KEY).combine_chunks().cast(pa.string())
     gone = rows.filter(pa.array(dels)).column(KEY).combine_chunks().cast(pa.string())
-    if update.replaced:
-        gone = pa.concat_arrays([gone, _replaced_keys(update, k)])
     deleted = pc.unique(gone.filter(pc.invert(pc.is_in(gone, value_set=staying)))).to_pylist()
     if not entries.num_rows and not deleted:
         return None
@@ -195,10 +194,3 @@ def _last_per_key(entries: pa.Table) -> pa.Table:
     return entries.take(pc.sort_indices(last))
 
 
-def _replaced_keys(update: IndexUpdate, k: int) -> pa.Array:
-    """The keys index group `k` places in a file group the write replaces."""
-    base, logs = update.slices[k]
-    located = decode_locations(*slice_cells(update.ctx.storage, base, list(logs), update.readable))
-    gone = pa.table({"partition": [p for p, _ in update.replaced], "file_id": [f for _, f in update.replaced]})
-    return located.join(gone, ["partition", "file_id"], join_type="inner").column("key").combine_chunks() \
-        .cast(pa.string())

@@ -210,10 +210,8 @@ class ArrowFrames:
     def project(self, frame: pa.Table, columns: list[str]) -> pa.Table:
         return frame.select(columns)
 
-    def every_group(self, frame: pa.Table, key: str, groups: int) -> pa.Table:
-        marks = pa.table({c: pa.array(range(groups), pa.int64()) if c == key else pa.nulls(groups, f.type)
-                          for c, f in zip(frame.column_names, frame.schema, strict=True)}, schema=frame.schema)
-        return pa.concat_tables([frame, marks])
+    def union(self, frame: pa.Table, other: pa.Table) -> pa.Table:
+        return pa.concat_tables([frame, other.select(frame.column_names).cast(frame.schema)])
 
     def write_groups(self, fn, frame: pa.Table, key: str, groups: int) -> list:
         return self.engine.write_groups(fn, frame, key)

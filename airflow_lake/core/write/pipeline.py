@@ -23,12 +23,20 @@ from ..errors import LakeError, WriteConflictError
 from ..index import check_index_type
 from ..index import is_global as global_index
 from ..index.record_index import RecordIndex
-from ..index.record_index_update import RLI_GROUP, index_groups, update_for, write_index_group
+from ..index.record_index_update import (
+    RLI_GROUP,
+    index_groups,
+    replaced_rows,
+    row_schema,
+    update_for,
+    write_index_group,
+)
 from ..index.secondary_index import CHANGES, SLOT, ChangeSpec, IndexWrite, diff_tasks, group_changes, write_changes
 from ..merge import KEY
 from ..metadata_writer import MetadataWriter, maintained_record_index, maintained_secondary_indexes
 from ..model import WriteStat
 from ..ordering import ordering_column
+from ..slice_reader import SliceQuery, SliceRead, Visibility
 from ..timeline.clock import instant_epoch_ms
 from ..txn.conflicts import KeyClash
 from ..txn.heartbeat import beating
@@ -125,9 +133,8 @@ class FrameOps(Protocol):
     def project(self, frame: Any, columns: list[str]) -> Any:
         """`frame` with only `columns`."""
 
-    def every_group(self, frame: Any, key: str, groups: int) -> Any:
-        """`frame` with one more row per group id 0..`groups`-1 in `key` (its other columns
-        null), so that `write_groups` runs a task for every group."""
+    def union(self, frame: Any, other: Any) -> Any:
+        """`frame` with the rows of `other` (the same columns) after its own."""
 
     def write_groups(self, fn: Any, frame: Any, key: str, groups: int) -> list[Any]:
         """`fn` applied to each group's rows (`key`: the group id), one task per group."""
@@ -353,8 +360,8 @@ def _execute(ops: FrameOps, table, client: WriteClient, routing: Routing, view: 
     lost = [s.lost_deletes for s in written if s is not None and s.lost_deletes is not None]
     spared = pa.chunked_array(lost, pa.string()).to_pylist() if lost else []
     index_written = [] if record_index is None else \
-        _update_record_index(ops, table, record_index, routing, instant, replaced, index_type != "BUCKET" and
-                             client.looks_up(operation), spared)
+        _update_record_index(ops, table, client, view, record_index, routing, instant, replaced,
+                             index_type != "BUCKET" and client.looks_up(operation), spared)
     secondary = maintained_secondary_indexes(table.storage, table.config.props, timeline)
     if secondary:
         index_written += _update_secondary_indexes(ops, table, client, view, secondary, stats, replaced, instant)
@@ -369,22 +376,28 @@ def _execute(ops: FrameOps, table, client: WriteClient, routing: Routing, view: 
                          index_written)
 
 
-def _update_record_index(ops: FrameOps, table, index: RecordIndex, routing: Routing, instant: str,
-                         replaced: dict[str, list[str]] | None, located: bool, spared: list[str]) -> list[WriteStat]:
+def _update_record_index(ops: FrameOps, table, client: WriteClient, view: FileSystemView, index: RecordIndex,
+                         routing: Routing, instant: str, replaced: dict[str, list[str]] | None, located: bool,
+                         spared: list[str]) -> list[WriteStat]:
     """The record index's log files of this write, one task per index file group its keys
-    hash to (every group on an overwrite); their write stats for the MDT deltacommit."""
+    hash to (an overwrite's also the keys of the groups it replaces); their write stats for the
+    MDT deltacommit."""
     plan = routing.plan
     targets = {gid: (g.partition, g.file_id) for gid, g in plan.groups.items()}
     update = update_for(table.context(), index, instant, instant_epoch_ms(instant, table.config.timezone),
                         MetadataWriter(table.storage).schema_text(), targets, target=TARGET, delete=DEL,
-                        located=LOC_F if located else None, replaced=replaced, spared=spared, partition=PART,
+                        located=LOC_F if located else None, spared=spared, partition=PART,
                         new_partition_groups=table.option(MetadataOptions.PARTITIONED_RECORD_INDEX_MIN_GROUPS))
     frame = ops.project(routing.routed, update.columns())
+    if replaced:  # the replaced groups' keys, read in tasks, as delete rows (those written again stay)
+        visible = Visibility.of(view)
+        tasks = [SliceRead.of(view, view.groups[p][f], visible, SliceQuery()) for p, ids in sorted(replaced.items())
+                 for f in ids if f in view.groups.get(p, {})]
+        frame = ops.union(frame, ops.task_frame(partial(replaced_rows, table.context(), client.reader(view).full_schema,
+                                                        update), tasks, row_schema(update)))
     frame = ops.with_udf(frame, RLI_GROUP, partial(index_groups, update.layout), update.slot_inputs(), pa.int64())
     if update.layout.is_partitioned:  # (a delete of a key in a partition without groups: nothing to delete)
         frame = ops.filter(frame, ops.columns.col(RLI_GROUP) >= ops.columns.lit(0))
-    if update.replaced:
-        frame = ops.every_group(frame, RLI_GROUP, update.num_groups)
     written = ops.write_groups(partial(write_index_group, update), frame, RLI_GROUP, update.num_groups)
     return [s for s in written if s is not None]
 
