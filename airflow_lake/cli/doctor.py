@@ -134,12 +134,19 @@ def check_secondary_index_partitions(table: Table, timeline: ActiveTimeline) -> 
     and key), in the file group its version names? (A stale one makes Hudi's equality
     queries miss rows.)"""
     found = []
-    view = FileSystemView(table.storage, timeline)
-    for defn in secondary_definitions(table.storage, table.config.props):
+    definitions = secondary_definitions(table.storage, table.config.props)
+    if not definitions:
+        return found
+    schema = Reader(table).full_schema
+    try:  # (one scan of the table for every index)
+        rows = scan_values(table.context(), FileSystemView(table.storage, timeline),
+                           [d.column for d in definitions if d.column in schema.names], schema, table.engine)
+    except (LakeError, OSError, ValueError, KeyError, EOFError) as e:
+        return [Finding("metadata", "error", f"the table's rows could not be scanned to check its secondary "
+                        f"indexes ({e})", "fix what the other findings say, then run doctor again")]
+    for defn in definitions:
         try:
-            schema = Reader(table).full_schema
-            expected, missing, stray = check_secondary(SecondaryIndex.open(table.storage, defn, timeline), scan_values(
-                table.context(), view, defn.column, schema, table.engine))
+            expected, missing, stray = check_secondary(SecondaryIndex.open(table.storage, defn, timeline), rows)
         except (LakeError, OSError, ValueError, KeyError, EOFError) as e:
             found.append(Finding("metadata", "error", f"secondary index {defn.partition} is unreadable ({e})",
                                  f"Hudi's queries on {defn.column} use it: drop and create it again "

@@ -365,20 +365,21 @@ def append_log(storage: Storage, defn: SecondaryIndexDef, k: int, instant: str, 
 
 
 # -- building it and bringing it in line -------------------------------------------------------------------
-def scan_values(ctx, view: FileSystemView, column: str, schema: pa.Schema, engine=None) -> pa.Table:
-    """`key` and `column` of every live record of `view`'s latest snapshot, file group by file
-    group in `engine`'s tasks."""
+def scan_values(ctx, view: FileSystemView, columns: list[str], schema: pa.Schema, engine=None) -> pa.Table:
+    """`KEY` and `columns` (indexed columns: one scan serves several indexes) of every live
+    record of `view`'s latest snapshot, file group by file group in `engine`'s tasks."""
+    columns = [KEY, *dict.fromkeys(c for c in columns if c != KEY)]
     visible = Visibility.of(view)
     tasks = [task for task in (SliceRead.of(view, g, visible, SliceQuery()) for g in view.file_groups())
              if task.base is not None or task.logs]
     run = engine.map if engine is not None else (lambda f, items: [f(i) for i in items])
-    found = run(partial(_scan_task, ctx, schema, column), tasks)
-    empty = pa.schema([schema.field(KEY), schema.field(column)]).empty_table()
+    found = run(partial(_scan_task, ctx, schema, columns), tasks)
+    empty = pa.schema([schema.field(c) for c in columns]).empty_table()
     return pa.concat_tables([empty, *found]) if found else empty
 
 
-def _scan_task(ctx, schema: pa.Schema, column: str, task: SliceRead) -> pa.Table:
-    return read_file_group(ctx, task, schema, [KEY, column], derived_keys=True).rows
+def _scan_task(ctx, schema: pa.Schema, columns: list[str], task: SliceRead) -> pa.Table:
+    return read_file_group(ctx, task, schema, columns, derived_keys=True).rows
 
 
 def init_files(defn: SecondaryIndexDef, instant: str, rows: pa.Table, groups: int, schema_text: str,

@@ -298,11 +298,10 @@ class MetadataTableSync:
                  self.storage.uri, instant, len(stats))
         secondary = maintained_secondary_indexes(self.storage, self.config.props, timeline)
         if secondary:
-            view = FileSystemView(self.storage, timeline)
-            schema = self.table_schema()
+            rows = scan_values(self.ctx, FileSystemView(self.storage, timeline), [si.defn.column for si in secondary],
+                               self.table_schema(), self.engine)  # (one scan for every index)
             for si in secondary:
-                changed = resync_secondary(si, scan_values(self.ctx, view, si.defn.column, schema, self.engine),
-                                           instant, writer.schema_text())
+                changed = resync_secondary(si, rows, instant, writer.schema_text())
                 log.info("table %s: secondary index %s brought in line with the table at %s (%d index file groups "
                          "changed)", self.storage.uri, si.defn.partition, instant, len(changed))
                 stats += changed
@@ -412,7 +411,8 @@ class MetadataTableSync:
         requested = self.request(timeline, Instant(instant, INDEXING, State.REQUESTED),
                                  write_avro(INDEX_PLAN, {"version": 1, "indexPartitionInfos": [info]}), token=token)
         inflight = self.inflight(timeline, requested)
-        rows = scan_values(self.ctx, FileSystemView(storage, timeline), defn.column, self.table_schema(), self.engine)
+        rows = scan_values(self.ctx, FileSystemView(storage, timeline), [defn.column], self.table_schema(),
+                           self.engine)
         groups = max(SECONDARY_MIN_GROUPS, record_index_group_count(
             rows.num_rows, SECONDARY_MIN_GROUPS, self.option(MetadataOptions.RECORD_INDEX_MAX_GROUPS),
             self.option(MetadataOptions.RECORD_INDEX_GROWTH),
