@@ -367,9 +367,10 @@ class Storage:
     def take_over(self, path: str, data: bytes, older_than_ms: int) -> bool:
         """Replace a file last modified more than `older_than_ms` ago (a dead holder's lock)
         with `data`. On S3 one PUT with `If-Match` its ETag: of several takers exactly one
-        wins. Elsewhere a delete then `create`: two takers that both saw the stale file could
-        both delete (Hudi's file lock has the same window). False when the file is not stale
-        or another taker won."""
+        wins; on a local file system a take-over mark decides (`_take_over_local`). Elsewhere a
+        delete then `create`: two takers that both saw the stale file could both delete (Hudi's
+        file lock has the same window). A file gone since the caller looked is created, never
+        deleted. False when the file is not stale or another taker won."""
         now = time.time() * 1000
         if self.conditional_put is not None:
             self._count("head")
@@ -381,10 +382,37 @@ class Storage:
             self._count("put")
             return self.conditional_put.put_if_match(self.full(path), data, version[0])
         status = self.status(path)
-        if status is not None and now - status.mtime_ms <= older_than_ms:
+        if status is None:  # released since the caller looked: a plain create, never a delete
+            return self.create(path, data)  # (deleting here could remove a lock just taken)
+        if now - status.mtime_ms <= older_than_ms:
             return False
+        if self.is_local:
+            return self._take_over_local(path, data, status)
         self.delete(path)
         return self.create(path, data)
+
+    def _take_over_local(self, path: str, data: bytes, stale: FileStatus) -> bool:
+        """Of several takers that saw the same stale file, the one that creates its take-over
+        mark (named by the file and its mtime, in TEMP_FOLDER, swept after STALE_TEMP_MS) wins;
+        it moves the stale file aside (a rename) and creates `path`. A file that changed
+        meanwhile (its holder was alive after all and let go) goes back and the taker loses."""
+        mark = f"{TEMP_FOLDER}/takeover-{path.replace('/', '_')}-{stale.mtime_ms}"
+        if not self.create(mark):
+            return False
+        full = self.full(path)
+        aside = self._temp_file()
+        try:
+            os.rename(full, aside)
+        except FileNotFoundError:
+            return self.create(path, data)
+        try:
+            if os.stat(aside).st_mtime_ns // 1_000_000 != stale.mtime_ms:
+                with contextlib.suppress(FileExistsError):
+                    os.link(aside, full)
+                return False
+            return self.create(path, data)
+        finally:
+            os.unlink(aside)
 
     def delete(self, path: str, *, missing_ok: bool = True) -> None:
         self._count("delete")

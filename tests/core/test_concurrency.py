@@ -14,7 +14,8 @@ import pytest
 from airflow_lake.core import Table
 from airflow_lake.core.engine import LocalEngine
 from airflow_lake.core.errors import LockError, WriteConflictError
-from airflow_lake.core.lock import FileSystemLock
+from airflow_lake.core.lock import LOCK_PATH, FileSystemLock
+from airflow_lake.core.storage import Storage
 from tests.conftest import hudi_read, let_time_pass, rows
 
 COLS = ["id", "ts", "part", "v"]
@@ -104,6 +105,78 @@ def test_lock_excludes_and_expires(table_path):
         pass
 
 
+def test_take_over_never_removes_a_lock_taken_meanwhile(tmp_path, monkeypatch):
+    """A waiter whose look finds no lock file (its holder just let go) must not delete the
+    one another waiter creates before it acts: two holders would follow."""
+    storage = Storage(str(tmp_path))
+    look = Storage.status
+
+    def status(self, path):
+        found = look(self, path)  # absent: the holder let go
+        if path == LOCK_PATH:
+            self.create(path, b"other")  # and another waiter took the lock before this one acts
+        return found
+
+    monkeypatch.setattr(Storage, "status", status)
+    assert not storage.take_over(LOCK_PATH, b"me", 60_000)
+    assert storage.read(LOCK_PATH) == b"other"
+
+
+def test_of_takers_of_one_dead_lock_one_wins(tmp_path, monkeypatch):
+    """Two takers saw the same stale lock; the first replaces it; the second, acting on what
+    it saw, loses and leaves the first's lock in place."""
+    storage = Storage(str(tmp_path))
+    storage.create(LOCK_PATH, b"dead")
+    let_time_pass(str(tmp_path), 120)
+    stale = storage.status(LOCK_PATH)
+    assert storage.take_over(LOCK_PATH, b"first", 60_000)
+    monkeypatch.setattr(Storage, "status", lambda self, path: stale)  # what the second taker saw
+    assert not storage.take_over(LOCK_PATH, b"second", 60_000)
+    assert storage.read(LOCK_PATH) == b"first"
+
+
+@pytest.mark.parametrize("stale", [False, True], ids=["contended", "dead-holder"])
+def test_the_lock_file_has_one_holder_at_a_time(tmp_path, stale):
+    """Threads take and let go of the lock as fast as they can (also starting from a dead
+    holder's lock, all waiters taking it over at once): never two inside."""
+    storage = Storage(str(tmp_path))
+    if stale:
+        storage.create(LOCK_PATH, b"dead")
+        let_time_pass(str(tmp_path), 120)
+    inside, most, start = [0], [0], threading.Barrier(6)
+    errors: list[str] = []
+
+    @guarded(errors)
+    def run():
+        start.wait()
+        for _ in range(60):
+            with FileSystemLock(storage, expire_ms=60_000, wait_ms=60_000):
+                inside[0] += 1
+                most[0] = max(most[0], inside[0])
+                time.sleep(0.0005)
+                inside[0] -= 1
+
+    threads = [threading.Thread(target=run) for _ in range(6)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errors, errors[0]
+    assert most[0] == 1
+
+
+def guarded(errors: list[str]):
+    """A thread body whose exception is kept in `errors` for the test to report."""
+    def wrap(fn):
+        def run(*args):
+            try:
+                fn(*args)
+            except Exception:  # noqa: BLE001 - reported by the test
+                errors.append(traceback.format_exc())
+        return run
+    return wrap
+
+
 def stress(table_path: str, seconds: float = 8) -> dict:
     """Threads upsert their own partitions (two share one, so they conflict and retry) while
     compaction, clean and archive run; afterwards every judge agrees with the model. Returns
@@ -117,15 +190,6 @@ def stress(table_path: str, seconds: float = 8) -> dict:
     counts = {"commits": 0, "conflicts": 0, "services": 0, "compactions": 0}
     quiet = threading.Event()  # the services thread asks writers for a short pause to schedule
     errors: list[str] = []
-
-    def guarded(fn):
-        def run(*args):
-            try:
-                fn(*args)
-            except Exception:  # noqa: BLE001 - reported by the test
-                errors.append(traceback.format_exc())
-        return run
-
     def writer(part: str, seed: int):
         rng = random.Random(seed)
         handle = Table.open(table_path, options={"hoodie.client.heartbeat.interval_in_ms": 5000})
@@ -169,8 +233,8 @@ def stress(table_path: str, seconds: float = 8) -> dict:
             time.sleep(0.05)
 
     # two writers share p2: same file groups, so one of them sometimes loses and retries
-    threads = [threading.Thread(target=guarded(writer), args=(p, i)) for i, p in enumerate(parts + ["p2"])]
-    threads.append(threading.Thread(target=guarded(services)))
+    threads = [threading.Thread(target=guarded(errors)(writer), args=(p, i)) for i, p in enumerate(parts + ["p2"])]
+    threads.append(threading.Thread(target=guarded(errors)(services)))
     for th in threads:
         th.start()
     for th in threads:
