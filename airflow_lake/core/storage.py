@@ -11,6 +11,7 @@ Every call is counted by kind (`calls`); `counting(what)` logs an operation's ca
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import os
 import posixpath
@@ -387,18 +388,29 @@ class Storage:
         if now - status.mtime_ms <= older_than_ms:
             return False
         if self.is_local:
-            return self._take_over_local(path, data, status)
+            return self._take_over_local(path, data, status, older_than_ms, now)
         self.delete(path)
         return self.create(path, data)
 
-    def _take_over_local(self, path: str, data: bytes, stale: FileStatus) -> bool:
+    def _take_over_local(self, path: str, data: bytes, stale: FileStatus, older_than_ms: int, now: float) -> bool:
         """Of several takers that saw the same stale file, the one that creates its take-over
-        mark (named by the file and its mtime, in TEMP_FOLDER, swept after STALE_TEMP_MS) wins;
-        it moves the stale file aside (a rename) and creates `path`. A file that changed
-        meanwhile (its holder was alive after all and let go) goes back and the taker loses."""
-        mark = f"{TEMP_FOLDER}/takeover-{path.replace('/', '_')}-{stale.mtime_ms}"
-        if not self.create(mark):
-            return False
+        mark (named by the file, its mtime and an attempt number, in TEMP_FOLDER, swept after
+        STALE_TEMP_MS) wins; it moves the stale file aside (a rename) and creates `path`. A
+        mark itself stale (its taker died before it finished) lets the next attempt number be
+        tried. A file that changed meanwhile (its holder was alive after all and let go) goes
+        back and the taker loses."""
+        for attempt in itertools.count():
+            mark = f"{TEMP_FOLDER}/takeover-{path.replace('/', '_')}-{stale.mtime_ms}-{attempt}"
+            if self.create(mark):
+                break
+            taken = self.status(mark)
+            if taken is not None and now - taken.mtime_ms <= older_than_ms:
+                return False  # another taker is at it (or died less than older_than_ms ago)
+        current = self.status(path)
+        if current is None:
+            return self.create(path, data)
+        if current.mtime_ms != stale.mtime_ms:
+            return False  # replaced since the caller looked
         full = self.full(path)
         aside = self._temp_file()
         try:

@@ -135,6 +135,32 @@ def test_of_takers_of_one_dead_lock_one_wins(tmp_path, monkeypatch):
     assert storage.read(LOCK_PATH) == b"first"
 
 
+def test_a_taker_that_died_mid_take_over_does_not_wedge_the_lock(tmp_path, monkeypatch):
+    """A taker killed after it won the take-over of a dead lock, before it replaced the file:
+    once its own claim is as old as a dead holder's, the next taker takes the lock over."""
+    import os
+
+    from airflow_lake.core.storage import TEMP_FOLDER
+
+    storage = Storage(str(tmp_path))
+    storage.create(LOCK_PATH, b"dead")
+    let_time_pass(str(tmp_path), 120)
+
+    def killed(*args):
+        raise KeyboardInterrupt("killed")
+
+    with monkeypatch.context() as m:
+        m.setattr(os, "rename", killed)
+        with pytest.raises(KeyboardInterrupt):
+            storage.take_over(LOCK_PATH, b"dies", 60_000)
+    assert not storage.take_over(LOCK_PATH, b"next", 60_000)  # its claim is fresh: it may still finish
+    for claim in (tmp_path / TEMP_FOLDER).iterdir():
+        then = claim.stat().st_mtime - 120
+        os.utime(claim, (then, then))
+    assert storage.take_over(LOCK_PATH, b"next", 60_000)
+    assert storage.read(LOCK_PATH) == b"next"
+
+
 @pytest.mark.parametrize("stale", [False, True], ids=["contended", "dead-holder"])
 def test_the_lock_file_has_one_holder_at_a_time(tmp_path, stale):
     """Threads take and let go of the lock as fast as they can (also starting from a dead
