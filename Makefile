@@ -15,6 +15,10 @@ $(STAMP): pyproject.toml .ci/uv-excludes.txt Makefile
 	# over pyspark 4.3's, leaving 4.2 Python on 4.3 jars (mapInArrow then fails with a Py4JError):
 	# exclude it (docs/quickstart.md, "Install in your Airflow").
 	$(VENV)/bin/uv pip install --python $(PY) --compile-bytecode --excludes .ci/uv-excludes.txt -e '.[dev]'
+	# pyspark comes as an sdist: uv unpacks (and builds) a new revision of it whenever it
+	# revalidates the download and keeps the old ones (1-2 GB per clean venv; a machine that
+	# makes many, as CI does, filled its disk): drop what no venv can use any more
+	$(VENV)/bin/uv cache prune --quiet
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 
@@ -59,6 +63,7 @@ $(LOWEST_STAMP): pyproject.toml .ci/uv-excludes.txt .ci/lowest.py Makefile
 	python3 .ci/lowest.py > $(LOWEST_VENV)/constraints.txt
 	$(LOWEST_VENV)/bin/uv pip install --python $(LOWEST_PY) --compile-bytecode --excludes .ci/uv-excludes.txt \
 		--constraints $(LOWEST_VENV)/constraints.txt -e '.[dev]'
+	$(LOWEST_VENV)/bin/uv cache prune --quiet
 	rm -f $(LOWEST_VENV)/.installed-*
 	touch $(LOWEST_STAMP)
 
