@@ -51,14 +51,18 @@ class LockProvider(Protocol):
 
 
 class FileSystemLock:
-    """A lock file; a holder that outlives `expire_ms` is considered dead and replaced."""
+    """A lock file; one not modified for `expire_ms` is a dead holder's and is replaced. While
+    held, a keep-alive thread marks the file modified every `expire_ms / 3`, so a holder that
+    holds longer than `expire_ms` (a long commit, a big rollback) is never taken for dead."""
 
     def __init__(self, storage: Storage, *, expire_ms: int = 60_000, wait_ms: int = 60_000):
         self.storage = storage
         self.expire_ms = expire_ms
         self.wait_ms = wait_ms
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}:{uuid.uuid4().hex[:8]}"
+        self.lost = False  # set when the keep-alive found the file no longer ours
         self._depth = 0
+        self._keep_alive: tuple[threading.Event, threading.Thread] | None = None
 
     def acquire(self) -> None:
         if self._depth:
@@ -68,11 +72,10 @@ class FileSystemLock:
         delay = 0.005
         while True:
             info = json.dumps({"lockCreateTime": int(time.time() * 1000), "owner": self.owner}).encode()
-            if self.storage.create(LOCK_PATH, info):
-                self._depth = 1
-                return
-            if self.expire_ms > 0 and self.storage.take_over(LOCK_PATH, info, self.expire_ms):
-                self._depth = 1  # the holder died: its lock is ours now
+            if self.storage.create(LOCK_PATH, info) or (
+                    self.expire_ms > 0 and self.storage.take_over(LOCK_PATH, info, self.expire_ms)):
+                self._depth = 1  # (after a take-over: the holder died, its lock is ours now)
+                self._start_keep_alive(info)
                 return
             if time.monotonic() > deadline:
                 raise LockError(f"table {self.storage.uri}: could not take {LOCK_PATH} within "
@@ -86,9 +89,40 @@ class FileSystemLock:
         except OSError:
             return "unknown"
 
+    def _start_keep_alive(self, info: bytes) -> None:
+        if self.expire_ms <= 0:
+            return  # a lock that never expires needs no keep-alive
+        stop = threading.Event()
+
+        def beat() -> None:
+            while not stop.wait(max(self.expire_ms / 3, 5) / 1000):
+                try:
+                    if self.storage.refresh(LOCK_PATH, info):
+                        continue
+                except OSError as e:  # the next beat tries again; expiry is 3 beats away
+                    log.warning("table %s: could not refresh %s: %s", self.storage.uri, LOCK_PATH, e)
+                    continue
+                if not stop.is_set():
+                    self.lost = True
+                    log.error("table %s: %s is no longer held by %s (held: %s): another writer took it "
+                              "for a dead holder's", self.storage.uri, LOCK_PATH, self.owner, self._holder())
+                return
+
+        thread = threading.Thread(target=beat, name=f"lock-keep-alive-{self.owner}", daemon=True)
+        self._keep_alive = (stop, thread)
+        thread.start()
+
+    def _stop_keep_alive(self) -> None:
+        if self._keep_alive is not None:
+            stop, thread = self._keep_alive
+            stop.set()
+            thread.join()
+            self._keep_alive = None
+
     def release(self) -> None:
         self._depth -= 1
         if self._depth == 0:
+            self._stop_keep_alive()
             try:
                 holder = json.loads(self.storage.read(LOCK_PATH)).get("owner")
             except (OSError, ValueError):

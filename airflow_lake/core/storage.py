@@ -392,6 +392,34 @@ class Storage:
         self.delete(path)
         return self.create(path, data)
 
+    def refresh(self, path: str, data: bytes) -> bool:
+        """Mark `path` as modified now if it still holds exactly `data` (a live holder's lock:
+        so no waiter takes it for a dead one's). Locally its mtime is set; on S3 it is PUT again
+        only if unchanged (`If-Match` its ETag); elsewhere read, compared and written. False
+        when the file is gone or holds something else (another holder has it)."""
+        self._count("refresh")
+        if self.conditional_put is not None:
+            version = self.conditional_put.version(self.full(path))
+            if version is None or self._read_or_none(path) != data:
+                return False
+            return self.conditional_put.put_if_match(self.full(path), data, version[0])
+        if self._read_or_none(path) != data:
+            return False
+        if self.is_local:
+            try:
+                os.utime(self.full(path))
+            except FileNotFoundError:
+                return False
+            return True
+        self.write(path, data)
+        return True
+
+    def _read_or_none(self, path: str) -> bytes | None:
+        try:
+            return self.read(path)
+        except (FileNotFoundError, StorageNotFoundError):
+            return None
+
     def _take_over_local(self, path: str, data: bytes, stale: FileStatus, older_than_ms: int, now: float) -> bool:
         """Of several takers that saw the same stale file, the one that creates its take-over
         mark (named by the file, its mtime and an attempt number, in TEMP_FOLDER, swept after

@@ -98,11 +98,49 @@ def test_lock_excludes_and_expires(table_path):
             second.acquire()
     with second:
         pass
-    dead = FileSystemLock(t.storage, expire_ms=50, wait_ms=2000)
-    dead.acquire()  # never released: its owner "died"
+    t.storage.create(LOCK_PATH, b'{"owner": "a writer that died"}')  # never released
     let_time_pass(table_path, 1)
     with FileSystemLock(t.storage, expire_ms=50, wait_ms=2000):
         pass
+
+
+def test_a_holder_keeps_the_lock_longer_than_its_expiry(tmp_path):
+    """A holder past `expire_ms` (a long commit) is alive: its keep-alive refreshes the file,
+    so a polling waiter never takes it for a dead holder's; it gets it once released."""
+    storage = Storage(str(tmp_path))
+    holder = FileSystemLock(storage, expire_ms=500, wait_ms=10_000)
+    waiter = FileSystemLock(storage, expire_ms=500, wait_ms=10_000)
+    order: list[str] = []
+    errors: list[str] = []
+
+    @guarded(errors)
+    def wait():
+        with waiter:
+            order.append("waiter")
+
+    with holder:
+        thread = threading.Thread(target=wait)
+        thread.start()
+        time.sleep(1.6)  # over three expiries, with the waiter polling all along
+        order.append("holder released")
+    thread.join()
+    assert not errors, errors[0]
+    assert order == ["holder released", "waiter"]
+    assert not holder.lost and not storage.exists(LOCK_PATH)
+
+
+def test_a_holder_whose_lock_was_taken_says_so_and_leaves_the_new_lock(tmp_path, caplog):
+    storage = Storage(str(tmp_path))
+    holder = FileSystemLock(storage, expire_ms=60, wait_ms=1000)
+    with holder:
+        storage.delete(LOCK_PATH)
+        storage.create(LOCK_PATH, b'{"owner": "another writer"}')
+        deadline = time.monotonic() + 10
+        while not holder.lost and time.monotonic() < deadline:
+            time.sleep(0.01)
+    assert holder.lost
+    assert storage.read(LOCK_PATH) == b'{"owner": "another writer"}'  # not deleted on release
+    assert "another writer" in caplog.text and "no longer held" in caplog.text
 
 
 def test_take_over_never_removes_a_lock_taken_meanwhile(tmp_path, monkeypatch):

@@ -99,3 +99,19 @@ def test_one_taker_of_a_dead_holders_lock(s3_table, s3_options):
         p.join(timeout=600)
         assert p.exitcode == 0
     assert int(table.storage.read("counter")) == WORKERS
+
+
+def test_a_live_holders_refresh_renews_the_lock_only_while_it_is_theirs(s3_table, s3_options):
+    """The keep-alive's refresh on S3: a PUT conditional on the ETag renews the modification
+    time of the holder's own lock; another holder's lock, or none, is left alone."""
+    table = Table.create(s3_table, name="t", record_key="id", storage_options=s3_options)
+    storage, mine = table.storage, b'{"owner": "me"}'
+    assert storage.create(LOCK_PATH, mine)
+    before = storage.conditional_put.version(storage.full(LOCK_PATH))[1]
+    time.sleep(1.1)  # S3 times have second resolution
+    assert storage.refresh(LOCK_PATH, mine)
+    assert storage.conditional_put.version(storage.full(LOCK_PATH))[1] > before
+    assert not storage.refresh(LOCK_PATH, b'{"owner": "another"}')
+    assert storage.read(LOCK_PATH) == mine
+    storage.delete(LOCK_PATH)
+    assert not storage.refresh(LOCK_PATH, mine) and not storage.exists(LOCK_PATH)
