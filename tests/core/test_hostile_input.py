@@ -88,7 +88,11 @@ def nested_partition_folders(path: str) -> list[tuple[str, str]]:
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops=st.lists(BATCH, min_size=1, max_size=5))
 def test_random_operations_succeed_as_modelled_or_change_nothing(table_type, ops):
-    path = tempfile.mkdtemp() + "/t"
+    with tempfile.TemporaryDirectory() as folder:
+        check_operations(folder + "/t", table_type, ops)
+
+
+def check_operations(path: str, table_type: str, ops: list) -> None:
     table = Table.create(path, name="h", table_type=table_type, record_key="id", precombine_field="ts",
                          partition_fields="part", hive_style_partitioning=True)
     table.write(arrow([{"id": "seed", "ts": 0, "part": "x"}], "plain"), operation="insert")  # fixes v: double

@@ -132,13 +132,13 @@ def _java_hashes(values: list[str]) -> list[int]:
     """
     import tempfile
 
-    folder = tempfile.mkdtemp()
-    with open(f"{folder}/H.java", "w") as f:
-        f.write(src)
-    with open(f"{folder}/in.txt", "w", encoding="utf-8") as f:
-        f.write("\n".join(values) + "\n")
-    out = subprocess.run(["java", f"{folder}/H.java", f"{folder}/in.txt"], capture_output=True, text=True,
-                         check=True, timeout=120)
+    with tempfile.TemporaryDirectory() as folder:
+        with open(f"{folder}/H.java", "w") as f:
+            f.write(src)
+        with open(f"{folder}/in.txt", "w", encoding="utf-8") as f:
+            f.write("\n".join(values) + "\n")
+        out = subprocess.run(["java", f"{folder}/H.java", f"{folder}/in.txt"], capture_output=True, text=True,
+                             check=True, timeout=120)
     return [tuple(int(x) for x in line.split()) for line in out.stdout.splitlines()]
 
 

@@ -23,6 +23,7 @@ from airflow_lake.core.errors import (
     StorageUnavailableError,
     TableNotFoundError,
 )
+from airflow_lake.core.storage import Storage
 from airflow_lake.core.table import Table
 from airflow_lake.sensors import InstantSensor
 from airflow_lake.triggers import LakeInstantTrigger
@@ -145,9 +146,12 @@ def test_trigger_retries_storage_errors_that_pass(s3):
     assert event["result"]["instants"] == [{"instant": later, "action": "commit"}]
 
 
-def test_trigger_gives_up_after_retry_timeout_saying_so(s3):
+def test_trigger_gives_up_after_retry_timeout_saying_so(s3, monkeypatch):
     uri, direct, conn, proxy = s3
     Table.create(uri, name="t", record_key="id", storage_options=direct)
+    # each storage call asked once (its own retries, 4.4 s apart in all, would only make the
+    # first failed scan, and so the test, last ~25 s)
+    monkeypatch.setattr(Storage, "retry_delays", ())
     proxy.set_down()
     event = asyncio.run(asyncio.wait_for(first_event(LakeInstantTrigger(
         uri, poll_interval=0.05, lake_conn_id=conn, retry_timeout=0.5)), 120))
