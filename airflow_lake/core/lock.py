@@ -99,7 +99,7 @@ class FileSystemLock:
                 try:
                     if self.storage.refresh(LOCK_PATH, info):
                         continue
-                except OSError as e:  # the next beat tries again; expiry is 3 beats away
+                except Exception as e:  # noqa: BLE001 - the next beat tries again; expiry is 3 beats away
                     log.warning("table %s: could not refresh %s: %s", self.storage.uri, LOCK_PATH, e)
                     continue
                 if not stop.is_set():
