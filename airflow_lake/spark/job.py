@@ -183,13 +183,12 @@ def run(p: argparse.ArgumentParser, body: Callable[[JobRun], dict[str, Any]],
     try:
         result = execute(p, body, argv)
     except JobError as e:
+        _stop_session()
         _write_result(result_file, {"error": str(e)})
         sys.stdout.flush()
         print(f"ERROR {e}", file=sys.stderr, flush=True)
         sys.exit(1)
-    # the session is not stopped here: Spark's shutdown hook stops it once this process has
-    # exited (its logs go to stderr, never after the JSON line), while pyspark's own `stop()`
-    # waits up to a second for its accumulator server's poll loop: a second off every job
+    _stop_session()  # before the JSON line: nothing the shutdown prints may follow it
     _write_result(result_file, result)
     sys.stderr.flush()
     print(json.dumps(result, default=str), flush=True)
@@ -202,3 +201,11 @@ def _write_result(path: str | None, value: dict[str, Any]) -> None:
         with open(path, "w") as f:
             json.dump(value, f, default=str)
 
+
+def _stop_session() -> None:
+    if "pyspark" in sys.modules:
+        from pyspark.sql import SparkSession
+
+        active = SparkSession.getActiveSession()
+        if active is not None:
+            active.stop()
