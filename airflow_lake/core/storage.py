@@ -410,7 +410,10 @@ class Storage:
                 os.utime(self.full(path))
             except FileNotFoundError:
                 return False
-            return True
+            # a taker may have replaced the file between the read and the touch: the touched
+            # file must still be ours (a taker that moves it aside after this sees its new
+            # modification time and puts it back)
+            return self._read_or_none(path) == data
         self.write(path, data)
         return True
 

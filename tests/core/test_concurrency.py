@@ -3,6 +3,7 @@ lock, and a bounded stress run judged by hudi-rs, our reader and a model."""
 
 from __future__ import annotations
 
+import os
 import random
 import threading
 import time
@@ -127,6 +128,25 @@ def test_a_holder_keeps_the_lock_longer_than_its_expiry(tmp_path):
     assert not errors, errors[0]
     assert order == ["holder released", "waiter"]
     assert not holder.lost and not storage.exists(LOCK_PATH)
+
+
+def test_a_refresh_racing_a_take_over_does_not_claim_the_new_lock(tmp_path, monkeypatch):
+    """The holder read its own content, then a taker replaced the file before the touch: the
+    refresh touched the taker's lock and must say it is no longer the holder's."""
+    storage = Storage(str(tmp_path))
+    storage.create(LOCK_PATH, b"mine")
+    touch = os.utime
+
+    def utime(path, *args, **kwargs):
+        os.unlink(path)
+        storage.create(LOCK_PATH, b"taker")  # (between the holder's read and its touch)
+        touch(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "utime", utime)
+    assert not storage.refresh(LOCK_PATH, b"mine")
+    monkeypatch.setattr(os, "utime", touch)
+    assert storage.read(LOCK_PATH) == b"taker"
+    assert storage.refresh(LOCK_PATH, b"taker")
 
 
 def test_a_holder_whose_lock_was_taken_says_so_and_leaves_the_new_lock(tmp_path, caplog):
