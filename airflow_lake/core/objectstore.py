@@ -45,9 +45,10 @@ _S3_KEYS = {
     "tls_ca_file_path": "tls_ca_file_path", "aws_ca_bundle": "tls_ca_file_path",
     "proxy_options": "proxy_options", "load_frequency": "load_frequency",
     "background_writes": "background_writes", "default_metadata": "default_metadata",
+    "allow_delayed_open": "allow_delayed_open",
 }
 _S3_BOOLS = ("allow_http", "force_virtual_addressing", "anonymous", "allow_bucket_creation",
-             "allow_bucket_deletion", "background_writes")
+             "allow_bucket_deletion", "background_writes", "allow_delayed_open")
 # values of `conditional_put`: the store honours `If-None-Match: *` (AWS S3 since 2024, MinIO,
 # moto...) or it does not (then create-if-absent is a check and a PUT: one writer only)
 CONDITIONAL_ON = ("etag", "true", "if-none-match", "enabled")
@@ -177,6 +178,9 @@ def s3_settings(uri: str, options: dict[str, Any]) -> S3Settings:
     for key in _S3_BOOLS:
         if key in opts:
             opts[key] = _flag(uri, given[key], opts[key])
+    # a file written whole is then one PUT (pyarrow starts a multipart upload, three requests,
+    # only once a part is full); a failure shows at close, inside the same `Storage` call
+    opts.setdefault("allow_delayed_open", True)
     conditional = str(opts.pop("conditional_put", "etag")).strip().lower()
     if conditional not in CONDITIONAL_ON + CONDITIONAL_OFF:
         raise InvalidOptionError(f"table {uri}: storage option {given['conditional_put']}={conditional!r} is not "
@@ -290,6 +294,18 @@ class ConditionalPut:
             if status in (404, 409, 412):  # gone, or replaced meanwhile: another taker won
                 return False
             raise OSError(f"conditional PUT of s3://{bucket_key} failed: {e}") from e
+
+    def delete(self, bucket_key: str) -> None:
+        """DELETE `bucket/key` (one request; a missing key is no error). pyarrow's `delete_file`
+        first asks whether the key exists and then writes an empty `folder/` object in its place
+        so that the folder lives on: three requests, and marker objects in the table's folders."""
+        from botocore.exceptions import ClientError
+
+        bucket, _, key = bucket_key.partition("/")
+        try:
+            self.client().delete_object(Bucket=bucket, Key=key)
+        except ClientError as e:
+            raise OSError(f"DELETE of s3://{bucket_key} failed: {e}") from e
 
     def put_if_absent(self, bucket_key: str, data: bytes) -> bool:
         """PUT `bucket/key` unless it exists; False when it existed (or a racing PUT won)."""

@@ -460,6 +460,10 @@ class Storage:
     def delete(self, path: str, *, missing_ok: bool = True) -> None:
         self._count("delete")
         full = self.full(path)
+        if missing_ok and self.conditional_put is not None:  # S3: one DELETE, no folder marker left
+            conditional = self.conditional_put
+            self._io("deleting", path, lambda: conditional.delete(full))
+            return
         try:
             self._io("deleting", path, lambda: self.fs.delete_file(full))
         except FileNotFoundError:

@@ -25,10 +25,13 @@ def test_s3_aliases_map_to_pyarrow_keywords():
     s = s3_settings("s3://b/t", {"AWS_ACCESS_KEY_ID": "k", "aws_secret_access_key": "s", "aws_region": "eu-west-1",
                                  "aws_endpoint_url": "http://127.0.0.1:9000", "aws_allow_http": "true"})
     assert s.pyarrow == {"access_key": "k", "secret_key": "s", "region": "eu-west-1",
-                         "endpoint_override": "127.0.0.1:9000", "scheme": "http"}
+                         "endpoint_override": "127.0.0.1:9000", "scheme": "http", "allow_delayed_open": True}
     assert s.endpoint_url == "http://127.0.0.1:9000" and s.conditional_put
     s = s3_settings("s3://b/t", {"endpoint": "minio:9000", "allow_http": True, "conditional_put": "none"})
-    assert s.pyarrow == {"endpoint_override": "minio:9000", "scheme": "http"} and not s.conditional_put
+    assert s.pyarrow == {"endpoint_override": "minio:9000", "scheme": "http", "allow_delayed_open": True}
+    assert not s.conditional_put
+    # a file written whole is one PUT unless the user says otherwise
+    assert s3_settings("s3://b/t", {"allow_delayed_open": "false"}).pyarrow == {"allow_delayed_open": False}
     assert s3_settings("s3://b/t", {"endpoint_url": "https://s3.example.com/"}).endpoint_url == \
         "https://s3.example.com"
     with pytest.raises(InvalidOptionError, match="table s3://b/t: storage option aws_allow_http='maybe'"):
@@ -72,5 +75,6 @@ def test_lake_connection_login_fills_only_missing_credentials():
                                     login="login", password="pw")
     assert given.storage_options == {"aws_access_key_id": "k", "aws_region": "eu-west-1", "secret_key": "pw"}
     assert s3_settings("s3://b/t", given.storage_options).pyarrow == {"access_key": "k", "secret_key": "pw",
-                                                                      "region": "eu-west-1"}
+                                                                      "region": "eu-west-1",
+                                                                      "allow_delayed_open": True}
     assert LakeSettings.from_extra({}, login="login").storage_options == {"access_key": "login"}

@@ -22,6 +22,27 @@ def test_conditional_create_never_overwrites(s3_table, s3_options):
     assert storage.read(".hoodie/x.commit") == b"first"
 
 
+def test_a_small_file_is_one_put_and_a_delete_leaves_no_folder_marker(s3_table, s3_options):
+    """pyarrow alone writes every file as a multipart upload (three requests) and replaces a
+    deleted file by an empty `folder/` object: neither happens to a table."""
+    import boto3
+
+    storage = open_storage(s3_table, s3_options)
+    storage.write("p1/a.parquet", b"data")
+    storage.write("p1/b.log", b"more")
+    bucket, _, prefix = s3_table.removeprefix("s3://").partition("/")
+    client = boto3.client("s3", endpoint_url=s3_options["aws_endpoint_url"], region_name=s3_options["aws_region"],
+                          aws_access_key_id=s3_options["aws_access_key_id"],
+                          aws_secret_access_key=s3_options["aws_secret_access_key"])
+    for name in ("p1/a.parquet", "p1/b.log"):  # a multipart upload's ETag ends in -<parts>
+        assert "-" not in client.head_object(Bucket=bucket, Key=f"{prefix}/{name}")["ETag"]
+    storage.delete("p1/a.parquet")
+    storage.delete("p1/b.log")
+    storage.delete("p1/never-there.log")  # a missing file is no error
+    assert client.list_objects_v2(Bucket=bucket, Prefix=prefix).get("KeyCount") == 0
+    assert storage.list("p1") == [] and not storage.exists("p1/a.parquet")
+
+
 def test_timeline_file_is_not_overwritten(s3_table, s3_options):
     table = Table.create(s3_table, name="t", record_key="id", storage_options=s3_options)
     table.write(pa.table({"id": [1, 2], "v": ["a", "b"]}), operation="insert")
