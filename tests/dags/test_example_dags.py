@@ -149,7 +149,10 @@ def test_on_new_data_dag_reports_each_commit_once(lake):
     assert (report["start"], report["end"], report["rows"]) == (commits[-1], third, 40)  # only batch 3's rows
     assert pc.sum(pq.read_table(report["report"])["fare_count"]).as_py() == 40
 
-    # an event that brought no data commit (a compaction's, a clean's): the run is skipped
+    # an event that brought no data commit (a compaction's, a clean's): the run is skipped when
+    # the sensor times out (half a minute in the DAG; a second here: no test waits for time)
     table.run_compaction(table.schedule_compaction(max_delta_commits=1))
+    sensor = dag.get_task("new_commits")
+    sensor.timeout, sensor.poke_interval = 1, 0.2
     idle = dag.test()
     assert idle.state == "success" and states(idle) == {"new_commits": "skipped", "summarize": "skipped"}

@@ -12,7 +12,7 @@ import uuid
 
 import pytest
 
-from airflow_lake.core.storage import open_storage
+from airflow_lake.core.storage import Storage, open_storage
 from airflow_lake.demo import demo_storage_options, ensure_bucket, expected_trips
 from tests.conftest import REPO, hudi_read
 from tests.s3.server import KEYS, REGION, free_port
@@ -83,7 +83,8 @@ def test_aws_variables_become_storage_options():
         "endpoint_url": "http://127.0.0.1:4443", "allow_http": "true"}
 
 
-def test_an_unreachable_store_is_one_line_naming_bucket_and_endpoint():
+def test_an_unreachable_store_is_one_line_naming_bucket_and_endpoint(monkeypatch):
+    monkeypatch.setattr(Storage, "retry_delays", ())  # (a user waits out the retries; a test need not)
     endpoint = f"http://127.0.0.1:{free_port()}"  # nothing listens there
     options = {**KEYS, "aws_region": REGION, "aws_endpoint_url": endpoint, "aws_allow_http": "true"}
     with pytest.raises(SystemExit, match=f"cannot reach bucket 'nowhere' at {endpoint}: "):
