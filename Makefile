@@ -4,7 +4,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml .ci/uv-excludes.txt Makefile | cksum | cut -d' ' -f1)
 PYTEST_ARGS ?=
 
-.PHONY: venv browser test test-fast test-compat demo lint clean bench bench-large bench-indexes bench-s3 reliability dist screenshots
+.PHONY: venv browser test test-fast test-durations test-compat demo lint clean bench bench-large bench-indexes bench-s3 reliability dist screenshots
 
 venv: $(STAMP)
 
@@ -22,13 +22,21 @@ $(STAMP): pyproject.toml .ci/uv-excludes.txt Makefile
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 
-# Tests run in one worker per core (pytest-xdist), each test file in one worker (its module
-# fixtures built once); the session fixtures (SparkSession, Airflow's database, the standalone
-# cluster) are each worker's own. JOBS=0 runs them in this process.
-JOBS ?= auto
+# Tests run in pytest-xdist workers, one more than the cores (the tests wait a good part of their
+# time on spark-submit, Airflow and the S3 server's processes: on 2 cores, 3 workers take 15
+# minutes where 2 took 17), each test file in one worker (its module fixtures built once), the
+# longest files first (`tests/durations.json`; `--no-loadscope-reorder` keeps that order); the
+# session fixtures (SparkSession, Airflow's database, the standalone cluster) are each worker's
+# own. JOBS=0 runs them in this process.
+JOBS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) + 1 )))
+XDIST = -n $(JOBS) --dist loadfile --no-loadscope-reorder
 
 test: venv browser
-	$(PY) -m pytest -n $(JOBS) --dist loadfile $(PYTEST_ARGS)
+	$(PY) -m pytest $(XDIST) $(PYTEST_ARGS)
+
+# Refresh tests/durations.json (each test file's time, which orders the files) from a full run
+test-durations: venv browser
+	LAKE_RECORD_DURATIONS=1 $(PY) -m pytest $(XDIST) $(PYTEST_ARGS)
 
 # The Lake tables page's test drives a real browser: Debian's chromium and its chromedriver,
 # installed here when missing where apt runs as root (as on CI); elsewhere install them yourself
@@ -48,7 +56,7 @@ screenshots: venv browser
 # markers of tests/conftest.py; its budget is 3 minutes). SPARK_HOME leads nowhere, so a test that
 # starts Spark without the `spark` marker fails here instead of slowing the lane down.
 test-fast: venv
-	SPARK_HOME=/nonexistent/test-fast-starts-no-spark $(PY) -m pytest -n $(JOBS) --dist loadfile \
+	SPARK_HOME=/nonexistent/test-fast-starts-no-spark $(PY) -m pytest $(XDIST) \
 		-m "not spark and not airflow and not slow" $(PYTEST_ARGS)
 
 # The provider's tests on the lowest Airflow and Spark provider versions pyproject.toml admits
