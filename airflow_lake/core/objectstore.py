@@ -8,6 +8,7 @@ profiles the SDKs read themselves), never from code.
 
 from __future__ import annotations
 
+import errno
 import re
 import threading
 import time
@@ -295,17 +296,39 @@ class ConditionalPut:
                 return False
             raise OSError(f"conditional PUT of s3://{bucket_key} failed: {e}") from e
 
+    # The same client also reads and deletes in one request each, where pyarrow's file system
+    # takes two or three (`Storage.read`, `Storage.delete`).
+    def get(self, bucket_key: str) -> bytes:
+        """The whole object `bucket/key`: one GET (pyarrow's input streams first send a HEAD)."""
+        bucket, _, key = bucket_key.partition("/")
+        return self._call("GET", bucket_key, lambda: self.client().get_object(Bucket=bucket, Key=key)["Body"].read())
+
     def delete(self, bucket_key: str) -> None:
         """DELETE `bucket/key` (one request; a missing key is no error). pyarrow's `delete_file`
         first asks whether the key exists and then writes an empty `folder/` object in its place
         so that the folder lives on: three requests, and marker objects in the table's folders."""
-        from botocore.exceptions import ClientError
-
         bucket, _, key = bucket_key.partition("/")
+        self._call("DELETE", bucket_key, lambda: self.client().delete_object(Bucket=bucket, Key=key))
+
+    @staticmethod
+    def _call(what: str, bucket_key: str, call):
+        """`call()` with boto3's failures as the `OSError`s `failure_kind` sorts: a missing
+        key a `FileNotFoundError`, a network failure, throttling or a 5xx a `ConnectionError`."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
         try:
-            self.client().delete_object(Bucket=bucket, Key=key)
+            return call()
         except ClientError as e:
-            raise OSError(f"DELETE of s3://{bucket_key} failed: {e}") from e
+            code = str(e.response.get("Error", {}).get("Code", ""))
+            status = int(e.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
+            text = f"{what} of s3://{bucket_key} failed: {e}"
+            if code in ("NoSuchKey", "404", "NotFound") or status == 404:
+                raise FileNotFoundError(errno.ENOENT, text) from e
+            if status >= 500 or code in ("SlowDown", "Throttling", "RequestTimeout"):
+                raise ConnectionError(text) from e
+            raise OSError(text) from e
+        except BotoCoreError as e:  # no answer: connection refused or reset, timeouts
+            raise ConnectionError(f"{what} of s3://{bucket_key} failed: {e}") from e
 
     def put_if_absent(self, bucket_key: str, data: bytes) -> bool:
         """PUT `bucket/key` unless it exists; False when it existed (or a racing PUT won)."""
@@ -344,6 +367,8 @@ def failure_kind(error: OSError) -> str | None:
     asking again: network, throttling, a 5xx) or None (anything else: denied, invalid...)."""
     if isinstance(error, FileNotFoundError):
         return "missing"
+    if isinstance(error, (ConnectionError, TimeoutError)):
+        return "transient"
     text = str(error)
     if any(marker in text for marker in _MISSING):
         return "missing"

@@ -8,8 +8,8 @@ import pyarrow as pa
 import pytest
 
 from airflow_lake.core import Table
-from airflow_lake.core.errors import InvalidOptionError, LockError, TimelineError
-from airflow_lake.core.storage import open_storage
+from airflow_lake.core.errors import InvalidOptionError, LockError, StorageUnavailableError, TimelineError
+from airflow_lake.core.storage import Storage, open_storage
 from airflow_lake.core.timeline.instant import COMMIT, Instant, State
 from tests.conftest import hudi_read, rows
 
@@ -41,6 +41,18 @@ def test_a_small_file_is_one_put_and_a_delete_leaves_no_folder_marker(s3_table, 
     storage.delete("p1/never-there.log")  # a missing file is no error
     assert client.list_objects_v2(Bucket=bucket, Prefix=prefix).get("KeyCount") == 0
     assert storage.list("p1") == [] and not storage.exists("p1/a.parquet")
+
+
+def test_a_store_that_does_not_answer_is_a_transient_error_naming_table_and_path(s3_options, monkeypatch):
+    from tests.s3.server import free_port
+
+    monkeypatch.setattr(Storage, "retry_delays", ())
+    options = {**s3_options, "aws_endpoint_url": f"http://127.0.0.1:{free_port()}"}  # nothing listens there
+    storage = open_storage("s3://nowhere/t", options)
+    for call, what in ((lambda: storage.read(".hoodie/x.commit"), "reading"),
+                       (lambda: storage.delete(".hoodie/x.commit"), "deleting")):
+        with pytest.raises(StorageUnavailableError, match=f"table s3://nowhere/t: {what} .hoodie/x.commit: failed"):
+            call()
 
 
 def test_timeline_file_is_not_overwritten(s3_table, s3_options):
