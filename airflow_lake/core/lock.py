@@ -119,6 +119,21 @@ class FileSystemLock:
             thread.join()
             self._keep_alive = None
 
+    def check_held(self) -> None:
+        """Raise a `LockError` unless `.hoodie/lock` still holds this holder's content (read now).
+        A holder frozen past the expiry (a long pause, a suspended process) may have been
+        taken for dead and replaced: it must then complete nothing."""
+        if self.expire_ms <= 0 and not self.lost:
+            return  # a lock that never expires is never taken over
+        try:
+            holder = None if self.lost else json.loads(self.storage.read(LOCK_PATH)).get("owner")
+        except (OSError, ValueError):
+            holder = None
+        if holder != self.owner:
+            raise LockError(f"table {self.storage.uri}: {LOCK_PATH} is no longer held by this writer "
+                            f"({self.owner}; held: {self._holder()}): another writer took it for a dead "
+                            "holder's, so nothing was completed; the next writer rolls back what this one left")
+
     def release(self) -> None:
         self._depth -= 1
         if self._depth == 0:

@@ -420,7 +420,7 @@ class Table:
     # -- the transaction's steps, for callers that hold a table ------------------------------
     def lock(self) -> LockProvider:
         """The table lock of one operation (`hoodie.write.lock.provider`, default `.hoodie/lock`)."""
-        return self.transaction().lock()
+        return self.transaction().lock().provider
 
     def new_instant_time(self, timeline: ActiveTimeline | None = None) -> str:
         """A new instant, greater than every instant on the timeline (call under the lock)."""

@@ -163,6 +163,35 @@ def test_a_holder_whose_lock_was_taken_says_so_and_leaves_the_new_lock(tmp_path,
     assert "another writer" in caplog.text and "no longer held" in caplog.text
 
 
+def test_a_writer_whose_lock_was_taken_meanwhile_completes_nothing(tmp_path, monkeypatch):
+    """A holder frozen past the lock's expiry (a long pause) may find, when it resumes, that
+    another writer took the lock for a dead holder's: its commit must then complete nothing."""
+    from airflow_lake.core.txn.transaction import Transaction
+
+    path = str(tmp_path / "t")
+    t = table(path, "MERGE_ON_READ")
+    before = rows(hudi_read(path), ["id", "ts"])
+    sync = Transaction.sync_metadata_table
+
+    def taken_over(self, *args, **kwargs):  # the pause: meanwhile the lock changed hands
+        self.storage.delete(LOCK_PATH)
+        self.storage.create(LOCK_PATH, b'{"owner": "the writer that took over"}')
+        return sync(self, *args, **kwargs)
+
+    monkeypatch.setattr(Transaction, "sync_metadata_table", taken_over)
+    with pytest.raises(LockError, match="no longer held by this writer .*the writer that took over"):
+        t.write(pa.table({"id": ["a1", "c1"], "ts": [1, 1], "part": ["a", "c"], "v": [1.0, 1.0]}))
+    monkeypatch.undo()
+    assert rows(hudi_read(path), ["id", "ts"]) == before  # nothing completed
+    assert t.timeline.commits().pending().last is not None
+    # the lock's new holder is done; the next writer rolls back what the frozen one left
+    t.storage.delete(LOCK_PATH)
+    let_time_pass(path, 3600)
+    t.write(pa.table({"id": ["b1"], "ts": [2], "part": ["b"], "v": [2.0]}))
+    assert not t.timeline.commits().pending()
+    assert rows(hudi_read(path), ["id", "ts"]) == sorted([("a1", 0), ("a2", 0), ("b1", 2), ("b2", 0)])
+
+
 def test_take_over_never_removes_a_lock_taken_meanwhile(tmp_path, monkeypatch):
     """A waiter whose look finds no lock file (its holder just let go) must not delete the
     one another waiter creates before it acts: two holders would follow."""

@@ -59,6 +59,7 @@ class Transaction(MetadataTableSync):
         self.storage = ctx.storage
         self.config = ctx.config
         self.instant: str | None = None
+        self._held: list[LockProvider] = []  # the locks this transaction holds now (`HeldLock`)
 
     def option(self, option):
         return self.ctx.option(option)
@@ -75,10 +76,18 @@ class Transaction(MetadataTableSync):
         """The table lock (`hoodie.write.lock.provider`, default `.hoodie/lock`): taken by every
         change, so a table version we do not write is refused here, before anything changes."""
         self.config.check_writable(self.storage.uri)
-        return table_lock(self.storage, self.ctx.options, mode=self.option(WriteOptions.CONCURRENCY_MODE),
-                          provider=lock_provider_name(self.storage.uri, self.ctx.options, self.config.props),
-                          expire_ms=int(self.option(WriteOptions.LOCK_EXPIRE_MINUTES) * 60_000),
-                          wait_ms=self.option(WriteOptions.LOCK_WAIT_MS))
+        provider = table_lock(self.storage, self.ctx.options, mode=self.option(WriteOptions.CONCURRENCY_MODE),
+                              provider=lock_provider_name(self.storage.uri, self.ctx.options, self.config.props),
+                              expire_ms=int(self.option(WriteOptions.LOCK_EXPIRE_MINUTES) * 60_000),
+                              wait_ms=self.option(WriteOptions.LOCK_WAIT_MS))
+        return HeldLock(self, provider)
+
+    def check_lock(self) -> None:
+        """Just before an instant completes: the table lock this transaction holds is still its
+        own, where the lock can tell (the `.hoodie/lock` file: one read). Else `LockError`."""
+        check = getattr(self._held[-1], "check_held", None) if self._held else None
+        if check is not None:
+            check()
 
     def deleter(self) -> Deleter:
         """Deletes table files as engine tasks (one per group of files)."""
@@ -212,12 +221,14 @@ class Transaction(MetadataTableSync):
                     self.rollback(timeline, inflight)
                     raise WriteConflictError(conflict)
             self.sync_metadata_table(inflight, content, index_stats, column_ranges)
+            self.check_lock()
             timeline.transition(inflight, State.COMPLETED, content)
         delete_markers(self.storage, inflight.time)
 
     def complete(self, timeline: ActiveTimeline, instant: Instant, content: bytes) -> Instant:
         """Complete `instant` with `content`; the caller holds the table lock."""
         self.sync_metadata_table(instant, content)
+        self.check_lock()
         return timeline.transition(instant, State.COMPLETED, content)
 
     def abort(self, instant: str | None = None) -> undo.RollbackResult | None:
@@ -261,6 +272,7 @@ class Transaction(MetadataTableSync):
             if writer is not None:
                 deleted = {p: [f.rsplit("/", 1)[-1] for f in fs] for p, fs in metadata.deleted.items() if fs}
                 self.rollback_metadata_table(writer, rb.time, plan.instant, deleted)
+            self.check_lock()
             timeline.transition(rb, State.COMPLETED, metadata.to_bytes())
 
         metadata = undo.undo(self.storage, timeline, plan, rb.time, start,
@@ -294,6 +306,7 @@ class Transaction(MetadataTableSync):
         if writer is not None:
             self.restore_metadata_table(writer, instant.time, [i.time for i in plan.instants])
         metadata = RestoreMetadata(instant.time, plan, per_instant, int((time.time() - start) * 1000))
+        self.check_lock()
         timeline.transition(instant, State.COMPLETED, metadata.to_bytes())
         log.info("table %s: restored to savepoint %s (%d instants undone)", self.storage.uri, plan.savepoint,
                  len(done))
@@ -305,3 +318,31 @@ class Transaction(MetadataTableSync):
             plan = RestorePlan.from_bytes(timeline.read_details(pending.to(State.REQUESTED)))
             if plan is not None:
                 self.restore(timeline, pending, plan)
+
+
+class HeldLock:
+    """A transaction's table lock: the lock provider's, known to the transaction while held
+    (`Transaction.check_lock`)."""
+
+    def __init__(self, txn: Transaction, provider: LockProvider):
+        self.txn = txn
+        self.provider = provider
+
+    def acquire(self) -> None:
+        self.provider.acquire()
+        self.txn._held.append(self.provider)
+
+    def release(self) -> None:
+        if self.provider in self.txn._held:
+            self.txn._held.remove(self.provider)
+        self.provider.release()
+
+    def __enter__(self) -> HeldLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+    def __getattr__(self, name: str):
+        return getattr(self.provider, name)
