@@ -4,7 +4,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml .ci/uv-excludes.txt Makefile | cksum | cut -d' ' -f1)
 PYTEST_ARGS ?=
 
-.PHONY: venv browser test test-fast test-durations test-compat demo lint clean bench bench-large bench-indexes bench-s3 reliability dist screenshots
+.PHONY: venv browser test test-fast test-compat demo lint clean bench bench-large bench-indexes bench-s3 reliability dist screenshots
 
 venv: $(STAMP)
 
@@ -23,20 +23,15 @@ $(STAMP): pyproject.toml .ci/uv-excludes.txt Makefile
 	touch $(STAMP)
 
 # Tests run in pytest-xdist workers, one more than the cores (the tests wait a good part of their
-# time on spark-submit, Airflow and the S3 server's processes: on 2 cores, 3 workers take 15
-# minutes where 2 took 17), each test file in one worker (its module fixtures built once), the
-# longest files first (`tests/durations.json`; `--no-loadscope-reorder` keeps that order); the
-# session fixtures (SparkSession, Airflow's database, the standalone cluster) are each worker's
-# own. JOBS=0 runs them in this process.
+# time on spark-submit, Airflow and the S3 server's processes: on 2 cores, 3 workers took 15-16
+# minutes where 2 took 17-19), each test file in one worker (its module fixtures built once);
+# the session fixtures (SparkSession, Airflow's database, the standalone cluster) are each
+# worker's own. JOBS=0 runs them in this process.
 JOBS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) + 1 )))
-XDIST = -n $(JOBS) --dist loadfile --no-loadscope-reorder
+XDIST = -n $(JOBS) --dist loadfile
 
 test: venv browser
 	$(PY) -m pytest $(XDIST) $(PYTEST_ARGS)
-
-# Refresh tests/durations.json (each test file's time, which orders the files) from a full run
-test-durations: venv browser
-	LAKE_RECORD_DURATIONS=1 $(PY) -m pytest $(XDIST) $(PYTEST_ARGS)
 
 # The Lake tables page's test drives a real browser: Debian's chromium and its chromedriver,
 # installed here when missing where apt runs as root (as on CI); elsewhere install them yourself

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import sys
@@ -138,52 +137,13 @@ LANE_FOLDERS = {"spark": "spark", "provider": "airflow", "dags": "airflow", "s3"
 LANE_FIXTURES = {"spark": "spark", "airflow_db": "airflow"}
 
 
-# How long each test file takes (seconds, all its tests' phases on one worker), to hand the
-# longest files out first. Refreshed by `make test-durations`; a file it does not name is
-# weighed by its number of Spark, Airflow and slow tests.
-DURATIONS = REPO / "tests" / "durations.json"
-RECORD_DURATIONS = "LAKE_RECORD_DURATIONS"
-
-
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    heavy: dict[Path, int] = {}
+    # (the order of files is xdist's: `--dist loadfile` hands out the files with the most tests
+    # first, mixing quick core files with the Spark and Airflow ones; handing out the longest
+    # files first measured 70 s slower on 3 workers: their waits on subprocesses then overlap)
     for item in items:
         folder = item.path.relative_to(REPO / "tests").parts[0] if item.path.is_relative_to(REPO / "tests") else ""
         needs = {LANE_FOLDERS.get(folder)} | {LANE_FIXTURES.get(name) for name in item.fixturenames}
         needs |= {m.name for m in item.iter_markers() if m.name in ("spark", "airflow", "slow")}
         for marker in sorted(needs - {None}):
             item.add_marker(marker)
-        heavy[item.path] = heavy.get(item.path, 0) + (1 if needs - {None} else 0)
-    # The longest files first, the quick ones last: the workers (`--dist loadfile
-    # --no-loadscope-reorder`, which keeps this order) then end together, instead of one
-    # starting a long file while the others run out of work. Each file's tests keep their order.
-    known = _recorded_durations()
-    seconds = {path: known.get(_file_id(path), 3.0 * n) for path, n in heavy.items()}
-    order = {path: n for n, path in enumerate(dict.fromkeys(item.path for item in items))}
-    items.sort(key=lambda item: (-seconds[item.path], order[item.path]))
-
-
-def _file_id(path: Path) -> str:
-    return path.relative_to(REPO).as_posix() if path.is_relative_to(REPO) else path.as_posix()
-
-
-def _recorded_durations() -> dict[str, float]:
-    try:
-        return {str(k): float(v) for k, v in json.loads(DURATIONS.read_text()).items()}
-    except (OSError, ValueError, AttributeError):
-        return {}
-
-
-_measured: dict[str, float] = {}
-
-
-def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    if os.environ.get(RECORD_DURATIONS):
-        file = report.nodeid.split("::")[0]
-        _measured[file] = _measured.get(file, 0.0) + report.duration
-
-
-def pytest_sessionfinish(session: pytest.Session) -> None:
-    # (on xdist's controller, which receives every worker's reports; a worker has `workerinput`)
-    if os.environ.get(RECORD_DURATIONS) and _measured and not hasattr(session.config, "workerinput"):
-        DURATIONS.write_text(json.dumps({k: round(v, 1) for k, v in sorted(_measured.items())}, indent=1) + "\n")
