@@ -124,7 +124,9 @@ class InstantSensor(TimelineReadLineage, BaseSensorOperator):
     # -- poke, reschedule -------------------------------------------------------------------
     def _observe(self, baseline: Baseline) -> Observation | None:
         """One scan; None for "look again": no table yet (`wait_for_table`), a timeline file
-        gone while read, a storage error that may pass (within `retry_timeout`)."""
+        gone while read, a storage error that may pass (within `retry_timeout`, counted from
+        the start of the first failed scan: its own storage retries take time)."""
+        started = time.monotonic()
         try:
             seen = self.watch.observe(baseline)
         except TableNotFoundError:
@@ -138,7 +140,7 @@ class InstantSensor(TimelineReadLineage, BaseSensorOperator):
         except Exception as e:
             if is_permanent(e):
                 raise
-            self._failing_since = self._failing_since or time.monotonic()
+            self._failing_since = self._failing_since or started
             if time.monotonic() - self._failing_since >= self.retry_timeout:
                 raise
             self.log.warning("table %s: storage error (%s: %s); looking again", self.table_path, type(e).__name__, e)

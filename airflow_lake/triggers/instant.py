@@ -131,13 +131,14 @@ class LakeInstantTrigger(BaseTrigger):
         failures = 0
         while True:
             delay = self.poll_interval
+            started = time.monotonic()  # (a failed scan counts from its start: its own retries take time)
             try:
                 seen = await asyncio.to_thread(self._observe, table, watch, baseline)
             except Exception as e:
                 if is_permanent(e) or self.retry_timeout <= 0:
                     raise
                 failures += 1
-                failing_since = failing_since or time.monotonic()
+                failing_since = failing_since or started
                 waited = time.monotonic() - failing_since
                 if waited >= self.retry_timeout:
                     raise TimeoutError(f"table {table}: storage errors for {waited:.1f} s ({failures} in a row, "

@@ -160,6 +160,39 @@ def test_trigger_gives_up_after_retry_timeout_saying_so(s3, monkeypatch):
     assert "in a row" in event["message"] and proxy.refused >= 1
 
 
+class SlowFailingWatch:
+    """A timeline watch whose every scan fails after `seconds` (its storage retries), with an
+    error that may pass."""
+
+    def __init__(self, seconds: float):
+        self.seconds, self.scans = seconds, 0
+
+    def observe(self, baseline):
+        import time
+
+        self.scans += 1
+        time.sleep(self.seconds)
+        raise ConnectionResetError(104, "Connection reset by peer")
+
+
+def test_retry_timeout_counts_from_the_start_of_the_first_failed_scan(table_path, monkeypatch):
+    """A scan that fails after 0.6 s of its own retries already used up a 0.5 s retry_timeout:
+    both the trigger and a poking sensor give up after that one scan, not after a second."""
+    Table.create(table_path, name="t", record_key="id").write(batch([1]))
+    watch = SlowFailingWatch(0.6)
+    monkeypatch.setattr(LakeInstantTrigger, "_observe", lambda self, table, _, baseline: watch.observe(baseline))
+    event = asyncio.run(asyncio.wait_for(first_event(LakeInstantTrigger(
+        table_path, poll_interval=0.05, retry_timeout=0.5)), 60))
+    assert event["status"] == "error" and "(1 in a row" in event["message"], event
+    assert watch.scans == 1
+
+    sensor = InstantSensor(task_id="wait", table_path=table_path, retry_timeout=0.5, track_watermark=False)
+    sensor.watch = SlowFailingWatch(0.6)
+    with pytest.raises(ConnectionResetError):
+        sensor._observe(None)
+    assert sensor.watch.scans == 1
+
+
 def test_errors_that_will_not_pass_end_the_wait_at_once(table_path, tmp_path):
     t = Table.create(table_path, name="t", record_key="id")
     t.write(batch([1]))
