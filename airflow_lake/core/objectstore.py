@@ -9,6 +9,7 @@ profiles the SDKs read themselves), never from code.
 from __future__ import annotations
 
 import errno
+import functools
 import re
 import threading
 import time
@@ -375,6 +376,7 @@ def failure_kind(error: OSError) -> str | None:
     return "transient" if _TRANSIENT.search(text) else None
 
 
+@functools.cache
 def boto3_available() -> bool:
     try:
         import boto3  # noqa: F401

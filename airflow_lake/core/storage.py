@@ -184,6 +184,12 @@ class Storage:
                 log.debug("table %s: %s %s failed (%s), asking again", self.uri, what, path, e)
                 time.sleep(delays[attempt])
 
+    def _direct(self) -> objectstore.ConditionalPut | None:
+        """The boto3 client that reads and deletes in one request each (S3), where boto3 is
+        installed: a Spark executor without it gets the table's storage from a driver that
+        has it, and then reads and deletes through pyarrow."""
+        return self.conditional_put if self.conditional_put is not None and objectstore.boto3_available() else None
+
     # -- reads -----------------------------------------------------------------------------
     def _info(self, path: str) -> pafs.FileInfo:
         self._count("head")
@@ -203,8 +209,8 @@ class Storage:
         full = self.full(path)
 
         def get() -> bytes:
-            if self.conditional_put is not None:  # S3: one GET, no HEAD before it
-                return self.conditional_put.get(full)
+            if (direct := self._direct()) is not None:  # S3: one GET, no HEAD before it
+                return direct.get(full)
             with self.fs.open_input_stream(full) as f:
                 return f.read()
 
@@ -462,9 +468,8 @@ class Storage:
     def delete(self, path: str, *, missing_ok: bool = True) -> None:
         self._count("delete")
         full = self.full(path)
-        if missing_ok and self.conditional_put is not None:  # S3: one DELETE, no folder marker left
-            conditional = self.conditional_put
-            self._io("deleting", path, lambda: conditional.delete(full))
+        if missing_ok and (direct := self._direct()) is not None:  # S3: one DELETE, no folder marker left
+            self._io("deleting", path, lambda: direct.delete(full))
             return
         try:
             self._io("deleting", path, lambda: self.fs.delete_file(full))

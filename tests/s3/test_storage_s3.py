@@ -43,6 +43,22 @@ def test_a_small_file_is_one_put_and_a_delete_leaves_no_folder_marker(s3_table, 
     assert storage.list("p1") == [] and not storage.exists("p1/a.parquet")
 
 
+def test_a_process_without_boto3_reads_and_deletes_through_pyarrow(s3_table, s3_options, monkeypatch):
+    """A Spark executor without boto3 gets the table's storage from a driver that has it."""
+    import pickle
+
+    from airflow_lake.core import objectstore
+
+    storage = open_storage(s3_table, s3_options)
+    storage.write("p1/a.log", b"data")
+    monkeypatch.setattr(objectstore, "boto3_available", lambda: False)
+    there = pickle.loads(pickle.dumps(storage))
+    monkeypatch.setattr(type(there.conditional_put), "client", lambda self: pytest.fail("boto3 used"))
+    assert there.read("p1/a.log") == b"data"
+    there.delete("p1/a.log")
+    assert not there.exists("p1/a.log")
+
+
 def test_a_store_that_does_not_answer_is_a_transient_error_naming_table_and_path(s3_options, monkeypatch):
     from tests.s3.server import free_port
 
