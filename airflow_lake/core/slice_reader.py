@@ -102,6 +102,7 @@ class SliceRead:
     size: int  # bytes of the files, for balancing
     visibility: Visibility
     query: SliceQuery = SliceQuery()
+    base_size: int | None = None  # bytes of the base file, when the listing gave them
 
     @staticmethod
     def of(view: FileSystemView, group: FileGroup, visibility: Visibility, query: SliceQuery) -> SliceRead:
@@ -111,7 +112,7 @@ class SliceRead:
         size = (base.size if base is not None else 0) + sum(lf.size for lf in logs)
         return SliceRead(group.partition, group.file_id, base.path if base is not None else None,
                          base.instant if base is not None else None, tuple(lf.path for lf in logs), size,
-                         visibility, query)
+                         visibility, query, (base.size or None) if base is not None else None)  # (0: unknown)
 
 
 class DamagePolicy(Enum):
@@ -182,7 +183,8 @@ def read_file_group(ctx, task: SliceRead, schema: pa.Schema, columns: Sequence[s
         extra = [KEY] + list(spec.fields) + extra
     cols = None if wanted is None else [c for c in dict.fromkeys(wanted + extra) if c in schema.names]
     work = projected(schema, cols)
-    base = conform(read_base_file(storage, task.base, cols), work) if task.base is not None else work.empty_table()
+    base = conform(read_base_file(storage, task.base, cols, size=task.base_size), work) if task.base is not None \
+        else work.empty_table()
     rows, source, dropped = base, None, False
     if blocks:
         info: dict = {}

@@ -190,6 +190,12 @@ class Storage:
         has it, and then reads and deletes through pyarrow."""
         return self.conditional_put if self.conditional_put is not None and objectstore.boto3_available() else None
 
+    @property
+    def one_request_reads(self) -> bool:
+        """Whether `read` fetches a whole file in one request (S3 through boto3), so a small
+        file is cheaper read whole than opened for ranges (a HEAD, then GETs)."""
+        return self._direct() is not None
+
     # -- reads -----------------------------------------------------------------------------
     def _info(self, path: str) -> pafs.FileInfo:
         self._count("head")

@@ -43,6 +43,22 @@ def test_a_small_file_is_one_put_and_a_delete_leaves_no_folder_marker(s3_table, 
     assert storage.list("p1") == [] and not storage.exists("p1/a.parquet")
 
 
+def test_a_small_base_file_is_read_whole_in_one_request(s3_table, s3_options, monkeypatch):
+    """A snapshot read of small base files: one GET each, no open for ranges (a HEAD, then GETs
+    for the footer and the columns); above the size limit, ranges as before."""
+    from airflow_lake.core.formats import parquet
+
+    table = Table.create(s3_table, name="t", record_key="id", partition_fields="p", storage_options=s3_options)
+    table.write(pa.table({"id": [1, 2, 3], "p": ["x", "y", "x"], "v": ["a", "b", "c"]}), operation="insert")
+    table.storage.calls.clear()
+    assert rows(table.read(), ["id", "v"]) == [(1, "a"), (2, "b"), (3, "c")]
+    assert table.storage.calls["open"] == 0 and table.storage.calls["get"] >= 2, table.storage.calls
+    monkeypatch.setattr(parquet, "WHOLE_READ_BYTES", 0)
+    table.storage.calls.clear()
+    assert rows(table.read(columns=["id", "v"]), ["id", "v"]) == [(1, "a"), (2, "b"), (3, "c")]
+    assert table.storage.calls["open"] >= 2, table.storage.calls
+
+
 def test_a_process_without_boto3_reads_and_deletes_through_pyarrow(s3_table, s3_options, monkeypatch):
     """A Spark executor without boto3 gets the table's storage from a driver that has it."""
     import pickle

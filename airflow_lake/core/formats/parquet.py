@@ -166,13 +166,23 @@ def prior_keys(storage: Storage, path: str, count: int, settings: BloomSettings)
     return PriorKeys(bloom, count, footer.get(MIN_KEY), footer.get(MAX_KEY))
 
 
-def read_base_file(storage: Storage, path: str, columns: list[str] | None = None) -> pa.Table:
+# a base file up to this size whose size the caller knows is read whole in one request where
+# that is one request (S3): a footer and a data open cost a HEAD and one or more GETs each
+WHOLE_READ_BYTES = 16 << 20
+
+
+def read_base_file(storage: Storage, path: str, columns: list[str] | None = None, *,
+                   size: int | None = None) -> pa.Table:
     """Read a base file, only the `columns` it has (None: all). A damaged file is an
     `InvalidTableError` naming it; a missing one stays `FileNotFoundError`. Lance base files
-    (Hudi 1.1) are read by `formats.lance`."""
+    (Hudi 1.1) are read by `formats.lance`. `size`: the file's size, when the listing gave it."""
     if path.endswith(LANCE_EXTENSION):
         return read_lance_file(storage, path, columns)
     try:
+        if size is not None and size <= WHOLE_READ_BYTES and storage.one_request_reads:
+            pf = pq.ParquetFile(pa.BufferReader(storage.read(path)))
+            names = set(pf.schema_arrow.names)
+            return pf.read(columns=None if columns is None else [c for c in columns if c in names])
         entry = FOOTERS.entry(storage, path)
         with storage.open_input(path) as f:
             pf = pq.ParquetFile(f, metadata=entry["metadata"])
