@@ -7,6 +7,7 @@ import os
 import zipfile
 
 import pyarrow as pa
+import pytest
 
 from airflow_lake.spark.pythonpath import prefer_installed_pyspark
 from airflow_lake.spark.session import LOCAL_DAEMON
@@ -88,3 +89,51 @@ def test_an_installed_module_is_found_outside_the_zips_and_the_script_folder(tmp
     assert _installed_module_file("somepkg.mod") is None
     monkeypatch.setenv("PYTHONPATH", str(tmp_path / "script"))  # inherited by local workers
     assert _installed_module_file("somepkg.mod") == str(fake / "mod.py")
+
+
+def test_a_reused_worker_freezes_what_outlives_a_task_after_collecting_its_garbage():
+    import gc
+    import weakref
+
+    from airflow_lake.spark.daemon import freezing
+
+    class Node:
+        pass
+
+    kept: list = []
+    cycles: list = []
+
+    def task(sock, authenticated):
+        a, b = Node(), Node()
+        a.other, b.other = b, a  # garbage once the task returns: only the collector frees it
+        cycles.append(weakref.ref(a))
+        kept.append(Node())
+        if sock == "fail":
+            raise RuntimeError("task failed")
+        return 0
+
+    before = gc.get_freeze_count()
+    try:
+        assert freezing(task)("sock", True) == 0
+        assert cycles[-1]() is None  # the task's garbage was collected first
+        assert gc.get_freeze_count() > before and not gc.is_finalized(kept[-1])
+        frozen = gc.get_freeze_count()
+        with pytest.raises(RuntimeError, match="task failed"):
+            freezing(task)("fail", True)
+        assert gc.get_freeze_count() == frozen  # (a worker whose task failed exits)
+    finally:
+        gc.unfreeze()
+
+
+def _freeze_count(batches):
+    import gc
+
+    for batch in batches:
+        yield pa.RecordBatch.from_pydict({"frozen": [gc.get_freeze_count()] * batch.num_rows})
+
+
+def test_local_executors_collect_only_what_the_last_task_made(spark):
+    # pyspark's daemon collects after every task of a reused worker; ours freezes what survives
+    # first, so the workers' modules are not walked again each time (measured: 12 ms a task)
+    counts = spark.range(16, numPartitions=8).mapInArrow(_freeze_count, "frozen long").collect()
+    assert max(r[0] for r in counts) > 10_000, counts  # the imported modules' objects, frozen
