@@ -23,6 +23,15 @@ def test_core_imports_neither_airflow_nor_pyspark():
     assert proc.returncode == 0, f"core imported: {proc.stdout} {proc.stderr}"
 
 
+def test_the_core_and_the_command_line_start_without_pandas():
+    """Importing pandas costs a process about 0.25 s of CPU (pyarrow's dataset module imports
+    it): the core, the command line and the jobs' driver module start without it."""
+    code = ("import sys, airflow_lake.core, airflow_lake.core.table, airflow_lake.cli, airflow_lake.spark.job;"
+            "sys.exit(1 if 'pandas' in sys.modules else 0)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, f"pandas was imported {proc.stderr}"
+
+
 def test_the_hook_imports_no_pyspark():
     """The Airflow worker builds spark-submit commands (job paths, the package zip, the
     driver's start-up options) without importing pyspark; `airflow_lake.spark`'s names still
