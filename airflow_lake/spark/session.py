@@ -8,7 +8,7 @@ import shutil
 import site
 import sys
 
-from pyspark import SparkConf
+from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
 
 DEFAULT_MASTER = "local[*]"
@@ -38,22 +38,40 @@ def session(app_name: str, conf: dict[str, str] | None = None) -> SparkSession:
     if active is not None:
         return active
     builder = SparkSession.builder.appName(app_name)
-    settings = dict(conf or {})
-    if "spark.master" not in settings and not _submitted_master():
-        settings["spark.master"] = DEFAULT_MASTER
-    submitted = SparkConf()  # what spark-submit was given (empty without it)
-    master = settings.get("spark.master") or submitted.get("spark.master", DEFAULT_MASTER)
-    executor_python = settings.get(PYTHON_KEY) or submitted.get(PYTHON_KEY, None)
-    if DAEMON_KEY not in settings and not submitted.contains(DAEMON_KEY) \
-            and _local_daemon_possible(master, executor_python):
-        settings[DAEMON_KEY] = LOCAL_DAEMON
-    for key, value in settings.items():
+    for key, value in session_settings(conf).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     for key, value in SQL_DEFAULTS.items():  # only where neither spark-submit nor `conf` set them
         if spark.conf.get(key, None) is None:
             spark.conf.set(key, value)
     return spark
+
+
+def session_settings(conf: dict[str, str] | None = None) -> dict[str, str]:
+    """What a new session is built with: `conf`; `local[*]` when neither `conf` nor spark-submit
+    chose a master; the local daemon module (`LOCAL_DAEMON`) when the executors run here in this
+    Python and neither set one."""
+    settings = dict(conf or {})
+    if "spark.master" not in settings and not _submitted_master():
+        settings["spark.master"] = DEFAULT_MASTER
+    submitted = submitted_conf()
+    master = settings.get("spark.master") or submitted.get("spark.master", None)  # None: chosen, not known
+    executor_python = settings.get(PYTHON_KEY) or submitted.get(PYTHON_KEY, None)
+    if DAEMON_KEY not in settings and not submitted.contains(DAEMON_KEY) and master is not None \
+            and _local_daemon_possible(master, executor_python):
+        settings[DAEMON_KEY] = LOCAL_DAEMON
+    return settings
+
+
+def submitted_conf() -> SparkConf:
+    """The settings spark-submit gave this driver (master, deploy mode, `--conf`s), read from
+    the JVM spark-submit started, without starting a SparkContext; empty when this Python was
+    not started by spark-submit (a JVM launched here later gets the session's own settings)."""
+    if os.environ.get("PYSPARK_GATEWAY_PORT"):
+        # (SparkConf reads the JVM's settings only once pyspark has joined its gateway, which
+        # otherwise happens when the SparkContext starts: too late for the settings chosen here)
+        SparkContext._ensure_initialized()
+    return SparkConf()
 
 
 def _local_daemon_possible(master: str, executor_python: str | None = None) -> bool:

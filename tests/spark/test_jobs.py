@@ -166,15 +166,21 @@ def test_compaction_jobs_on_a_table_with_nothing_to_do(spark, table_path):
 
 
 # -- real spark-submit runs ----------------------------------------------------------------
-def spark_submit(name: str, *args: str, master: str = "local[2]", env: dict[str, str] | None = None,
-                 probe: bool = False, timeout: float = 900) -> subprocess.CompletedProcess:
-    """`spark-submit --master M --py-files <zip> <job file> ARGS`, running this checkout; with
-    `probe`, the job runs under `driver_probe.py` (configured by `env`)."""
+def spark_binary() -> Path:
+    """This environment's `spark-submit`."""
     binary = Path(sys.executable).parent / "spark-submit"
     if not binary.exists():
         import pyspark
 
         binary = Path(pyspark.__file__).parent / "bin" / "spark-submit"
+    return binary
+
+
+def spark_submit(name: str, *args: str, master: str = "local[2]", env: dict[str, str] | None = None,
+                 probe: bool = False, timeout: float = 900) -> subprocess.CompletedProcess:
+    """`spark-submit --master M --py-files <zip> <job file> ARGS`, running this checkout; with
+    `probe`, the job runs under `driver_probe.py` (configured by `env`)."""
+    binary = spark_binary()
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1",
            "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
            **(env or {})}

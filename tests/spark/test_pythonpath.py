@@ -3,7 +3,10 @@ the same code (the driver by `prefer_installed_pyspark`, local executors by the 
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 import zipfile
 
 import pyarrow as pa
@@ -74,6 +77,34 @@ def test_the_daemon_module_only_where_the_executors_run_this_python(monkeypatch)
     assert not _local_daemon_possible("local[2]", "/usr/bin/python3-other")  # spark.pyspark.python
     monkeypatch.setenv("PYSPARK_PYTHON", "/usr/bin/python3-other")
     assert not _local_daemon_possible("local[*]")
+
+
+SETTINGS_SCRIPT = """
+import json
+from airflow_lake.spark.session import DAEMON_KEY, session_settings
+print(json.dumps(session_settings().get(DAEMON_KEY)))
+"""
+
+
+@pytest.mark.parametrize(("submitted", "daemon"), [
+    (["--master", "local[2]"], LOCAL_DAEMON),
+    (["--master", "spark://127.0.0.1:7077"], None),  # executors elsewhere
+    (["--master", "local[2]", "--conf", "spark.pyspark.python=/usr/bin/python3-other",
+      "--conf", f"spark.pyspark.driver.python={sys.executable}"], None),
+    (["--master", "local[2]", "--conf", "spark.python.daemon.module=pyspark.daemon"], None),  # (theirs stays)
+], ids=["local", "cluster", "other-executor-python", "own-daemon"])
+def test_the_daemon_module_follows_what_spark_submit_was_given(tmp_path, submitted, daemon):
+    from tests.conftest import REPO
+    from tests.spark.test_jobs import spark_binary
+
+    script = tmp_path / "settings.py"
+    script.write_text(SETTINGS_SCRIPT)
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1",
+           "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+    proc = subprocess.run([str(spark_binary()), *submitted, str(script)], env=env, capture_output=True, text=True,
+                          timeout=300)  # (no SparkContext starts: it reads the settings only)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads(proc.stdout.splitlines()[-1]) == daemon
 
 
 def test_an_installed_module_is_found_outside_the_zips_and_the_script_folder(tmp_path, monkeypatch):
