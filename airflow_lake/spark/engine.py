@@ -25,12 +25,28 @@ class SparkEngine:
     """Runs each task value as one Spark task (one partition per value, so every executor
     core takes work). Task values and results must be small: file-group operations, file
     paths, write stats; rows never travel through the driver. While a map runs, its tasks
-    done / total are logged at INFO every `progress_seconds` (from Spark's status tracker)."""
+    done / total are logged at INFO every `progress_seconds` (from Spark's status tracker).
 
-    def __init__(self, spark: SparkSession, parallelism: int = 0, progress_seconds: float = 10.0):
-        self.spark = spark
+    `spark` may be a function that starts the session: it is called when the engine first needs
+    Spark, so work done on the driver alone (planning, the timeline) starts no SparkContext."""
+
+    def __init__(self, spark: SparkSession | Callable[[], SparkSession], parallelism: int = 0,
+                 progress_seconds: float = 10.0):
+        self._spark, self._start = (spark, None) if isinstance(spark, SparkSession) else (None, spark)
         self.parallelism = parallelism
         self.progress_seconds = progress_seconds
+
+    @property
+    def spark(self) -> SparkSession:
+        """The session (started now if it was left to the first use)."""
+        if self._spark is None:
+            self._spark = self._start()
+        return self._spark
+
+    @property
+    def started(self) -> bool:
+        """Whether the engine has its session (given, or started by a use)."""
+        return self._spark is not None
 
     def map(self, fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
         """Apply `fn` to every item in executors; results in item order."""

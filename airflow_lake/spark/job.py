@@ -122,16 +122,30 @@ class JobRun:
         return {TOKEN_KEY: self.token} if self.token else None
 
     def open_table(self) -> Table:
-        """Build (or join) the SparkSession and open the table on a `SparkEngine`."""
-        from airflow_lake.spark import SparkEngine, session  # pyspark: only once the arguments are good
+        """Open the table on a `SparkEngine` whose session (built, or joined) starts when the job
+        first needs executors, where `may_defer_session` allows: a job with nothing to do, or
+        working on the timeline alone (archive, a compaction plan, a savepoint), starts none."""
+        from airflow_lake.spark import SparkEngine  # pyspark: only once the arguments are good
+        from airflow_lake.spark.session import may_defer_session
 
-        log.info("%s: starting the Spark session", self.job)
-        spark = session(f"airflow-lake {self.job}")
+        engine = SparkEngine(self.start_session)
+        if not may_defer_session():
+            engine.spark  # noqa: B018 - started now
         log.info("%s: opening table %s", self.job, self.table_uri)
         table = Table.open(self.table_uri, options=self.table_options, storage_options=self.storage_options,
-                           engine=SparkEngine(spark))
+                           engine=engine)
         log.info("%s: table %s is %s %s", self.job, table.storage.uri, table.config.table_type, table.config.name)
         return table
+
+    def start_session(self):
+        """Build (or join) the job's SparkSession."""
+        from pyspark.sql import SparkSession
+
+        from airflow_lake.spark import session
+
+        if SparkSession.getActiveSession() is None:
+            log.info("%s: starting the Spark session", self.job)
+        return session(f"airflow-lake {self.job}")
 
     def result(self, *, instant: str | None, action: str | None, operation: str, files_written: int = 0,
                inserts: int = 0, updates: int = 0, deletes: int = 0, **figures: Any) -> dict[str, Any]:

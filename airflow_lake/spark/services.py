@@ -163,11 +163,10 @@ def source_format(source: str, given: str | None) -> str:
 
 def upsert(run: JobRun) -> dict[str, Any]:
     """Write `--source` to the table with `--operation` (creating it with `--create-if-missing`)."""
-    from airflow_lake.spark import session
     from airflow_lake.spark.sources import read_source
 
     a = run.args
-    spark = session("airflow-lake upsert")
+    spark = run.start_session()
     created = False
     settings = {"name": a.table_name, "table_type": a.table_type, "record_key": a.record_key,
                 "precombine_field": a.precombine_field, "partition_fields": a.partition_fields,

@@ -11,6 +11,8 @@ import sys
 from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
 
+from .startup import ARCHIVE_AT_EXIT, DRIVER_OPTION_KEYS
+
 DEFAULT_MASTER = "local[*]"
 # local masters: the executors' Python workers start on the installed, compiled pyspark
 DAEMON_KEY = "spark.python.daemon.module"
@@ -72,6 +74,21 @@ def submitted_conf() -> SparkConf:
         # otherwise happens when the SparkContext starts: too late for the settings chosen here)
         SparkContext._ensure_initialized()
     return SparkConf()
+
+
+def may_defer_session() -> bool:
+    """Whether a job may start its SparkContext only when it first needs executors (a job
+    that finds nothing to do, or works on the timeline alone, then starts none): not when a
+    session is already active, nor for a cluster-mode driver (YARN fails an application whose
+    driver starts none), nor when the driver's JVM writes the class-data archive at exit (it
+    must hold the classes a session loads: `startup`)."""
+    if SparkSession.getActiveSession() is not None:
+        return False
+    submitted = submitted_conf()
+    if submitted.get("spark.submit.deployMode", "client") != "client":
+        return False
+    java_options = " ".join(submitted.get(key, "") for key in DRIVER_OPTION_KEYS)
+    return ARCHIVE_AT_EXIT not in java_options
 
 
 def _local_daemon_possible(master: str, executor_python: str | None = None) -> bool:

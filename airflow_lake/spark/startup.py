@@ -34,6 +34,7 @@ from pathlib import Path
 QUICK_JIT = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
 JVM_LOG = ("-Xlog:disable", "-Xlog:all=warning,cds*=off:stderr")  # stdout stays the job's
 DRIVER_OPTION_KEYS = ("spark.driver.extraJavaOptions", "spark.driver.defaultJavaOptions")
+ARCHIVE_AT_EXIT = "-XX:ArchiveClassesAtExit"
 KEEP_ARCHIVES = 2
 
 
@@ -152,7 +153,7 @@ def driver_startup(*, archive: bool = True, create: bool = True, env: Mapping[st
     except OSError:  # no writable cache: start without an archive
         return DriverStartup(" ".join(options))
     writing = target.parent / f".{target.name}.{uuid.uuid4().hex}.tmp"
-    return DriverStartup(" ".join([*options, f"-XX:ArchiveClassesAtExit={writing}"]), target, writing)
+    return DriverStartup(" ".join([*options, f"{ARCHIVE_AT_EXIT}={writing}"]), target, writing)
 
 
 def user_java_options(conf: dict[str, object], defaults_file: str | None = None) -> str | None:
@@ -199,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     target = archive_path()
     if "--create" in args and startup.archive is None and target is not None:
         target.parent.mkdir(parents=True, exist_ok=True)
-        options += f" -XX:ArchiveClassesAtExit={target}"
+        options += f" {ARCHIVE_AT_EXIT}={target}"
     print(options)
     return 0
 

@@ -166,6 +166,11 @@ def test_compaction_jobs_on_a_table_with_nothing_to_do(spark, table_path):
 
 
 # -- real spark-submit runs ----------------------------------------------------------------
+# what Spark logs when a SparkContext starts (a job that finds its work done, or works on the
+# timeline alone, starts none)
+SPARK_CONTEXT_STARTS = "SparkContext: Running Spark version"
+
+
 def spark_binary() -> Path:
     """This environment's `spark-submit`."""
     binary = Path(sys.executable).parent / "spark-submit"
@@ -208,9 +213,13 @@ def last_json(proc: subprocess.CompletedProcess) -> dict:
 def test_spark_submit_schedule_execute_resubmit_and_fail(table_path):
     t = mor(table_path)
     before = rows(t.read(), COLS)
-    planned = last_json(spark_submit("compaction_schedule", "--table", table_path, "--run-token", "dag/run/schedule"))
+    scheduling = spark_submit("compaction_schedule", "--table", table_path, "--run-token", "dag/run/schedule")
+    planned = last_json(scheduling)
     assert planned["instant"] and planned["action"] == "compaction" and planned["file_groups"] == 3
-    done = last_json(spark_submit("compaction_execute", "--table", table_path, "--run-token", "dag/run/execute"))
+    assert SPARK_CONTEXT_STARTS not in scheduling.stderr  # a plan is the timeline's: no executors needed
+    executing = spark_submit("compaction_execute", "--table", table_path, "--run-token", "dag/run/execute")
+    assert SPARK_CONTEXT_STARTS in executing.stderr
+    done = last_json(executing)
     assert done["instant"] == planned["instant"] and done["action"] == "commit" and done["operation"] == "compact"
     assert done["files_written"] == 3 and done["records_written"] == 29 and not done["already_done"]
     assert {k: done[k] for k in ("inserts", "updates", "deletes")} == {"inserts": 0, "updates": 0, "deletes": 0}
@@ -218,8 +227,10 @@ def test_spark_submit_schedule_execute_resubmit_and_fail(table_path):
     assert rows(hudi_read(table_path, **{"hoodie.read.use.read_optimized.mode": "true"}), COLS) == before
     files = sorted(os.listdir(f"{table_path}/.hoodie")), sorted(os.listdir(f"{table_path}/a"))
     # the task is retried: the same run token finds the compaction it committed
-    again = last_json(spark_submit("compaction_execute", "--table", table_path, "--run-token", "dag/run/execute"))
+    retried = spark_submit("compaction_execute", "--table", table_path, "--run-token", "dag/run/execute")
+    again = last_json(retried)
     assert again["instant"] == done["instant"] and again["already_done"] and again["files_written"] == 3
+    assert SPARK_CONTEXT_STARTS not in retried.stderr
     assert (sorted(os.listdir(f"{table_path}/.hoodie")), sorted(os.listdir(f"{table_path}/a"))) == files
     # a plan that does not exist: non-zero exit, one line naming table and instant, last
     failed = spark_submit("compaction_execute", "--table", table_path, "--instant", "20200101000000000")

@@ -19,7 +19,7 @@ from airflow_lake.spark.startup import (
 )
 from tests.conftest import hudi_read, rows
 from tests.core.test_lifecycle import cow
-from tests.spark.test_jobs import last_json, spark_submit
+from tests.spark.test_jobs import SPARK_CONTEXT_STARTS, last_json, spark_submit
 
 COLS = ["id", "ts", "part", "v"]
 
@@ -122,8 +122,12 @@ def test_real_jobs_write_then_use_the_archive(tmp_path, cache):
     path = str(tmp_path / "t")
     expected = rows(cow(path).read(), COLS)
     target = archive_path()
-    first = last_json(spark_submit("archive", "--table", path))
+    writing = spark_submit("archive", "--table", path)
+    first = last_json(writing)
     assert first["job"] == "archive" and target.is_file() and target.stat().st_size > 10_000_000
+    # a job on the timeline alone starts no SparkContext, except the one writing the archive: it
+    # must hold the classes a session loads
+    assert SPARK_CONTEXT_STARTS in writing.stderr
     assert [p.name for p in cache.iterdir()] == [target.name]  # no temporary file left
     second = last_json(spark_submit("clean", "--table", path))
     assert second["job"] == "clean"
