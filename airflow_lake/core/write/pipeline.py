@@ -293,7 +293,8 @@ def _route_keys(ops: FrameOps, table, client: WriteClient, keyed, view: FileSyst
             rows = ops.move(rows, rule.moved, ordering_column(cfg.ordering_fields) if operation != "delete" else None)
     else:
         rows = ops.filter(ops.untagged(keyed), ~ops.columns.col(DEL))
-    rows = ops.insert_spread(rows)
+    rows = ops.cache(ops.insert_spread(rows))
+    cached.append(rows)
     sizing = Sizing(table.option(WriteOptions.MAX_FILE_SIZE), table.option(WriteOptions.SMALL_FILE_LIMIT),
                     client.record_size_estimate(timeline))
     plan = plan_key_groups(view, ops.location_counts(rows), sizing, is_mor=cfg.is_mor, overwrite=replaced is not None)
