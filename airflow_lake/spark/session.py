@@ -25,6 +25,13 @@ SQL_DEFAULTS = {
     # spark.sql.shuffle.partitions (200) tasks
     "spark.sql.optimizer.canChangeCachedPlanOutputPartitioning": "true",
 }
+# static settings (fixed when the session starts), where neither `conf` nor spark-submit set them
+STATIC_DEFAULTS = {
+    # pyspark records the Python call site of every column function through the JVM (six round
+    # trips and a stack walk each: a write builds hundreds), for error messages about DataFrames
+    # a user builds; the write's own frames need none (a small write: 1,380 round trips, 880 after)
+    "spark.python.sql.dataFrameDebugging.enabled": "false",
+}
 
 
 def session(app_name: str, conf: dict[str, str] | None = None) -> SparkSession:
@@ -52,7 +59,7 @@ def session(app_name: str, conf: dict[str, str] | None = None) -> SparkSession:
 def session_settings(conf: dict[str, str] | None = None) -> dict[str, str]:
     """What a new session is built with: `conf`; `local[*]` when neither `conf` nor spark-submit
     chose a master; the local daemon module (`LOCAL_DAEMON`) when the executors run here in this
-    Python and neither set one."""
+    Python and neither set one; `STATIC_DEFAULTS` where neither set them."""
     settings = dict(conf or {})
     if "spark.master" not in settings and not _submitted_master():
         settings["spark.master"] = DEFAULT_MASTER
@@ -62,6 +69,9 @@ def session_settings(conf: dict[str, str] | None = None) -> dict[str, str]:
     if DAEMON_KEY not in settings and not submitted.contains(DAEMON_KEY) and master is not None \
             and _local_daemon_possible(master, executor_python):
         settings[DAEMON_KEY] = LOCAL_DAEMON
+    for key, value in STATIC_DEFAULTS.items():
+        if key not in settings and not submitted.contains(key):
+            settings[key] = value
     return settings
 
 

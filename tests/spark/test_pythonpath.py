@@ -82,7 +82,8 @@ def test_the_daemon_module_only_where_the_executors_run_this_python(monkeypatch)
 SETTINGS_SCRIPT = """
 import json
 from airflow_lake.spark.session import DAEMON_KEY, session_settings
-print(json.dumps(session_settings().get(DAEMON_KEY)))
+settings = session_settings()
+print(json.dumps([settings.get(DAEMON_KEY), settings.get("spark.python.sql.dataFrameDebugging.enabled")]))
 """
 
 
@@ -93,7 +94,9 @@ print(json.dumps(session_settings().get(DAEMON_KEY)))
       "--conf", f"spark.pyspark.driver.python={sys.executable}"], None),
     (["--master", "local[2]", "--conf", "spark.python.daemon.module=pyspark.daemon"], None),  # (theirs stays)
 ], ids=["local", "cluster", "other-executor-python", "own-daemon"])
-def test_the_daemon_module_follows_what_spark_submit_was_given(tmp_path, submitted, daemon):
+def test_the_settings_follow_what_spark_submit_was_given(tmp_path, submitted, daemon):
+    """The local daemon module where spark-submit's master and executor Python allow it; pyspark's
+    DataFrame debugging (a JVM round trip per column function) off, unless spark-submit set it."""
     from tests.conftest import REPO
     from tests.spark.test_jobs import spark_binary
 
@@ -104,7 +107,12 @@ def test_the_daemon_module_follows_what_spark_submit_was_given(tmp_path, submitt
     proc = subprocess.run([str(spark_binary()), *submitted, str(script)], env=env, capture_output=True, text=True,
                           timeout=300)  # (no SparkContext starts: it reads the settings only)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert json.loads(proc.stdout.splitlines()[-1]) == daemon
+    assert json.loads(proc.stdout.splitlines()[-1]) == [daemon, "false"]
+    if daemon is None:
+        return
+    own = subprocess.run([str(spark_binary()), *submitted, "--conf", "spark.python.sql.dataFrameDebugging.enabled=true",
+                          str(script)], env=env, capture_output=True, text=True, timeout=300)
+    assert json.loads(own.stdout.splitlines()[-1]) == [daemon, None]  # theirs stays
 
 
 def test_an_installed_module_is_found_outside_the_zips_and_the_script_folder(tmp_path, monkeypatch):
