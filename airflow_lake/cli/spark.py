@@ -66,7 +66,7 @@ def submit(job: str, table: str, args: list[str], options: dict[str, str], *, ma
     # a driver on this machine starts as the provider's do (quick JIT, the class-data archive)
     # unless the user set its Java options
     key = user_java_options(settings) if settings.get("spark.submit.deployMode", "client") == "client" else None
-    startup = driver_startup(env=env) if key is not None else None
+    startup = driver_startup(env=env, job=job) if key is not None else None
     if startup is not None:
         command += ["--conf", f"{key}={startup.java_options}"]
     command += ["--py-files", str(package_zip()), str(job_path(job)), "--table", table, *args]

@@ -180,7 +180,7 @@ class LakeHook(BaseHook):
         argv += ["--result-file", str(submission.result_file)]
         key = user_java_options(conf, extra.get("properties_file")) if fast_start else None
         if key is not None:
-            submission.startup = driver_startup(env={**os.environ, **submission.env})
+            submission.startup = driver_startup(env={**os.environ, **submission.env}, job=job)
             conf[key] = submission.startup.java_options
         return submission
 

@@ -190,7 +190,7 @@ def spark_submit(name: str, *args: str, master: str = "local[2]", env: dict[str,
            "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
            **(env or {})}
     script = [str(Path(__file__).with_name("driver_probe.py")), name] if probe else [str(job_path(name))]
-    startup = driver_startup(env=env)  # the driver JVM options the hook gives (class-data archive included)
+    startup = driver_startup(env=env, job=name)  # the driver JVM options the hook gives (class-data archive included)
     command = [str(binary), "--master", master, "--conf", "spark.ui.enabled=false",
                "--conf", f"spark.driver.extraJavaOptions={startup.java_options}",
                "--py-files", str(package_zip()), *script, *args]

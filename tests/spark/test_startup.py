@@ -45,6 +45,26 @@ def test_first_run_writes_the_archive_then_later_runs_map_it(cache):
     assert target.read_bytes() == b"archive"
 
 
+def test_other_jobs_write_and_map_a_partial_archive_until_an_upsert_writes_the_full_one(cache):
+    """An upsert's JVM loads the most classes (Spark SQL, Arrow, the Python runner): its archive
+    serves every job; before one has run, the first other job's (partial) archive serves the
+    others, and the first upsert writes the full one, replacing it."""
+    full, partial = archive_path(), archive_path(partial=True)
+    clean = driver_startup(job="clean")
+    assert clean.archive == partial and f"-XX:ArchiveClassesAtExit={clean.writing}" in clean.java_options
+    clean.writing.write_bytes(b"partial")
+    clean.finish(ok=True)
+    archive = driver_startup(job="archive")
+    assert archive.writing is None and archive.java_options.endswith(f"-XX:SharedArchiveFile={partial}")
+    upsert = driver_startup(job="upsert")  # writes the full one, starting without the partial
+    assert upsert.archive == full and "SharedArchiveFile" not in upsert.java_options
+    upsert.writing.write_bytes(b"full")
+    upsert.finish(ok=True)
+    assert [p.name for p in cache.iterdir()] == [full.name]  # the partial one is gone
+    for job in ("clean", "upsert", None):
+        assert driver_startup(job=job).java_options.endswith(f"-XX:SharedArchiveFile={full}")
+
+
 def test_a_failed_run_leaves_no_archive_and_old_archives_are_pruned(cache):
     failed = driver_startup()
     failed.writing.write_bytes(b"half")
@@ -124,13 +144,15 @@ def test_real_jobs_write_then_use_the_archive(tmp_path, cache):
     target = archive_path()
     writing = spark_submit("archive", "--table", path)
     first = last_json(writing)
-    assert first["job"] == "archive" and target.is_file() and target.stat().st_size > 10_000_000
+    partial = archive_path(partial=True)  # (until an upsert writes the full one)
+    assert first["job"] == "archive" and partial.is_file() and partial.stat().st_size > 10_000_000
     # a job on the timeline alone starts no SparkContext, except the one writing the archive: it
     # must hold the classes a session loads
     assert SPARK_CONTEXT_STARTS in writing.stderr
-    assert [p.name for p in cache.iterdir()] == [target.name]  # no temporary file left
+    assert [p.name for p in cache.iterdir()] == [partial.name]  # no temporary file left
     second = last_json(spark_submit("clean", "--table", path))
     assert second["job"] == "clean"
+    partial.rename(target)  # (as if an upsert had written it)
     target.chmod(0o644)
     target.write_bytes(b"damaged")
     assert last_json(spark_submit("clean", "--table", path))["job"] == "clean"
