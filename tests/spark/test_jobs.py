@@ -182,15 +182,18 @@ def spark_binary() -> Path:
 
 
 def spark_submit(name: str, *args: str, master: str = "local[2]", env: dict[str, str] | None = None,
-                 probe: bool = False, timeout: float = 900) -> subprocess.CompletedProcess:
+                 probe: bool = False, timeout: float = 900, write_archive: bool = True) -> subprocess.CompletedProcess:
     """`spark-submit --master M --py-files <zip> <job file> ARGS`, running this checkout; with
-    `probe`, the job runs under `driver_probe.py` (configured by `env`)."""
+    `probe`, the job runs under `driver_probe.py` (configured by `env`). Without `write_archive`
+    the job maps the class-data archive if there is one but never writes it (a job writing it
+    starts a SparkContext in any case)."""
     binary = spark_binary()
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1",
            "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
            **(env or {})}
     script = [str(Path(__file__).with_name("driver_probe.py")), name] if probe else [str(job_path(name))]
-    startup = driver_startup(env=env, job=name)  # the driver JVM options the hook gives (class-data archive included)
+    # the driver JVM options the hook gives (class-data archive included)
+    startup = driver_startup(env=env, job=name, create=write_archive)
     command = [str(binary), "--master", master, "--conf", "spark.ui.enabled=false",
                "--conf", f"spark.driver.extraJavaOptions={startup.java_options}",
                "--py-files", str(package_zip()), *script, *args]
@@ -213,7 +216,8 @@ def last_json(proc: subprocess.CompletedProcess) -> dict:
 def test_spark_submit_schedule_execute_resubmit_and_fail(table_path):
     t = mor(table_path)
     before = rows(t.read(), COLS)
-    scheduling = spark_submit("compaction_schedule", "--table", table_path, "--run-token", "dag/run/schedule")
+    scheduling = spark_submit("compaction_schedule", "--table", table_path, "--run-token", "dag/run/schedule",
+                              write_archive=False)
     planned = last_json(scheduling)
     assert planned["instant"] and planned["action"] == "compaction" and planned["file_groups"] == 3
     assert SPARK_CONTEXT_STARTS not in scheduling.stderr  # a plan is the timeline's: no executors needed
@@ -227,7 +231,8 @@ def test_spark_submit_schedule_execute_resubmit_and_fail(table_path):
     assert rows(hudi_read(table_path, **{"hoodie.read.use.read_optimized.mode": "true"}), COLS) == before
     files = sorted(os.listdir(f"{table_path}/.hoodie")), sorted(os.listdir(f"{table_path}/a"))
     # the task is retried: the same run token finds the compaction it committed
-    retried = spark_submit("compaction_execute", "--table", table_path, "--run-token", "dag/run/execute")
+    retried = spark_submit("compaction_execute", "--table", table_path, "--run-token", "dag/run/execute",
+                           write_archive=False)
     again = last_json(retried)
     assert again["instant"] == done["instant"] and again["already_done"] and again["files_written"] == 3
     assert SPARK_CONTEXT_STARTS not in retried.stderr
