@@ -43,11 +43,6 @@ class SparkEngine:
             self._spark = self._start()
         return self._spark
 
-    @property
-    def started(self) -> bool:
-        """Whether the engine has its session (given, or started by a use)."""
-        return self._spark is not None
-
     def map(self, fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
         """Apply `fn` to every item in executors; results in item order."""
         items = list(items)
