@@ -186,6 +186,11 @@ class LakeInstantTrigger(BaseTrigger):
                                      "wait until one is created)")
         try:
             return watch.observe(baseline)
+        except TableNotFoundError:  # a table being created: its .hoodie before its hoodie.properties
+            if not self.wait_for_table:
+                raise
+            self.log.info("table %s: no table yet (wait_for_table): polling", table)
+            return None
         except InstantNotFoundError as e:  # archived or rolled back while listed: look again
             self.log.info("table %s: timeline changed while reading (%s); polling again", table, e)
             return None

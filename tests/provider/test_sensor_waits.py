@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import socket
 import struct
 import threading
@@ -262,6 +263,11 @@ def test_wait_for_table_in_the_trigger(table_path):
         while len(scans) < 3:  # the trigger looked several times and is still waiting
             await asyncio.sleep(0.01)
         assert not waiting.done()
+        # a table being created: its .hoodie folder exists before its hoodie.properties
+        os.makedirs(os.path.join(table_path, ".hoodie"))
+        while len(scans) < 6 and not waiting.done():
+            await asyncio.sleep(0.01)
+        assert not waiting.done(), waiting.result()
 
         def create():
             t = Table.create(table_path, name="t", record_key="id")
