@@ -181,6 +181,13 @@ def spark_binary() -> Path:
     return binary
 
 
+def submit_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """spark-submit's environment for this checkout: this Python for driver and executors."""
+    return {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1",
+            "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+            **(extra or {})}
+
+
 def spark_submit(name: str, *args: str, master: str = "local[2]", env: dict[str, str] | None = None,
                  probe: bool = False, timeout: float = 900, write_archive: bool = True) -> subprocess.CompletedProcess:
     """`spark-submit --master M --py-files <zip> <job file> ARGS`, running this checkout; with
@@ -188,9 +195,7 @@ def spark_submit(name: str, *args: str, master: str = "local[2]", env: dict[str,
     the job maps the class-data archive if there is one but never writes it (a job writing it
     starts a SparkContext in any case)."""
     binary = spark_binary()
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1",
-           "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
-           **(env or {})}
+    env = submit_env(env)
     script = [str(Path(__file__).with_name("driver_probe.py")), name] if probe else [str(job_path(name))]
     # the driver JVM options the hook gives (class-data archive included)
     startup = driver_startup(env=env, job=name, create=write_archive)

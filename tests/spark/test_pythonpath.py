@@ -97,13 +97,11 @@ print(json.dumps([settings.get(DAEMON_KEY), settings.get("spark.python.sql.dataF
 def test_the_settings_follow_what_spark_submit_was_given(tmp_path, submitted, daemon):
     """The local daemon module where spark-submit's master and executor Python allow it; pyspark's
     DataFrame debugging (a JVM round trip per column function) off, unless spark-submit set it."""
-    from tests.conftest import REPO
-    from tests.spark.test_jobs import spark_binary
+    from tests.spark.test_jobs import spark_binary, submit_env
 
     script = tmp_path / "settings.py"
     script.write_text(SETTINGS_SCRIPT)
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1",
-           "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+    env = submit_env()
     proc = subprocess.run([str(spark_binary()), *submitted, str(script)], env=env, capture_output=True, text=True,
                           timeout=300)  # (no SparkContext starts: it reads the settings only)
     assert proc.returncode == 0, proc.stderr[-3000:]
