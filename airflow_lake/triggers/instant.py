@@ -178,17 +178,11 @@ class LakeInstantTrigger(BaseTrigger):
     def _observe(self, table: str, watch: TimelineWatch, baseline: Baseline):
         """One scan (in a thread): the observation, or None for "look again" (no table yet
         under `wait_for_table`, a timeline file gone while read)."""
-        if not watch.storage.exists(".hoodie"):
-            if self.wait_for_table:
-                self.log.info("table %s: no table yet (wait_for_table): polling", table)
-                return None
-            raise TableNotFoundError(f"{table} is not a Hudi table: no .hoodie folder (pass wait_for_table=True to "
-                                     "wait until one is created)")
         try:
             return watch.observe(baseline)
-        except TableNotFoundError:  # a table being created: its .hoodie before its hoodie.properties
+        except TableNotFoundError as e:  # (also a table being created: its .hoodie before its hoodie.properties)
             if not self.wait_for_table:
-                raise
+                raise TableNotFoundError(f"{e} (pass wait_for_table=True to wait until one is created)") from None
             self.log.info("table %s: no table yet (wait_for_table): polling", table)
             return None
         except InstantNotFoundError as e:  # archived or rolled back while listed: look again
