@@ -15,6 +15,7 @@ import itertools
 import logging
 import os
 import posixpath
+import stat
 import threading
 import time
 import uuid
@@ -148,7 +149,11 @@ class Storage:
         """Whether the local path `full` (under the root as text) stays under the root's real
         location once symbolic links are resolved (`os.path.realpath` of the existing prefix).
         The root's own real location is cached (and looked up again before saying no), so a
-        table root that is itself a link works."""
+        table root that is itself a link works. No link below the root (each existing part of
+        the path looked up once: two or three for a table's file, not every folder from `/`):
+        inside by construction."""
+        if self._no_link_below_root(full):
+            return True
         real = os.path.realpath(full)
         for fresh in (False, True):
             if fresh or self.__dict__.get("_real_root") is None:
@@ -157,6 +162,28 @@ class Storage:
             if real == self._real_root or real.startswith(root + "/"):
                 return True
         return False
+
+    def _no_link_below_root(self, full: str) -> bool:
+        """Whether `full` is the root, or under it as text with no part from the root down a
+        symbolic link (parts that do not exist are no links, nor is anything beneath them)."""
+        root = self.root.rstrip("/")
+        if full.rstrip("/") == root:
+            return True
+        if not full.startswith(root + "/"):
+            return False
+        path = root
+        for part in full[len(root) + 1 :].split("/"):
+            if not part or part in (".", ".."):
+                return False
+            path = f"{path}/{part}"
+            try:
+                if stat.S_ISLNK(os.lstat(path).st_mode):
+                    return False
+            except (FileNotFoundError, NotADirectoryError):
+                return True
+            except OSError:
+                return False
+        return True
 
     # -- errors ----------------------------------------------------------------------------
     def translate(self, error: OSError, path: str, what: str) -> OSError:
