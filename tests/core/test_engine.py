@@ -30,3 +30,43 @@ def test_group_slices_of_ordered_rows_are_views_and_of_no_rows_none():
     assert [g.column("v").to_pylist() for g in groups] == [[1, 2], [3], [4, 5, 6]]
     assert groups[2].column("v").chunks[0].offset == 3  # a slice of the table, not a copy
     assert group_slices(rows.slice(0, 0), "target") == []
+
+
+def test_map_runs_quick_tasks_in_this_thread_and_long_ones_in_the_pool(monkeypatch):
+    import threading
+    import time
+
+    import pytest
+
+    from airflow_lake.core import engine as engine_module
+
+    # (a threshold no quick task reaches on a loaded machine; long tasks sleep twice as long)
+    monkeypatch.setattr(engine_module, "QUICK_TASK_SECONDS", 0.3)
+    main = threading.get_ident()
+    engine = LocalEngine(parallelism=2)
+
+    def task(item: tuple[int, float]) -> tuple[int, bool]:
+        n, seconds = item
+        time.sleep(seconds)
+        return n, threading.get_ident() == main
+
+    slow = 0.6
+    # the first call's tasks go to the pool (nothing measured yet); they were quick: the next
+    # call runs in this thread until a long task, after which the rest go to the pool
+    assert [here for _, here in engine.map(task, [(0, 0), (1, 0)])] == [False, False]
+    out = engine.map(task, [(0, 0), (1, 0), (2, slow), (3, 0), (4, 0)])
+    assert [n for n, _ in out] == [0, 1, 2, 3, 4]
+    assert [here for _, here in out] == [True, True, True, False, False]
+    # (its last tasks were quick: the next call starts here again) a long task seen last: the
+    # next call starts in the pool; errors still propagate
+    assert [here for _, here in engine.map(task, [(0, 0), (1, slow)])] == [True, True]
+    assert [here for _, here in engine.map(task, [(0, 0), (1, 0)])] == [False, False]
+    assert [here for _, here in engine.map(task, [(0, 0), (1, 0)])] == [True, True]
+
+    def boom(n: int) -> int:
+        if n == 1:
+            raise ValueError("boom")
+        return n
+
+    with pytest.raises(ValueError, match="boom"):
+        engine.map(boom, [0, 1, 2])
