@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import pickle
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
@@ -91,11 +91,12 @@ class IndexLookupSpec:
 @dataclass
 class Tagged:
     """The key frame with its locations, the frames to release once the write is done, and
-    how the index found the keys (for logs and the write result)."""
+    how the index found the keys (for logs and the write result: asked once the rows were
+    used, when the tasks that tagged them have counted)."""
 
     rows: DataFrame
     cached: list[DataFrame]
-    stats: dict[str, int]
+    stats: Callable[[], dict[str, int]]
 
 
 def tag(spark, table, view: FileSystemView, keyed: DataFrame, parts: list[str] | None, is_global: bool,
@@ -112,7 +113,8 @@ def tag(spark, table, view: FileSystemView, keyed: DataFrame, parts: list[str] |
         stored, groups = _simple_lookup(spark, view, parts, spec)
         cached, stats = [], {"file_groups": groups, "keys_read": groups}
     cond = [keyed[KEY] == stored[LOOKUP_KEY]] + ([] if is_global else [keyed[PART] == stored[LOC_P]])
-    return Tagged(keyed.join(stored, on=cond, how="left").drop(LOOKUP_KEY), cached, stats)
+    return Tagged(keyed.join(stored, on=cond, how="left").drop(LOOKUP_KEY), cached,
+                  stats if callable(stats) else _known(stats))
 
 
 def _record_index_tag(spark, view: FileSystemView, keyed: DataFrame, index: RecordIndex, spec: LookupSpec,
@@ -135,19 +137,23 @@ def _record_index_tag(spark, view: FileSystemView, keyed: DataFrame, index: Reco
     rows = keyed.join(found, on=cond, how="left").drop(LOOKUP_KEY)
     stats = {"file_groups": len(groups), "index_file_groups": index.num_groups}
     if not spec.ordering_fields:
-        return Tagged(rows, [], stats)
+        return Tagged(rows, [], _known(stats))
     rows = rows.persist()
     need = stage(lambda: rows.filter(F.col(LOC_F).isNotNull() & (F.col(DEL) | (F.col(PART) != F.col(LOC_P))))
                  .select(LOC_P, LOC_F).distinct().collect(), where, "tagging")
     if not need:
-        return Tagged(rows, [rows], stats)
+        return Tagged(rows, [rows], _known(stats))
     stored, _ = _simple_lookup(spark, view, None, spec, only={(r[0], r[1]) for r in need})
     stored = stored.select(F.col(LOOKUP_KEY), F.col(LOC_F).alias("_al_stored_in"), F.col(STORED).alias("_al_stored"))
     cond = [rows[KEY] == stored[LOOKUP_KEY], rows[LOC_F] == stored["_al_stored_in"]]
     tagged = rows.join(stored, on=cond, how="left").withColumn(STORED, F.col("_al_stored").cast(
         rows.schema[STORED].dataType)).drop(LOOKUP_KEY, "_al_stored_in", "_al_stored")
     stats["stored_read"] = len(need)
-    return Tagged(tagged, [rows], stats)
+    return Tagged(tagged, [rows], _known(stats))
+
+
+def _known(stats: dict[str, int]) -> Callable[[], dict[str, int]]:
+    return lambda: stats
 
 
 def _index_slice(index: RecordIndex, k: int) -> tuple[str | None, tuple[str, ...]]:
@@ -191,9 +197,11 @@ def _simple_lookup(spark, view: FileSystemView, parts: list[str] | None, spec: L
 
 
 def _bloom_lookup(spark, table, view: FileSystemView, keyed: DataFrame, parts: list[str] | None, is_global: bool,
-                  spec: LookupSpec, where: str) -> tuple[DataFrame, list[DataFrame], dict[str, int]]:
+                  spec: LookupSpec, where: str) -> tuple[DataFrame, list[DataFrame], Callable[[], dict[str, int]]]:
     """Confirmed locations of the incoming keys: candidates by key range, then bloom filter,
-    then the candidate group's keys."""
+    then the candidate group's keys; and how many groups held keys in their key range and
+    how many had their keys read, counted by the checking tasks (accumulators: known once
+    the rows were first used; no action of their own)."""
     storage = table.storage
     wanted = None if parts is None else set(parts)
     bases = view.latest_base_files(None if wanted is None else [p for p in view.partitions if p in wanted])
@@ -213,13 +221,16 @@ def _bloom_lookup(spark, table, view: FileSystemView, keyed: DataFrame, parts: l
     ranges = RangeSpec({p: tuple(v) for p, v in files.items()}, is_global, range_schema)
     out = exact_arrow_schema(pa.schema(list(spec.out_schema) + [pa.field(KEYS_READ, pa.bool_())]))
     candidates = keyed.select(KEY, PART).mapInArrow(partial(range_batches, ranges), from_arrow_schema(range_schema))
-    found = candidates.groupBy(CANDIDATE).applyInArrow(bloom_checker(BloomSpec(spec, groups)), from_arrow_schema(out))
-    found = found.persist()
-    summary = dict(stage(lambda: found.filter(F.col(LOOKUP_KEY).isNull()).groupBy(KEYS_READ).count().collect(),
-                         where, "tagging"))
-    stats = {"file_groups": len(bases), "in_key_range": sum(summary.values()), "keys_read": summary.get(True, 0)}
-    log.info("%s: bloom index: %d file groups, %d hold incoming keys in their key range, %d read after their "
-             "bloom filter", where, stats["file_groups"], stats["in_key_range"], stats["keys_read"])
+    in_key_range, keys_read = spark.sparkContext.accumulator(0), spark.sparkContext.accumulator(0)
+    check = bloom_checker(BloomSpec(spec, groups), (in_key_range, keys_read))
+    found = candidates.groupBy(CANDIDATE).applyInArrow(check, from_arrow_schema(out)).persist()
+
+    def stats() -> dict[str, int]:
+        counted = {"file_groups": len(bases), "in_key_range": in_key_range.value, "keys_read": keys_read.value}
+        log.info("%s: bloom index: %d file groups, %d hold incoming keys in their key range, %d read after their "
+                 "bloom filter", where, counted["file_groups"], counted["in_key_range"], counted["keys_read"])
+        return counted
+
     return found.filter(F.col(LOOKUP_KEY).isNotNull()).drop(KEYS_READ), [found], stats
 
 
@@ -251,11 +262,18 @@ def range_batches(spec: RangeSpec, batches: Iterator[pa.RecordBatch]) -> Iterato
             yield from out.cast(spec.out_schema).to_batches()
 
 
-def bloom_checker(spec: BloomSpec):
-    """`confirm_candidates` bound to `spec`, typed as pyspark's applyInArrow wants."""
+def bloom_checker(spec: BloomSpec, counters=None):
+    """`confirm_candidates` bound to `spec`, typed as pyspark's applyInArrow wants; with
+    `counters` (two accumulators), each group checked adds 1 to the first, and 1 to the
+    second when its keys were read (its summary row says so)."""
 
     def check(rows: pa.Table) -> pa.Table:
-        return confirm_candidates(spec, rows)
+        out = confirm_candidates(spec, rows)
+        if counters is not None:
+            in_key_range, keys_read = counters
+            in_key_range.add(1)
+            keys_read.add(int(bool(out.column(KEYS_READ)[-1].as_py())))
+        return out
 
     return check
 

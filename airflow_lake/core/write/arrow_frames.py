@@ -141,7 +141,7 @@ class ArrowFrames:
             need |= found & ~dels & pc.fill_null(pc.not_equal(loc_p, partitions), False) \
                 .to_numpy(zero_copy_only=False)
         rows = rows.append_column(STORED, _stored_ordering(table, view, rows, tags, reader, need))
-        return rows, [], stats
+        return rows, [], lambda: stats
 
     def untagged(self, frame: pa.Table) -> pa.Table:
         n = frame.num_rows

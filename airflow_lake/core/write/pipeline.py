@@ -12,6 +12,7 @@ group written by `execute_group` in a task) -> commit (conflict checks, the comp
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, Protocol
@@ -98,9 +99,11 @@ class FrameOps(Protocol):
         """One row per value of `by`: the first by `order` (every column descending, nulls last)."""
 
     def tag(self, table: Any, view: FileSystemView, frame: Any, parts: list[str] | None, is_global: bool,
-            index_type: str, where: str, *, trust_filters: bool = False) -> tuple[Any, list[Any], dict[str, int]]:
+            index_type: str, where: str, *, trust_filters: bool = False,
+            ) -> tuple[Any, list[Any], Callable[[], dict[str, int]]]:
         """`frame` with LOC_P, LOC_F (and STORED) of each key the index finds (nulls for new
-        keys); the frames to release after the write; how the index found them. With
+        keys); the frames to release after the write; how the index found them, asked once
+        the write is done (an engine may count it in the tasks that tag the rows). With
         `trust_filters` a key a bloom filter claims may be taken as found without reading the
         file's keys (the Spark engine confirms always)."""
 
@@ -253,7 +256,7 @@ def _run(table, ops: FrameOps, client: WriteClient, keyed, parts: list[str], avr
     wide = is_global or operation == "insert_overwrite_table"
     view = FileSystemView(table.storage, timeline, partition_files=None if wide else client.partition_files(parts))
     replaced = client.replaced_groups(view, operation, parts)
-    index_stats: dict[str, int] = {}
+    index_stats: list[Callable[[], dict[str, int]]] = []
     routing = None
     record_index = maintained_record_index(table.storage, table.config.props, timeline)
     try:
@@ -267,13 +270,13 @@ def _run(table, ops: FrameOps, client: WriteClient, keyed, parts: list[str], avr
     finally:
         for frame in routing.cached if routing else []:
             ops.release(frame)
-    result.index_stats = index_stats
+    result.index_stats = {key: value for stats in index_stats for key, value in stats().items()}
     return result
 
 
 def _route_keys(ops: FrameOps, table, client: WriteClient, keyed, view: FileSystemView, operation: str,
                 parts: list[str], is_global: bool, index_type: str, timeline, replaced,
-                index_stats: dict[str, int], where: str, *, exact: bool = False) -> Routing:
+                index_stats: list[Callable[[], dict[str, int]]], where: str, *, exact: bool = False) -> Routing:
     """Key-lookup indexes (and no index): located rows to their group, inserts into small groups
     and new ones, in slot order. `exact`: every key's location confirmed (the record index
     maintained learns from the routing which keys are new)."""
@@ -286,7 +289,7 @@ def _route_keys(ops: FrameOps, table, client: WriteClient, keyed, view: FileSyst
         trust = ops.trusts_filters and not cfg.is_mor and operation in LOOKUP_OPERATIONS and not exact
         rows, cached, stats = ops.tag(table, view, keyed, None if is_global else parts, is_global, index_type,
                                       where, trust_filters=trust)
-        index_stats.update(stats)
+        index_stats.append(stats)
         rule = located_rule(ops.columns, table, operation, is_global, index_type)
         rows = ops.filter(rows, rule.keep)
         if rule.moved is not None:
