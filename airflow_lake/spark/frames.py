@@ -18,7 +18,6 @@ from airflow_lake.core.write.routing import BUCKET, LOC_P, RANK, SPREAD, STORED 
 
 LOOKUP_KEY = "_al_lookup_key"
 CANDIDATE = "_al_candidate"  # a file group whose key range holds the key
-KEYS_READ = "_al_keys_read"  # (a tagging summary row) whether the group's keys were read
 
 
 def stage(action, where: str, what: str, row_of=None):

@@ -21,6 +21,7 @@ from functools import partial
 
 import pyarrow as pa
 import pyarrow.compute as pc
+from pyspark.accumulators import Accumulator
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
@@ -38,7 +39,7 @@ from airflow_lake.core.read import Reader
 from airflow_lake.core.slice_reader import SliceQuery, SliceRead, Visibility, read_file_group
 from airflow_lake.core.view import FileSystemView
 
-from .frames import CANDIDATE, DEL, KEYS_READ, LOC_F, LOC_P, LOOKUP_KEY, PART, STORED, scalar_arrow_udf, stage
+from .frames import CANDIDATE, DEL, LOC_F, LOC_P, LOOKUP_KEY, PART, STORED, scalar_arrow_udf, stage
 from .schema import arrow_schema_of, exact_arrow_schema
 
 log = logging.getLogger(__name__)
@@ -219,11 +220,10 @@ def _bloom_lookup(spark, table, view: FileSystemView, keyed: DataFrame, parts: l
         groups[cid] = (base.partition, base.file_id, base.path, read_from, [lf.path for lf in logs])
     range_schema = exact_arrow_schema(pa.schema([pa.field(KEY, pa.string()), pa.field(CANDIDATE, pa.int64())]))
     ranges = RangeSpec({p: tuple(v) for p, v in files.items()}, is_global, range_schema)
-    out = exact_arrow_schema(pa.schema(list(spec.out_schema) + [pa.field(KEYS_READ, pa.bool_())]))
     candidates = keyed.select(KEY, PART).mapInArrow(partial(range_batches, ranges), from_arrow_schema(range_schema))
     in_key_range, keys_read = spark.sparkContext.accumulator(0), spark.sparkContext.accumulator(0)
     check = bloom_checker(BloomSpec(spec, groups), (in_key_range, keys_read))
-    found = candidates.groupBy(CANDIDATE).applyInArrow(check, from_arrow_schema(out)).persist()
+    found = candidates.groupBy(CANDIDATE).applyInArrow(check, from_arrow_schema(spec.out_schema)).persist()
 
     def stats() -> dict[str, int]:
         counted = {"file_groups": len(bases), "in_key_range": in_key_range.value, "keys_read": keys_read.value}
@@ -231,7 +231,7 @@ def _bloom_lookup(spark, table, view: FileSystemView, keyed: DataFrame, parts: l
                  "bloom filter", where, counted["file_groups"], counted["in_key_range"], counted["keys_read"])
         return counted
 
-    return found.filter(F.col(LOOKUP_KEY).isNotNull()).drop(KEYS_READ), [found], stats
+    return found, [found], stats
 
 
 # -- executor functions (module level: they travel as values) -----------------------------------
@@ -262,28 +262,25 @@ def range_batches(spec: RangeSpec, batches: Iterator[pa.RecordBatch]) -> Iterato
             yield from out.cast(spec.out_schema).to_batches()
 
 
-def bloom_checker(spec: BloomSpec, counters=None):
-    """`confirm_candidates` bound to `spec`, typed as pyspark's applyInArrow wants; with
-    `counters` (two accumulators), each group checked adds 1 to the first, and 1 to the
-    second when its keys were read (its summary row says so)."""
+def bloom_checker(spec: BloomSpec, counters: tuple[Accumulator, Accumulator]):
+    """`confirm_candidates` bound to `spec`, typed as pyspark's applyInArrow wants; each group
+    checked adds 1 to the first of `counters`, and 1 to the second when its keys were read."""
+    in_key_range, keys_read = counters
 
     def check(rows: pa.Table) -> pa.Table:
-        out = confirm_candidates(spec, rows)
-        if counters is not None:
-            in_key_range, keys_read = counters
-            in_key_range.add(1)
-            keys_read.add(int(bool(out.column(KEYS_READ)[-1].as_py())))
-        return out
+        located, read = confirm_candidates(spec, rows)
+        in_key_range.add(1)
+        keys_read.add(int(read))
+        return located
 
     return check
 
 
-def confirm_candidates(spec: BloomSpec, rows: pa.Table) -> pa.Table:
+def confirm_candidates(spec: BloomSpec, rows: pa.Table) -> tuple[pa.Table, bool]:
     """One candidate group: its incoming keys tested against its bloom filter; when the filter
     claims some, the group's live keys read and the claimed keys confirmed. Returns the
-    confirmed locations and one summary row (null key) saying whether the keys were read."""
+    confirmed locations and whether the keys were read."""
     lookup = spec.lookup
-    out_schema = pa.schema(list(lookup.out_schema) + [pa.field(KEYS_READ, pa.bool_())])
     partition, file_id, base_path, read_from, log_paths = spec.groups[rows.column(CANDIDATE)[0].as_py()]
     keys = pc.unique(rows.column(KEY).combine_chunks())
     bloom = file_bloom(lookup.ctx.storage, base_path)
@@ -294,11 +291,7 @@ def confirm_candidates(spec: BloomSpec, rows: pa.Table) -> pa.Table:
         live = _live_records(lookup, partition, file_id, read_from, log_paths)
         live = live.filter(pc.is_in(live.column(KEY), value_set=keys))
         located = _locations(lookup, partition, file_id, live, live.num_rows)
-    located = located.append_column(KEYS_READ, pa.nulls(located.num_rows, pa.bool_()))
-    summary = pa.table([pa.nulls(1, pa.string()), pa.array([partition]), pa.array([file_id]),
-                        pa.nulls(1, out_schema.field(STORED).type), pa.array([bool(len(keys))])],
-                       names=out_schema.names)
-    return pa.concat_tables([located.cast(out_schema), summary.cast(out_schema)])
+    return located.cast(lookup.out_schema), bool(len(keys))
 
 
 def index_looker(spec: IndexLookupSpec):
