@@ -43,7 +43,8 @@ QUICK_TASK_SECONDS = 0.005
 
 
 class LocalEngine:
-    """Runs tasks in a thread pool of `parallelism` workers (default: the CPU count)."""
+    """Runs tasks in a thread pool of `parallelism` workers (default: the CPU count), quick
+    ones in the calling thread (`map`)."""
 
     def __init__(self, parallelism: int = 0):
         self.parallelism = parallelism or os.cpu_count() or 1

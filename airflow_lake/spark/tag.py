@@ -112,10 +112,9 @@ def tag(spark, table, view: FileSystemView, keyed: DataFrame, parts: list[str] |
         stored, cached, stats = _bloom_lookup(spark, table, view, keyed, parts, is_global, spec, where)
     else:
         stored, groups = _simple_lookup(spark, view, parts, spec)
-        cached, stats = [], {"file_groups": groups, "keys_read": groups}
+        cached, stats = [], _known({"file_groups": groups, "keys_read": groups})
     cond = [keyed[KEY] == stored[LOOKUP_KEY]] + ([] if is_global else [keyed[PART] == stored[LOC_P]])
-    return Tagged(keyed.join(stored, on=cond, how="left").drop(LOOKUP_KEY), cached,
-                  stats if callable(stats) else _known(stats))
+    return Tagged(keyed.join(stored, on=cond, how="left").drop(LOOKUP_KEY), cached, stats)
 
 
 def _record_index_tag(spark, view: FileSystemView, keyed: DataFrame, index: RecordIndex, spec: LookupSpec,
