@@ -118,10 +118,13 @@ def spark():
     # exists): on 2 cores the Spark tests then spend about a third less CPU (C2 compilation
     # and parallel GC threads competed with the tests' small jobs). Whole-stage code generation
     # off: no Java source compiled per query plan for the tests' many tiny queries (the Spark
-    # write and conformance tests: 192 s instead of 202 s; rows and results are the same)
+    # write and conformance tests: 192 s instead of 202 s; rows and results are the same), and
+    # expressions interpreted rather than compiled (Spark's own tests' switch; generating and
+    # compiling their code was a sixth of the session's CPU: a subset of those tests 87 -> 75 CPU-s)
     spark = session("airflow-lake-tests", {"spark.master": "local[2]", "spark.ui.enabled": "false",
                                            "spark.sql.shuffle.partitions": "4",
                                            "spark.sql.codegen.wholeStage": "false",
+                                           "spark.sql.codegen.factoryMode": "NO_CODEGEN",
                                            "spark.driver.extraJavaOptions": driver_startup(create=False).java_options})
     spark.sparkContext.setLogLevel("ERROR")
     yield spark
