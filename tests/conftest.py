@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import os
+import re
 import shutil
 import sys
 import zipfile
@@ -138,6 +140,34 @@ def spark():
 # elsewhere that starts spark-submit or Airflow itself says so with @pytest.mark.spark / .airflow.
 LANE_FOLDERS = {"spark": "spark", "provider": "airflow", "dags": "airflow", "s3": "slow"}  # s3: a server over HTTP
 LANE_FIXTURES = {"spark": "spark", "airflow_db": "airflow"}
+
+
+# The test files that use the shared SparkSession run in one xdist worker: one session JVM
+# started and warmed up (class loading, JIT) for all of them, not one per worker; every other
+# file is a unit of its own, as `--dist loadfile` makes them.
+SESSION_SCOPE = "the shared SparkSession"
+_USES_SESSION = re.compile(r"def \w+\([^)]*\bspark\b")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    if config.getvalue("dist") != "loadfile":
+        return None  # (xdist's own)
+    from xdist.scheduler import LoadFileScheduling
+
+    class SessionFilesTogether(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = super()._split_scope(nodeid)
+            return SESSION_SCOPE if _uses_session(path) else path
+
+    return SessionFilesTogether(config, log)
+
+
+@functools.cache
+def _uses_session(path: str) -> bool:
+    """Whether the test file at `path` (from the root) has a test or fixture taking `spark`."""
+    file = REPO / path
+    return file.is_file() and bool(_USES_SESSION.search(file.read_text(encoding="utf-8")))
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
