@@ -42,9 +42,9 @@ class Airflow:
         self.procs: dict[str, subprocess.Popen] = {}
         subprocess.run([AIRFLOW, "db", "migrate"], env=self.env, check=True, capture_output=True, timeout=300)
 
-    def start(self, component: str) -> None:
+    def start(self, component: str, *args: str) -> None:
         log = open(self.home / f"{component}.log", "a")
-        self.procs[component] = subprocess.Popen([AIRFLOW, component], env=self.env, stdout=log,
+        self.procs[component] = subprocess.Popen([AIRFLOW, component, *args], env=self.env, stdout=log,
                                                  stderr=subprocess.STDOUT, start_new_session=True)
 
     def stop(self, component: str) -> None:
