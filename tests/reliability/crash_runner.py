@@ -21,6 +21,8 @@ import sys
 import tempfile
 import threading
 
+import pyarrow as pa
+
 from airflow_lake.core.storage import Storage
 from tests.reliability.operations import OPERATIONS, open_table
 
@@ -70,6 +72,9 @@ def _child(request: list, out: str, err: str) -> None:
 
 def serve() -> None:
     """The fork server (see the module docstring)."""
+    # pyarrow imports pandas the first time it builds an array from Python values (to tell
+    # whether they are a pandas object): once here, not in every child (0.3 s of CPU each)
+    pa.array(["warm"])
     for line in sys.stdin:
         request = json.loads(line)
         with tempfile.NamedTemporaryFile() as out, tempfile.NamedTemporaryFile() as err:
