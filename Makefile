@@ -25,10 +25,10 @@ $(STAMP): pyproject.toml .ci/uv-excludes.txt Makefile
 # Tests run in pytest-xdist workers, one more than the cores (the tests wait a good part of their
 # time on spark-submit, Airflow and the S3 server's processes: on 2 cores, 3 workers took 15-16
 # minutes where 2 took 17-19), each test file in one worker (its module fixtures built once),
-# and every file that uses the shared SparkSession in the same one (tests/conftest.py: one
-# session JVM started and warmed up, not one per worker: 907 -> 850 s, 1,751 -> 1,636 CPU-s);
-# the other session fixtures (Airflow's database, the standalone cluster) are each worker's
-# own. JOBS=0 runs them in this process.
+# every file that uses the shared SparkSession in the same one (tests/conftest.py: one
+# session JVM started and warmed up, not one per worker: 907 -> 850 s, 1,751 -> 1,636 CPU-s),
+# and those using the standalone cluster in one (one cluster started); Airflow's database is
+# each worker's own. JOBS=0 runs them in this process.
 JOBS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) + 1 )))
 XDIST = -n $(JOBS) --dist loadfile
 

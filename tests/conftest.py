@@ -142,11 +142,13 @@ LANE_FOLDERS = {"spark": "spark", "provider": "airflow", "dags": "airflow", "s3"
 LANE_FIXTURES = {"spark": "spark", "airflow_db": "airflow"}
 
 
-# The test files that use the shared SparkSession run in one xdist worker: one session JVM
-# started and warmed up (class loading, JIT) for all of them, not one per worker; every other
-# file is a unit of its own, as `--dist loadfile` makes them.
-SESSION_SCOPE = "the shared SparkSession"
-_USES_SESSION = re.compile(r"def \w+\([^)]*\bspark\b")
+# The test files that use one of these session fixtures run in one xdist worker per fixture,
+# which starts it once for all of them: the shared SparkSession (one session JVM started and
+# warmed up, class loading and JIT, not one per worker), the standalone cluster (its master
+# and worker JVMs: 8.8 CPU-s to start). Every other file is a unit of its own, as
+# `--dist loadfile` makes them. (A file using both goes with the first.)
+SESSION_SCOPES = {"spark": "the shared SparkSession", "cluster": "the standalone cluster"}
+_USES = {name: re.compile(rf"def \w+\([^)]*\b{name}\b") for name in SESSION_SCOPES}
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -158,16 +160,18 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
     class SessionFilesTogether(LoadFileScheduling):
         def _split_scope(self, nodeid: str) -> str:
             path = super()._split_scope(nodeid)
-            return SESSION_SCOPE if _uses_session(path) else path
+            return _session_scope(path) or path
 
     return SessionFilesTogether(config, log)
 
 
 @functools.cache
-def _uses_session(path: str) -> bool:
-    """Whether the test file at `path` (from the root) has a test or fixture taking `spark`."""
+def _session_scope(path: str) -> str | None:
+    """The scope of the first of `SESSION_SCOPES`' fixtures that a test or fixture of the test
+    file at `path` (from the root) takes, if any."""
     file = REPO / path
-    return file.is_file() and bool(_USES_SESSION.search(file.read_text(encoding="utf-8")))
+    text = file.read_text(encoding="utf-8") if file.is_file() else ""
+    return next((scope for name, scope in SESSION_SCOPES.items() if _USES[name].search(text)), None)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
