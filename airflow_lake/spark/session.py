@@ -25,12 +25,18 @@ SQL_DEFAULTS = {
     # spark.sql.shuffle.partitions (200) tasks
     "spark.sql.optimizer.canChangeCachedPlanOutputPartitioning": "true",
 }
+EXTENSIONS_FROM_CLASSPATH = "spark.sql.extensions.test.loadFromCp"
 # static settings (fixed when the session starts), where neither `conf` nor spark-submit set them
 STATIC_DEFAULTS = {
     # pyspark records the Python call site of every column function through the JVM (six round
     # trips and a stack walk each: a write builds hundreds), for error messages about DataFrames
     # a user builds; the write's own frames need none (a small write: 1,380 round trips, 880 after)
     "spark.python.sql.dataFrameDebugging.enabled": "false",
+    # session extensions that jars name in META-INF/services: pyspark's jars name one, spark-mllib's
+    # registration of its internal ML functions, which starts Scala's runtime reflection (about
+    # 0.8 of the ~8 CPU-s of a small upsert job); the jobs use no ML function. Spark calls this
+    # switch a test flag: a later Spark without it ignores the setting. `true` loads them again.
+    EXTENSIONS_FROM_CLASSPATH: "false",
 }
 
 

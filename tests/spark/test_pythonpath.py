@@ -81,9 +81,10 @@ def test_the_daemon_module_only_where_the_executors_run_this_python(monkeypatch)
 
 SETTINGS_SCRIPT = """
 import json
-from airflow_lake.spark.session import DAEMON_KEY, session_settings
+from airflow_lake.spark.session import DAEMON_KEY, EXTENSIONS_FROM_CLASSPATH, session_settings
 settings = session_settings()
-print(json.dumps([settings.get(DAEMON_KEY), settings.get("spark.python.sql.dataFrameDebugging.enabled")]))
+print(json.dumps([settings.get(DAEMON_KEY), settings.get("spark.python.sql.dataFrameDebugging.enabled"),
+                  settings.get(EXTENSIONS_FROM_CLASSPATH)]))
 """
 
 
@@ -96,7 +97,8 @@ print(json.dumps([settings.get(DAEMON_KEY), settings.get("spark.python.sql.dataF
 ], ids=["local", "cluster", "other-executor-python", "own-daemon"])
 def test_the_settings_follow_what_spark_submit_was_given(tmp_path, submitted, daemon):
     """The local daemon module where spark-submit's master and executor Python allow it; pyspark's
-    DataFrame debugging (a JVM round trip per column function) off, unless spark-submit set it."""
+    DataFrame debugging (a JVM round trip per column function) and the session extensions named
+    in jars (spark-mllib's) off, unless spark-submit set them."""
     from tests.spark.test_jobs import spark_binary, submit_env
 
     script = tmp_path / "settings.py"
@@ -105,12 +107,13 @@ def test_the_settings_follow_what_spark_submit_was_given(tmp_path, submitted, da
     proc = subprocess.run([str(spark_binary()), *submitted, str(script)], env=env, capture_output=True, text=True,
                           timeout=300)  # (no SparkContext starts: it reads the settings only)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert json.loads(proc.stdout.splitlines()[-1]) == [daemon, "false"]
+    assert json.loads(proc.stdout.splitlines()[-1]) == [daemon, "false", "false"]
     if daemon is None:
         return
     own = subprocess.run([str(spark_binary()), *submitted, "--conf", "spark.python.sql.dataFrameDebugging.enabled=true",
-                          str(script)], env=env, capture_output=True, text=True, timeout=300)
-    assert json.loads(own.stdout.splitlines()[-1]) == [daemon, None]  # theirs stays
+                          "--conf", "spark.sql.extensions.test.loadFromCp=true", str(script)],
+                         env=env, capture_output=True, text=True, timeout=300)
+    assert json.loads(own.stdout.splitlines()[-1]) == [daemon, None, None]  # theirs stays
 
 
 def test_an_installed_module_is_found_outside_the_zips_and_the_script_folder(tmp_path, monkeypatch):
