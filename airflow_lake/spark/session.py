@@ -34,7 +34,7 @@ STATIC_DEFAULTS = {
     "spark.python.sql.dataFrameDebugging.enabled": "false",
     # session extensions that jars name in META-INF/services: pyspark's jars name one, spark-mllib's
     # registration of its internal ML functions, which starts Scala's runtime reflection (about
-    # 0.8 of the ~8 CPU-s of a small upsert job); the jobs use no ML function. Spark calls this
+    # 1 of the 8-9 CPU-s of a small upsert job); the jobs use no ML function. Spark calls this
     # switch a test flag: a later Spark without it ignores the setting. `true` loads them again.
     EXTENSIONS_FROM_CLASSPATH: "false",
 }
