@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import threading
+import time
 from datetime import datetime, timedelta, timezone
 
 from ..errors import InvalidOptionError
@@ -30,12 +32,42 @@ def now_instant(zone: str = "UTC") -> str:
     return format_instant(moment)
 
 
+class IssuedTimes:
+    """The latest time this process read from each clock (UTC, LOCAL) for an instant: a new one
+    waits until the clock has passed it, as Hudi's instant time generator does process-wide.
+    Two timelines written one after the other within a millisecond (a data table and its
+    metadata table) then never share a time: the MDT's deltacommit completes strictly before
+    the data commit (v8 spec §2.4). Only clock readings count, so a timeline holding future
+    times moves its own instants on, not other tables'."""
+
+    PATIENCE_S = 1.0  # the longest wait (for a clock set back)
+
+    def __init__(self) -> None:
+        self._last: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    def next(self, after: str | None, zone: str = "UTC") -> str:
+        """`max(now, after + 1 ms)` as a 17-digit instant, `now` later than the last reading."""
+        with self._lock:
+            last = self._last.get(zone)
+            now = now_instant(zone)
+            deadline = time.monotonic() + self.PATIENCE_S
+            while last is not None and now <= last and time.monotonic() < deadline:
+                time.sleep(0.0002)
+                now = now_instant(zone)
+            self._last[zone] = now
+        if after is None or now > after:
+            return now
+        return format_instant(parse_instant(after) + timedelta(milliseconds=1))
+
+
+_ISSUED = IssuedTimes()
+
+
 def next_instant(after: str | None, zone: str = "UTC") -> str:
-    """`max(now, after + 1 ms)` as a 17-digit instant."""
-    now = now_instant(zone)
-    if after is None or now > after:
-        return now
-    return format_instant(parse_instant(after) + timedelta(milliseconds=1))
+    """A new instant time: later than `after`, and read from the clock after it passed the last
+    time this process read for an instant (`IssuedTimes`)."""
+    return _ISSUED.next(after, zone)
 
 
 def as_of_instant(value: str, zone: str, table: str | None = None) -> str:
