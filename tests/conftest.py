@@ -7,6 +7,8 @@ import os
 import re
 import shutil
 import sys
+import tempfile
+import time
 import zipfile
 from pathlib import Path
 
@@ -20,6 +22,68 @@ REPO = Path(__file__).resolve().parents[1]
 FIXTURES = Path(os.environ.get("AIRFLOW_LAKE_FIXTURES", REPO / "tests" / "fixtures" / "hudi-tables"))
 # The same for Hudi 1.x (table versions 8 and 9), kept apart so that v6 tests do not meet them.
 FIXTURES_1X = Path(os.environ.get("AIRFLOW_LAKE_FIXTURES_1X", REPO / "tests" / "fixtures" / "hudi1x-tables"))
+
+
+# Temp files in memory: the run's temp folder (so every tmp_path, Airflow home and Spark scratch
+# folder) goes on a RAM file system (tmpfs at /dev/shm) when one has room, unless TMPDIR already
+# names a place. The tests create and delete hundreds of thousands of files (each test's tables,
+# deleted when it passes); on this machine's disk (ext4 without a journal, whose inode allocator
+# steps over every recently deleted inode) creating a file cost more kernel time than writing
+# it: `make test-fast` 145 -> 110 s, its kernel time 65 -> 31 CPU-s. The folder is removed
+# after a run that passed, and kept (the summary names it) after one that failed.
+RAM_TEMP_ROOT = "/dev/shm"
+RAM_TEMP_ROOM = 8 << 30  # the free bytes it must have
+RAM_TEMP_PREFIX = "airflow-lake-tests-"
+_RAM_TEMP = pytest.StashKey[str]()
+_FAILED = pytest.StashKey[bool]()
+
+
+def _ram_temp_dir() -> str | None:
+    """A new folder for this run's temp files on a tmpfs with room, or None."""
+    if os.environ.get("TMPDIR"):
+        return None
+    try:
+        with open("/proc/mounts", encoding="utf-8") as mounts:
+            tmpfs = any(line.split()[1:3] == [RAM_TEMP_ROOT, "tmpfs"] for line in mounts)
+        room = os.statvfs(RAM_TEMP_ROOT)
+    except OSError:
+        return None
+    if not tmpfs or room.f_bavail * room.f_frsize < RAM_TEMP_ROOM:
+        return None
+    for old in Path(RAM_TEMP_ROOT).glob(f"{RAM_TEMP_PREFIX}*"):  # failed runs' folders, after a day
+        try:
+            if time.time() - old.stat().st_mtime > 86400:
+                shutil.rmtree(old, ignore_errors=True)
+        except OSError:
+            pass
+    return tempfile.mkdtemp(prefix=RAM_TEMP_PREFIX, dir=RAM_TEMP_ROOT)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return  # (xdist's workers inherit the controller's environment)
+    folder = _ram_temp_dir()
+    if folder:
+        config.stash[_RAM_TEMP] = folder
+        os.environ["TMPDIR"] = folder
+        os.environ.setdefault("SPARK_LOCAL_DIRS", folder)
+        tempfile.tempdir = None  # (gettempdir() reads TMPDIR again)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    folder = config.stash.get(_RAM_TEMP, None)
+    if folder and exitstatus != 0:
+        terminalreporter.write_line(f"temp files of this run (the failed tests' tmp_path): {folder}")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    folder = config.stash.get(_RAM_TEMP, None)
+    if folder and config.stash.get(_FAILED, True) is False:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    session.config.stash[_FAILED] = exitstatus != 0
 
 
 def fixture_zip(relative: str) -> Path:
