@@ -192,6 +192,9 @@ def _instant_labels(ax, records: list[InstantRecord], lanes: list[str], index: d
         for r in (r for r in records if r.action == action and not r.pending):
             label = r.time[8:14] if len(r.time) >= 14 else r.time
             x = to_px((_num(start[id(r)]), 0))[0]
+            if right_edge is not None and x < right_edge + 3 * points_to_px:
+                omitted += 1  # (overlaps whatever its width: not measured)
+                continue
             half = TextPath((0, 0), label, size=LABEL_SIZE, prop=FontProperties()).get_extents().width / 2
             half *= points_to_px
             if right_edge is not None and x - half < right_edge + 3 * points_to_px:
