@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
+
+from tests.provider.live import migrated_db
 
 _HOME = Path(tempfile.mkdtemp(prefix="airflow-lake-home-"))
 (_HOME / "dags").mkdir()
@@ -33,10 +33,8 @@ def _remove_airflow_home():
 
 @pytest.fixture(scope="session")
 def airflow_db() -> Path:
-    """`airflow db migrate` once per session (SQLite, ~5 s)."""
-    proc = subprocess.run([str(Path(sys.executable).with_name("airflow")), "db", "migrate"], env={**os.environ},
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    """This session's Airflow database, migrated (`live.migrated_db`)."""
+    migrated_db(_HOME / "airflow.db")
     return _HOME
 
 

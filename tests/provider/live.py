@@ -3,15 +3,44 @@ DAG processor, triggerer, in their own AIRFLOW_HOME on SQLite."""
 
 from __future__ import annotations
 
+import base64
+import fcntl
+import hashlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
+from importlib.metadata import version
 from pathlib import Path
 
 AIRFLOW = str(Path(sys.executable).with_name("airflow"))
+
+
+def migrated_db(database: Path) -> None:
+    """A new Airflow database at `database` (SQLite), as `airflow db migrate` leaves it: migrated
+    once per temp folder, Airflow version and virtualenv (3 CPU-s each time), then copied. (It
+    holds no path of its home: the log templates, the default pool, the schema's version.)"""
+    key = hashlib.sha1(f"{version('apache-airflow')} {sys.prefix}".encode()).hexdigest()[:12]
+    folder = Path(tempfile.gettempdir()) / f"airflow-lake-db-{key}"
+    folder.mkdir(exist_ok=True)
+    template = folder / "airflow.db"
+    with open(folder / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # (xdist's workers: one migrates, the others wait)
+        if not template.exists():
+            building = folder / "building.db"
+            building.unlink(missing_ok=True)
+            (folder / "dags").mkdir(exist_ok=True)
+            env = {**os.environ, "AIRFLOW_HOME": str(folder), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+                   "AIRFLOW__CORE__DAGS_FOLDER": str(folder / "dags"),
+                   "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{building}"}
+            proc = subprocess.run([AIRFLOW, "db", "migrate"], env=env, capture_output=True, text=True, timeout=300)
+            assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+            os.replace(building, template)
+    shutil.copyfile(template, database)
 
 
 def _free_port() -> int:
@@ -31,6 +60,10 @@ class Airflow:
                     "AIRFLOW__CORE__DAGS_FOLDER": str(home / "dags"), "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
                     "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
                     "AIRFLOW__API_AUTH__JWT_SECRET": "a-test-secret",
+                    # (the secrets `airflow db migrate` would have generated into an airflow.cfg:
+                    # the components share these instead, none writes a file of its own)
+                    "AIRFLOW__CORE__FERNET_KEY": base64.urlsafe_b64encode(os.urandom(32)).decode(),
+                    "AIRFLOW__API__SECRET_KEY": base64.urlsafe_b64encode(os.urandom(16)).decode(),
                     "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
                     "AIRFLOW__API__PORT": str(port), "AIRFLOW__API__HOST": "127.0.0.1",
                     "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(_free_port()),
@@ -40,7 +73,8 @@ class Airflow:
                     "AIRFLOW__CORE__UNIT_TEST_MODE": "False", **(env or {})}
         self.port = port
         self.procs: dict[str, subprocess.Popen] = {}
-        subprocess.run([AIRFLOW, "db", "migrate"], env=self.env, check=True, capture_output=True, timeout=300)
+        (home / "airflow.cfg").touch()  # Airflow's defaults and this environment, read alike by every component
+        migrated_db(home / "airflow.db")
 
     def start(self, component: str, *args: str) -> None:
         log = open(self.home / f"{component}.log", "a")
