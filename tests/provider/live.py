@@ -21,9 +21,12 @@ AIRFLOW = str(Path(sys.executable).with_name("airflow"))
 
 
 def migrated_db(database: Path) -> None:
-    """A new Airflow database at `database` (SQLite), as `airflow db migrate` leaves it: migrated
-    once per temp folder, Airflow version and virtualenv (3 CPU-s each time), then copied. (It
-    holds no path of its home: the log templates, the default pool, the schema's version.)"""
+    """An Airflow database at `database` (SQLite), as `airflow db migrate` leaves it: migrated
+    once per temp folder, Airflow version and virtualenv (3 CPU-s each time), then copied (it
+    holds no path of its home: the log templates, the default pool, the schema's version).
+    One already there is left as it is, as `db migrate` leaves a migrated one."""
+    if database.exists():
+        return
     key = hashlib.sha1(f"{version('apache-airflow')} {sys.prefix}".encode()).hexdigest()[:12]
     folder = Path(tempfile.gettempdir()) / f"airflow-lake-db-{key}"
     folder.mkdir(exist_ok=True)
@@ -40,7 +43,9 @@ def migrated_db(database: Path) -> None:
             proc = subprocess.run([AIRFLOW, "db", "migrate"], env=env, capture_output=True, text=True, timeout=300)
             assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
             os.replace(building, template)
-    shutil.copyfile(template, database)
+    copying = database.with_name(f".{database.name}.{os.getpid()}")
+    shutil.copyfile(template, copying)
+    os.replace(copying, database)
 
 
 def _free_port() -> int:
