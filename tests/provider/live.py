@@ -14,7 +14,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from importlib.metadata import version
+from importlib.metadata import distributions
 from pathlib import Path
 
 AIRFLOW = str(Path(sys.executable).with_name("airflow"))
@@ -22,12 +22,14 @@ AIRFLOW = str(Path(sys.executable).with_name("airflow"))
 
 def migrated_db(database: Path) -> None:
     """An Airflow database at `database` (SQLite), as `airflow db migrate` leaves it: migrated
-    once per temp folder, Airflow version and virtualenv (3 CPU-s each time), then copied (it
+    once per temp folder, virtualenv and Airflow distributions (3 CPU-s each time), then copied (it
     holds no path of its home: the log templates, the default pool, the schema's version).
     One already there is left as it is, as `db migrate` leaves a migrated one."""
     if database.exists():
         return
-    key = hashlib.sha1(f"{version('apache-airflow')} {sys.prefix}".encode()).hexdigest()[:12]
+    airflow = sorted(f"{d.metadata['Name']}=={d.version}" for d in distributions()
+                     if (d.metadata["Name"] or "").lower().startswith("apache-airflow"))  # (providers add tables)
+    key = hashlib.sha1(" ".join([sys.prefix, *airflow]).encode()).hexdigest()[:12]
     folder = Path(tempfile.gettempdir()) / f"airflow-lake-db-{key}"
     folder.mkdir(exist_ok=True)
     template = folder / "airflow.db"
