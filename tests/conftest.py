@@ -29,7 +29,8 @@ FIXTURES_1X = Path(os.environ.get("AIRFLOW_LAKE_FIXTURES_1X", REPO / "tests" / "
 # names a place. The tests create and delete hundreds of thousands of files (each test's tables,
 # deleted when it passes); on this machine's disk (ext4 without a journal, whose inode allocator
 # steps over every recently deleted inode) creating a file cost more kernel time than writing
-# it: `make test-fast` 145 -> 110 s, its kernel time 65 -> 31 CPU-s. The folder is removed
+# it: `make test-fast` 145 -> 104-110 s, its kernel time 65 -> 30 CPU-s; `make test` 937-991 ->
+# 809-814 s, kernel 333-347 -> 238-247 CPU-s (a full run's peak: 338 MB). The folder is removed
 # after a run that passed, and kept (the summary names it) after one that failed.
 RAM_TEMP_ROOT = "/dev/shm"
 RAM_TEMP_ROOM = 8 << 30  # the free bytes it must have
