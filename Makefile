@@ -24,7 +24,8 @@ $(STAMP): pyproject.toml .ci/uv-excludes.txt Makefile
 
 # Tests run in pytest-xdist workers, one more than the cores (the tests wait a good part of their
 # time on spark-submit, Airflow and the S3 server's processes: on 2 cores, 3 workers took 15-16
-# minutes where 2 took 17-19), each test file in one worker (its module fixtures built once),
+# minutes where 2 took 17-19; 4 took 776 s where 3 took 700-762, their processes competing for
+# the cores), each test file in one worker (its module fixtures built once),
 # every file that uses the shared SparkSession in the same one (tests/conftest.py: one
 # session JVM started and warmed up, not one per worker: 907 -> 850 s, 1,751 -> 1,636 CPU-s),
 # and those using the standalone cluster in one (one cluster started); Airflow's database is
