@@ -32,9 +32,14 @@ $(STAMP): pyproject.toml .ci/uv-excludes.txt Makefile
 # each worker's own. JOBS=0 runs them in this process.
 JOBS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) + 1 )))
 XDIST = -n $(JOBS) --dist loadfile
+# The tests' processes write the bytecode of this checkout's modules (airflow_lake, the tests),
+# which an environment with PYTHONDONTWRITEBYTECODE set (this machine's) makes every process
+# (each worker's collection, every Airflow, CLI and job process) compile again; the virtualenv's
+# packages are compiled at install. make test-fast: 191 -> 181 CPU-s.
+TEST_ENV = env -u PYTHONDONTWRITEBYTECODE
 
 test: venv browser
-	$(PY) -m pytest $(XDIST) $(PYTEST_ARGS)
+	$(TEST_ENV) $(PY) -m pytest $(XDIST) $(PYTEST_ARGS)
 
 # The Lake tables page's test drives a real browser: Debian's chromium and its chromedriver,
 # installed here when missing where apt runs as root (as on CI); elsewhere install them yourself
@@ -54,7 +59,7 @@ screenshots: venv browser
 # markers of tests/conftest.py; its budget is 3 minutes). SPARK_HOME leads nowhere, so a test that
 # starts Spark without the `spark` marker fails here instead of slowing the lane down.
 test-fast: venv
-	SPARK_HOME=/nonexistent/test-fast-starts-no-spark $(PY) -m pytest $(XDIST) \
+	$(TEST_ENV) SPARK_HOME=/nonexistent/test-fast-starts-no-spark $(PY) -m pytest $(XDIST) \
 		-m "not spark and not airflow and not slow" $(PYTEST_ARGS)
 
 # The provider's tests on the lowest Airflow and Spark provider versions pyproject.toml admits
@@ -74,7 +79,7 @@ $(LOWEST_STAMP): pyproject.toml .ci/uv-excludes.txt .ci/lowest.py Makefile
 	touch $(LOWEST_STAMP)
 
 test-compat: $(LOWEST_STAMP)
-	$(LOWEST_PY) -m pytest tests/provider $(PYTEST_ARGS)
+	$(TEST_ENV) $(LOWEST_PY) -m pytest tests/provider $(PYTEST_ARGS)
 
 # `make demo BASE=s3://bucket/prefix` puts the lake on an object store (docs/object-stores.md;
 # only a BASE given on make's command line counts, not one exported in the shell);
