@@ -44,6 +44,8 @@ def _escape(text: str, is_key: bool) -> str:
 
 
 def _unescape(text: str) -> str:
+    if "\\" not in text:  # (most keys and values: nothing to undo)
+        return text
     out: list[str] = []
     i = 0
     while i < len(text):
