@@ -274,11 +274,14 @@ def test_three_judges_agree_on_hudi1x_tables(layout, table_path):
     judge(layout, table, model, table_path)
 
 
-def judge(layout: Layout, table: Table, model: Model, table_path: str, storage_options=None) -> None:
+def judge(layout: Layout, table: Table, model: Model, table_path: str, storage_options=None,
+          hudi_rs_copy: str | None = None) -> None:
     """Our reader, hudi-rs and the model agree: snapshot, read-optimized, as of every instant,
     incremental between instants (on a Hudi 1.x table: between their completion times), and
-    partition filters."""
+    partition filters. `hudi_rs_copy`: a local copy of the table's files, which hudi-rs reads
+    for every query after the snapshot (read at `table_path` with `storage_options`)."""
     so = storage_options
+    rs_path, rs_so = (hudi_rs_copy, None) if hudi_rs_copy else (table_path, so)
     completion = {i.time: i.completion or i.time for i in table.timeline.commits().completed()}
     cols = ["id", "k2", "ts", "part", "sub", "val", "name", "event_ms", "at"]
     if layout.meta_fields:
@@ -296,7 +299,7 @@ def judge(layout: Layout, table: Table, model: Model, table_path: str, storage_o
         entries = index.entries()
         indexed = sorted(zip(entries["key"].to_pylist(), entries["partition"].to_pylist(),
                              entries["file_id"].to_pylist(), strict=True))
-        scan = hudi_read(table_path, so)
+        scan = hudi_read(rs_path, rs_so)
         assert indexed == sorted(zip(scan["_hoodie_record_key"].to_pylist(), scan["_hoodie_partition_path"].to_pylist(),
                                      [f.split("_")[0] for f in scan["_hoodie_file_name"].to_pylist()], strict=True))
     if layout.secondary:
@@ -307,7 +310,7 @@ def judge(layout: Layout, table: Table, model: Model, table_path: str, storage_o
         listed = props["hoodie.table.metadata.partitions"].split(",")
         assert sorted(p for p in listed if p.startswith("secondary_index_")) == \
             sorted(f"secondary_index_{n}" for n, _ in layout.secondary)
-        check_secondary_indexes(table, hudi_read(table_path, so))
+        check_secondary_indexes(table, hudi_read(rs_path, rs_so))
         full = table.read()
         for _, column in layout.secondary:
             values = sorted({v for v in full[column].to_pylist() if v is not None})
@@ -332,12 +335,12 @@ def judge(layout: Layout, table: Table, model: Model, table_path: str, storage_o
     assert not judged or rows(hudi_read(table_path, so), cols) == final
     if layout.table_type == MOR and judged:
         ro = rows(table.read(query_type="read_optimized"), cols)
-        assert rows(hudi_read(table_path, so, **{"hoodie.read.use.read_optimized.mode": "true"}), cols) == ro
+        assert rows(hudi_read(rs_path, rs_so, **{"hoodie.read.use.read_optimized.mode": "true"}), cols) == ro
 
     for instant in instants:
         ours = rows(table.read(as_of=instant), cols)
         assert ours == model_rows(model.as_of(instant), cols), f"as of {instant}"
-        assert not judged or rows(hudi_read(table_path, so, **{"hoodie.read.as.of.timestamp": instant}), cols) == ours
+        assert not judged or rows(hudi_read(rs_path, rs_so, **{"hoodie.read.as.of.timestamp": instant}), cols) == ours
 
     for start, end in zip([instants[0]] + instants[:-1], instants, strict=True):
         if start == end:
@@ -347,9 +350,9 @@ def judge(layout: Layout, table: Table, model: Model, table_path: str, storage_o
             assert ours == model_rows(model.incremental(start, end), cols), f"({start}, {end}]"
         if not judged:
             continue
-        theirs = hudi_read(table_path, so, **{"hoodie.read.query.type": "incremental",
-                                          "hoodie.read.start.timestamp": completion[start],
-                                          "hoodie.read.end.timestamp": completion[end]})
+        theirs = hudi_read(rs_path, rs_so, **{"hoodie.read.query.type": "incremental",
+                                             "hoodie.read.start.timestamp": completion[start],
+                                             "hoodie.read.end.timestamp": completion[end]})
         theirs = rows(theirs, cols)
         if layout.table_type == MOR:
             # Known hudi-rs 0.5.0 gap: its MOR incremental query returns a log record even when
@@ -368,7 +371,7 @@ def judge(layout: Layout, table: Table, model: Model, table_path: str, storage_o
                                        if _matches(r["part"], flt[0][1], flt[0][2])], cols)
                 assert rows(table.read(filters=flt), cols) == expected, flt
                 if judged and layout.hudi_rs_filters and value != "" and layout.parts[0] != "":
-                    assert rows(hudi_read_filtered(table_path, flt, so), cols) == expected, f"hudi-rs {flt}"
+                    assert rows(hudi_read_filtered(rs_path, flt, rs_so), cols) == expected, f"hudi-rs {flt}"
 
 
 def _matches(value, op: str, operand) -> bool:
