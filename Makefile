@@ -8,7 +8,7 @@ PYTEST_ARGS ?=
 # each of ~210 packages took 38 s), else from the index as usual. `make clean venv UV_FIRST=`
 # asks the index, to take releases newer than the cache knows. (Spark's jars then keep their
 # times from venv to venv, so the jobs' class-data archive made by one clean checkout's tests
-# serves the next one's at the same place: a full run 1,481 -> 1,421 busy CPU-s.)
+# serves the next one's at the same place: a full run 1,481 -> 1,421 busy CPU-s, one run each.)
 UV_FIRST ?= --offline
 UV_FALLBACK = echo "uv's cache lacks something: installing from the package index"
 
@@ -18,8 +18,9 @@ INSTALL_DEV = --excludes .ci/uv-excludes.txt -e '.[dev]'
 # What runs in the virtualenv writes the bytecode of what it imports (this checkout's modules and
 # the packages'), once, as Python does by default; an environment with PYTHONDONTWRITEBYTECODE
 # set (this machine's) would make every process (each test worker's collection, every Airflow,
-# CLI and job process) compile them again. Packages are not compiled at install: `make test`
-# 740 -> 724 s (the install 16 -> 1.4 s; the tests compile the ~third they import).
+# CLI and job process) compile them again. Packages are not compiled at install (16 -> 1.4 s):
+# the tests compile the third they import, busy CPU of a full run within its noise (1,392-1,457
+# CPU-s in two runs against 1,402-1,421 with compiled packages).
 RUN_ENV = env -u PYTHONDONTWRITEBYTECODE
 
 venv: $(STAMP)

