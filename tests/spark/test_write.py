@@ -158,6 +158,26 @@ def test_bloom_tagging_reads_only_groups_whose_range_and_filter_hold_the_keys(sp
     assert rows(t.read(), ["id", "ts"]) == expected == rows(hudi_read(table_path), ["id", "ts"])
 
 
+@pytest.mark.parametrize("index_type", ["BLOOM", "SIMPLE", "GLOBAL_BLOOM"])
+def test_no_lookup_where_no_file_group_could_hold_the_keys(spark, table_path, index_type):
+    # a new table, and (a partition-scoped index) partitions the batch is the first to write:
+    # every key is new, no lookup is made; where a group could hold one, it is
+    t = Table.create(table_path, name="t", record_key="id", precombine_field="ts", partition_fields="part",
+                     options={"hoodie.index.type": index_type})
+    res = write(t, _frame(spark, ["a", "b"], 1, "x"), "upsert")
+    assert (res.num_inserts, res.index_stats) == (2, {"file_groups": 0})
+    res = write(t, _frame(spark, ["b", "c"], 2, "y"), "upsert")  # a new partition
+    if index_type == "GLOBAL_BLOOM":  # b is found in x (and moves to y)
+        assert res.index_stats["file_groups"] == 1
+    else:
+        assert (res.num_updates, res.num_inserts, res.index_stats) == (0, 2, {"file_groups": 0})
+    res = write(t, _frame(spark, ["a", "d"], 3, "x"), "upsert")
+    assert (res.num_updates, res.num_inserts) == (1, 1) and res.index_stats["file_groups"] >= 1
+    b_in_x = [] if index_type == "GLOBAL_BLOOM" else [("b", 1, "x")]
+    expected = sorted([("a", 3, "x"), ("b", 2, "y"), ("c", 2, "y"), ("d", 3, "x"), *b_in_x])
+    assert rows(t.read(), ["id", "ts", "part"]) == expected == rows(hudi_read(table_path), ["id", "ts", "part"])
+
+
 @pytest.mark.parametrize("index", ["BLOOM", "GLOBAL_SIMPLE"])
 def test_a_key_inserted_by_a_concurrent_commit_fails_the_write(spark, table_path, monkeypatch, index):
     from airflow_lake.core.errors import WriteConflictError

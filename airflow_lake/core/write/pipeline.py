@@ -283,7 +283,7 @@ def _route_keys(ops: FrameOps, table, client: WriteClient, keyed, view: FileSyst
     cfg = table.config
     cached: list = []
     trust = False
-    if client.looks_up(operation):
+    if client.looks_up(operation) and not _nothing_stored(view, parts, is_global):
         # a COW upsert or delete rewrites every file a key is tagged to and sees there which keys it
         # really holds (a key a bloom filter wrongly claims is inserted into it and reported as new)
         trust = ops.trusts_filters and not cfg.is_mor and operation in LOOKUP_OPERATIONS and not exact
@@ -294,7 +294,9 @@ def _route_keys(ops: FrameOps, table, client: WriteClient, keyed, view: FileSyst
         rows = ops.filter(rows, rule.keep)
         if rule.moved is not None:
             rows = ops.move(rows, rule.moved, ordering_column(cfg.ordering_fields) if operation != "delete" else None)
-    else:
+    else:  # (no lookup, or nothing it could find: every key is new, a delete of one does nothing)
+        if client.looks_up(operation):
+            index_stats.append(lambda: {"file_groups": 0})
         rows = ops.filter(ops.untagged(keyed), ~ops.columns.col(DEL))
     rows = ops.cache(ops.insert_spread(rows))
     cached.append(rows)
@@ -307,6 +309,14 @@ def _route_keys(ops: FrameOps, table, client: WriteClient, keyed, view: FileSyst
                           [PART, SPREAD, RANK, LOC_P, LOC_F], pa.int64())
     new_keys = ops.filter(rows, ~ops.columns.valid(ops.columns.col(LOC_F)))
     return Routing(plan, routed, new_keys, cached, inserted_by_stats=client.looks_up(operation) and trust)
+
+
+def _nothing_stored(view: FileSystemView, parts: list[str], is_global: bool) -> bool:
+    """Whether the table has no file group where a lookup of the batch's keys would look (a
+    new table; under a partition-scoped index, partitions the batch is the first to write):
+    then every key is new, and the lookup, which could find none, is not made."""
+    wanted = None if is_global else set(parts)
+    return not any(wanted is None or g.partition in wanted for g in view.file_groups())
 
 
 def _route_buckets(ops: FrameOps, client: WriteClient, keyed, view: FileSystemView, instant: str,
