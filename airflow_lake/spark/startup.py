@@ -10,8 +10,8 @@ most of a small job starting Spark's JVM (class loading and JIT compilation on f
   loading classes one by one. An upsert loads the most (Spark SQL, Arrow, the Python runner):
   until one has run, the first other job writes a partial archive that other jobs map (an
   upsert mapping one written by a compaction plan spent 7.6 CPU-s, 6.3 with its own). It is
-  keyed by the Java binary and Spark's jars (the files, in whichever venv they are linked); a
-  stale or damaged archive is ignored by the JVM, which then starts as usual.
+  keyed by the Java binary and Spark's jars; a stale or damaged archive is ignored by the JVM,
+  which then starts as usual.
 - JVM log lines go to stderr, never after the job's JSON line on stdout.
 
 Measured on 2 cores (load 7-8): a `spark-submit` that starts a session, runs two small jobs
@@ -72,16 +72,15 @@ def spark_jars() -> Path | None:
 
 
 def fingerprint(java: Path, jars: Path) -> str:
-    """What an archive was made for: the Java binary and Spark's jars, each file by its name,
-    identity (device and inode), size and time, not by the folder it is in: the JVM accepts an
-    archive for a class path whose jars are the very files it was dumped from under another
-    folder (hard links, as uv installs the same pyspark into every virtualenv from its cache),
-    so a new checkout's venv maps the archive an earlier one's jobs wrote. A copy of the jars
-    is other files: a new key (the JVM would refuse the archive)."""
+    """What an archive was made for: the Java binary and Spark's jars (paths, sizes, times).
+    By path, not by file identity: the JVM opens the jars by the paths the archive recorded, so
+    an archive serves only while the folder that wrote it exists (keyed by identity, a new
+    checkout whose venv hard-links the same jars took the archive of a deleted one, and every
+    job silently ran without: 150 CPU-s more over the tests)."""
     h = hashlib.sha256()
     for path in [java, *sorted(jars.glob("*.jar"))]:
         st = path.stat()
-        h.update(f"{path.name}\0{st.st_dev}\0{st.st_ino}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+        h.update(f"{path}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
     return h.hexdigest()[:16]
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 
 import pytest
 
@@ -16,7 +15,6 @@ from airflow_lake.spark.startup import (
     KEEP_ARCHIVES,
     archive_path,
     driver_startup,
-    fingerprint,
     user_java_options,
 )
 from tests.conftest import hudi_read, rows
@@ -45,24 +43,6 @@ def test_first_run_writes_the_archive_then_later_runs_map_it(cache):
     assert later.writing is None and later.java_options.endswith(f"-XX:SharedArchiveFile={target}")
     later.finish(ok=True)  # nothing to move
     assert target.read_bytes() == b"archive"
-
-
-def test_the_archive_is_keyed_by_the_jar_files_not_their_folder(tmp_path):
-    # the JVM maps an archive for a class path whose jars are the files it was dumped from,
-    # under another folder (hard links: every venv uv installs pyspark into), and refuses copies
-    java = tmp_path / "java"
-    java.write_bytes(b"java")
-    first, linked, copied = (tmp_path / name / "jars" for name in ("first", "linked", "copied"))
-    for folder in (first, linked, copied):
-        folder.mkdir(parents=True)
-    for name in ("spark-core.jar", "spark-sql.jar"):
-        (first / name).write_bytes(name.encode())
-        os.link(first / name, linked / name)
-        shutil.copy2(first / name, copied / name)  # the same names, sizes and times
-    key = fingerprint(java, first)
-    assert fingerprint(java, linked) == key != fingerprint(java, copied)
-    os.utime(first / "spark-sql.jar", ns=(0, 0))  # a jar changed in place (in both folders): a new key
-    assert fingerprint(java, first) == fingerprint(java, linked) != key
 
 
 def test_other_jobs_write_and_map_a_partial_archive_until_an_upsert_writes_the_full_one(cache):
