@@ -63,6 +63,13 @@ def _ram_temp_dir() -> str | None:
 def pytest_configure(config: pytest.Config) -> None:
     if os.environ.get("PYTEST_XDIST_WORKER"):
         return  # (xdist's workers inherit the controller's environment)
+    if "SPARK_HOME" not in os.environ:  # Spark from paths that outlive this checkout (tests/spark_home.py)
+        from airflow_lake.spark.startup import cache_dir
+        from tests.spark_home import linked_spark_home
+
+        home = linked_spark_home(cache_dir().parent)
+        if home is not None:
+            os.environ["SPARK_HOME"] = str(home)
     folder = _ram_temp_dir()
     if folder:
         config.stash[_RAM_TEMP] = folder

@@ -5,7 +5,9 @@ pyspark from source, about 1 s on two cores.
 
 When the zip is the pip-installed pyspark's own (`<site-packages>/pyspark/python/lib/`, the
 same `version.py`) and that site-packages folder is on the path, the installed package is the
-same code with compiled bytecode: `prefer_installed_pyspark` moves the zips behind it. A
+same code with compiled bytecode: `prefer_installed_pyspark` moves the zips behind it. The zip
+may be reached by another path (a Spark home of hard links to that package's files): the same
+file is the same code. A
 pyspark whose files were replaced by another version's (pyspark-client's trap, see
 docs/quickstart.md) has another `version.py` and keeps the zip. Imports no pyspark: it runs before
 pyspark is imported.
@@ -34,20 +36,26 @@ def prefer_installed_pyspark(path: list[str] | None = None) -> bool:
 
 
 def _duplicated(entry: str, folders: set[str]) -> bool:
-    """`entry` is the pip pyspark's own pyspark or py4j zip, and the installed package it
-    duplicates is in one of `folders`."""
+    """`entry` is the pip pyspark's own pyspark or py4j zip (that file, under any path), and
+    the installed package it duplicates is in one of `folders`."""
     name = os.path.basename(entry)
     if not entry.endswith(".zip") or not (name == "pyspark.zip" or name.startswith("py4j-")):
         return False
-    lib = os.path.dirname(os.path.abspath(entry))
-    package = os.path.dirname(os.path.dirname(lib))  # <site-packages>/pyspark/python/lib
-    site = os.path.dirname(package)
-    if os.path.basename(package) != "pyspark" or os.path.basename(os.path.dirname(lib)) != "python" \
-            or site not in folders:
+    for site in sorted(folders):
+        lib = os.path.join(site, "pyspark", "python", "lib")
+        if not _same_file(entry, os.path.join(lib, name)):
+            continue
+        if name.startswith("py4j-") and not os.path.isfile(os.path.join(site, "py4j", "__init__.py")):
+            return False
+        return _same_version(os.path.join(lib, "pyspark.zip"), os.path.join(site, "pyspark"))
+    return False
+
+
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.abspath(a) == os.path.abspath(b) or os.path.samefile(a, b)
+    except OSError:
         return False
-    if name.startswith("py4j-") and not os.path.isfile(os.path.join(site, "py4j", "__init__.py")):
-        return False
-    return _same_version(os.path.join(lib, "pyspark.zip"), package)
 
 
 def _same_version(zip_path: str, package: str) -> bool:

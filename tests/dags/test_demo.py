@@ -41,6 +41,7 @@ def test_a_failed_task_fails_the_demo(airflow_db):
 
 def test_make_demo_runs_the_pipeline_end_to_end(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "PYSPARK", "SPARK"))}
+    env.update({k: os.environ[k] for k in ("SPARK_HOME",) if k in os.environ})  # the run's (tests/spark_home.py)
     proc = subprocess.run([sys.executable, "-m", "airflow_lake.demo", "--base", str(tmp_path), "--master", "local[2]"],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=3600)
     out = proc.stdout

@@ -29,6 +29,7 @@ def test_demo_on_s3(s3_endpoint, s3_options, tmp_path):
     home, tmp = tmp_path / "home", tmp_path / "tmp"
     tmp.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "PYSPARK", "SPARK", "AWS_"))}
+    env.update({k: os.environ[k] for k in ("SPARK_HOME",) if k in os.environ})  # the run's (tests/spark_home.py)
     env.update(AWS_ENDPOINT_URL=s3_endpoint, AWS_ACCESS_KEY_ID=KEYS["aws_access_key_id"],
                AWS_SECRET_ACCESS_KEY=KEYS["aws_secret_access_key"], AWS_REGION=REGION,
                AWS_EC2_METADATA_DISABLED="true", TMPDIR=str(tmp))  # the DAG's default base would be in TMPDIR

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -177,3 +178,20 @@ def test_local_executors_collect_only_what_the_last_task_made(spark):
     # first, so the workers' modules are not walked again each time (measured: 12 ms a task)
     counts = spark.range(16, numPartitions=8).mapInArrow(_freeze_count, "frozen long").collect()
     assert max(r[0] for r in counts) > 10_000, counts  # the imported modules' objects, frozen
+
+
+def test_spark_zips_reached_through_links_move_behind_the_installed_pyspark(tmp_path):
+    """A Spark home of hard links to the package's files (tests/spark_home.py) is the same code."""
+    site = tmp_path / "site-packages"
+    zips = _pip_pyspark(site, '__version__ = "4.3.0"\n', '__version__ = "4.3.0"\n')
+    linked = tmp_path / "home" / "python" / "lib"
+    linked.mkdir(parents=True)
+    for z in zips:
+        os.link(z, linked / os.path.basename(z))
+    copied = tmp_path / "copy" / "python" / "lib"
+    shutil.copytree(linked, copied)
+    path = [*(str(linked / os.path.basename(z)) for z in zips), str(site)]
+    assert prefer_installed_pyspark(path)
+    assert path[0] == str(site)
+    other = [*(str(copied / os.path.basename(z)) for z in zips), str(site)]
+    assert not prefer_installed_pyspark(other)  # equal bytes, other files: not known to be the package's
