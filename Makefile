@@ -6,9 +6,9 @@ PYTEST_ARGS ?=
 # uv installs from its cache alone when the cache holds every package and the index pages the
 # resolution needs (a machine that made a venv before: 16 s where asking the index again about
 # each of ~210 packages took 38 s), else from the index as usual. `make clean venv UV_FIRST=`
-# asks the index, to take releases newer than the cache knows. (Spark's jars then keep their
-# times from venv to venv, so the jobs' class-data archive made by one clean checkout's tests
-# serves the next one's at the same place: a full run 1,481 -> 1,421 busy CPU-s, one run each.)
+# asks the index, to take releases newer than the cache knows. (Spark's files are then the same
+# files from venv to venv, so the tests' Spark home of links to them, tests/spark_home.py, is the
+# same folder for every clean checkout, and the jobs' class-data archive made by one serves the next.)
 UV_FIRST ?= --offline
 UV_FALLBACK = echo "uv's cache lacks something: installing from the package index"
 

@@ -76,7 +76,8 @@ def fingerprint(java: Path, jars: Path) -> str:
     By path, not by file identity: the JVM opens the jars by the paths the archive recorded, so
     an archive serves only while the folder that wrote it exists (keyed by identity, a new
     checkout whose venv hard-links the same jars took the archive of a deleted one, and every
-    job silently ran without: 150 CPU-s more over the tests)."""
+    job silently ran without: 150 CPU-s more over the tests). The tests run Spark from a home
+    of links that outlives checkouts instead (tests/spark_home.py)."""
     h = hashlib.sha256()
     for path in [java, *sorted(jars.glob("*.jar"))]:
         st = path.stat()
