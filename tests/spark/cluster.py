@@ -13,6 +13,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+from airflow_lake.spark.startup import QUICK_JIT
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -41,7 +43,7 @@ class Cluster:
             SPARK_MASTER_HOST="127.0.0.1", SPARK_MASTER_PORT=str(self.port), SPARK_MASTER_WEBUI_PORT=str(self.ui),
             SPARK_WORKER_CORES="2", SPARK_WORKER_MEMORY="1g", SPARK_WORKER_PORT=str(free_port()),
             SPARK_WORKER_WEBUI_PORT=str(free_port()), SPARK_IDENT_STRING=f"airflow-lake-{os.getpid()}",
-            PYSPARK_PYTHON=sys.executable)
+            PYSPARK_PYTHON=sys.executable, SPARK_DAEMON_JAVA_OPTS=" ".join(QUICK_JIT))
 
     def daemon(self, action: str, cls: str, *args: str) -> None:
         subprocess.run(["bash", str(self.home / "sbin" / "spark-daemon.sh"), action, cls, "1", *args],
