@@ -5,12 +5,11 @@ pyspark from source, about 1 s on two cores.
 
 When the zip is the pip-installed pyspark's own (`<site-packages>/pyspark/python/lib/`, the
 same `version.py`) and that site-packages folder is on the path, the installed package is the
-same code with compiled bytecode: `prefer_installed_pyspark` moves the zips behind it. The zip
-may be reached by another path (a Spark home of hard links to that package's files): the same
-file is the same code. A
-pyspark whose files were replaced by another version's (pyspark-client's trap, see
-docs/quickstart.md) has another `version.py` and keeps the zip. Imports no pyspark: it runs before
-pyspark is imported.
+same code with compiled bytecode: `prefer_installed_pyspark` moves the zips behind it, also
+when they are reached by another path (a Spark home of hard links to that package's files: the
+same files). A pyspark whose files were replaced by another version's (pyspark-client's trap,
+see docs/quickstart.md) has another `version.py` and keeps the zip. Imports no pyspark: it runs
+before pyspark is imported.
 """
 
 from __future__ import annotations
