@@ -12,6 +12,7 @@ processes still take the compiled package (`airflow_lake.spark.pythonpath`).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import os
@@ -51,7 +52,8 @@ def linked_spark_home(cache: Path) -> Path | None:
     root = cache / "spark-home"
     target = root / f"pyspark-{identity(home)}"
     if (target / COMPLETE).is_file():
-        os.utime(target)  # (in use: pruned last)
+        with contextlib.suppress(OSError):  # (in use: pruned last; a read-only cache serves as it is)
+            os.utime(target)
         return target
     partial = root / f".{target.name}.{os.getpid()}.tmp"
     try:
