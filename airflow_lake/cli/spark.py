@@ -17,6 +17,7 @@ import click
 from ..core import errors
 from ..core.install import install_hint
 from ..core.objectstore import split_secrets
+from ..core.vocabulary import split_options
 from ..spark.options import encode
 from . import render
 from .app import CommandError
@@ -52,7 +53,7 @@ def submit(job: str, table: str, args: list[str], options: dict[str, str], *, ma
     """Run job `job` on `table` with spark-submit; its JSON result, or a `CommandError`
     carrying the job's one-line error."""
     from ..spark.packaging import job_path, package_zip  # (imports pyspark: only under --spark)
-    from ..spark.startup import driver_startup, user_java_options
+    from ..spark.startup import driver_moves_rows, driver_startup, job_input_bytes, user_java_options
 
     command = [str(spark_submit_binary())]
     if master:
@@ -66,7 +67,11 @@ def submit(job: str, table: str, args: list[str], options: dict[str, str], *, ma
     # a driver on this machine starts as the provider's do (quick JIT, the class-data archive)
     # unless the user set its Java options
     key = user_java_options(settings) if settings.get("spark.submit.deployMode", "client") == "client" else None
-    startup = driver_startup(env=env, job=job) if key is not None else None
+    startup = None
+    if key is not None:
+        size = job_input_bytes(job, args, split_options(options)[1])
+        moves = driver_moves_rows(job, master or settings.get("spark.master"), size)
+        startup = driver_startup(env=env, job=job, moves_rows=moves)
     if startup is not None:
         command += ["--conf", f"{key}={startup.java_options}"]
     command += ["--py-files", str(package_zip()), str(job_path(job)), "--table", table, *args]

@@ -6,15 +6,20 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 
 from airflow_lake.spark import job_path
 from airflow_lake.spark.startup import (
+    BALANCED_JIT,
     DRIVER_OPTION_KEYS,
     KEEP_ARCHIVES,
+    LARGE_INPUT_BYTES,
     archive_path,
+    driver_moves_rows,
     driver_startup,
+    job_input_bytes,
     user_java_options,
 )
 from tests.conftest import hudi_read, rows
@@ -133,6 +138,49 @@ def test_the_hook_adds_them_to_client_mode_only(tmp_path, monkeypatch, cache):
     assert off.startup is None and not any(k in off.arguments["conf"] for k in DRIVER_OPTION_KEYS)
     cluster = LakeHook(None).submission("clean", table, spark_conn_id="spark_cluster")
     assert cluster.startup is None and not any(k in cluster.arguments["conf"] for k in DRIVER_OPTION_KEYS)
+
+
+def test_a_local_driver_that_will_move_many_rows_keeps_the_optimising_compiler(tmp_path, monkeypatch, cache):
+    """Quick JIT where the driver moves few rows; C2 for the hottest code where a local-master
+    driver (it runs the tasks' JVM side) reads a large source, or one of unknown size."""
+    from airflow_lake.hooks import LakeHook
+
+    small, large = tmp_path / "small", tmp_path / "large"
+    small.mkdir()
+    large.mkdir()
+    (small / "part-0.parquet").write_bytes(b"x" * 1000)
+    with open(large / "part-0.parquet", "wb") as f:
+        f.truncate(LARGE_INPUT_BYTES)  # (sparse: its size is what counts)
+    (small / "_SUCCESS").write_bytes(b"")
+    (small / ".part-0.parquet.crc").write_bytes(b"x" * LARGE_INPUT_BYTES)  # skipped, as the job skips it
+    assert job_input_bytes("upsert", ["--table", "t", "--source", str(small)]) == 1000
+    assert job_input_bytes("upsert", ["--source", str(large / "part-0.parquet")]) == LARGE_INPUT_BYTES
+    assert job_input_bytes("upsert", ["--source", "select 1", "--source-format", "sql"]) is None
+    assert job_input_bytes("upsert", ["--source", str(tmp_path / "none")]) is None
+    assert job_input_bytes("clean", ["--source", str(large)]) is None
+
+    assert not driver_moves_rows("upsert", "local[2]", 1000)
+    assert driver_moves_rows("upsert", "local[*]", LARGE_INPUT_BYTES) and driver_moves_rows("upsert", None, None)
+    assert not driver_moves_rows("compaction_execute", "local[2]", None)  # (it merges in the Python workers)
+    assert not driver_moves_rows("upsert", "spark://host:7077", None)  # executors: JVMs of their own
+    assert not driver_moves_rows("clean", "local[2]", None) and not driver_moves_rows(None, None, None)
+    quick, balanced = driver_startup().java_options, driver_startup(moves_rows=True).java_options
+    assert "-XX:TieredStopAtLevel=1" in quick and "Tier4" not in quick
+    assert "TieredStopAtLevel" not in balanced and all(o in balanced for o in BALANCED_JIT)
+
+    # the hook decides from the job, the Spark connection's master and the source's files
+    monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path))
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_LOCAL", json.dumps({"conn_type": "spark", "host": "local[2]"}))
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_MASTER", json.dumps({"conn_type": "spark", "host": "spark://h:7077"}))
+
+    def options(source: Path, conn: str = "spark_local") -> str:
+        submission = LakeHook(None).submission("upsert", str(tmp_path / "t"), ["--source", str(source)],
+                                               spark_conn_id=conn)
+        return submission.arguments["conf"]["spark.driver.extraJavaOptions"]
+
+    assert "TieredStopAtLevel=1" in options(small) and "Tier4" not in options(small)
+    assert "TieredStopAtLevel" not in options(large) and "Tier4InvocationThreshold" in options(large)
+    assert "TieredStopAtLevel=1" in options(large, "spark_master")
 
 
 def test_real_jobs_write_then_use_the_archive(tmp_path, cache):
