@@ -171,8 +171,8 @@ def archive_possible(env: Mapping[str, str]) -> bool:
 def driver_moves_rows(job: str | None, master: str | None, input_bytes: int | None) -> bool:
     """Whether the driver's JVM will move many rows: a `local` master's (None: spark-submit's
     default, local) running a job of `ROW_JOBS` on an input of at least `LARGE_INPUT_BYTES`, or
-    of unknown size (None: a query or table source). A cluster's driver only schedules: its
-    executors' JVMs start with their own options."""
+    of a size not known before it runs (None: a query or table source). A cluster's driver
+    only schedules: its executors' JVMs start with their own options."""
     if master is not None and not master.strip().lower().startswith("local"):
         return False
     if job not in ROW_JOBS:
@@ -194,8 +194,9 @@ def job_input_bytes(job: str, argv: Sequence[str], storage_options: Mapping[str,
 def source_bytes(source: str, fmt: str | None = None, storage_options: Mapping[str, Any] | None = None,
                  ) -> int | None:
     """The size of an upsert's source: a file, or a folder's files (names starting with `_` or
-    `.` left out, as the job reads them); None for a query or table source, or where the
-    source cannot be listed (the job then reports what is wrong with it)."""
+    `.` left out, as the job reads them); None for a query or table source. A source that
+    cannot be listed here (missing, or a store these options do not reach) counts as 0,
+    asked once: the job reports what is wrong with it, or reads it with its own settings."""
     if fmt in ("sql", "table"):
         return None
     from airflow_lake.core.errors import LakeError
@@ -203,12 +204,13 @@ def source_bytes(source: str, fmt: str | None = None, storage_options: Mapping[s
 
     try:
         storage = open_storage(source.rstrip("/") or "/", dict(storage_options or {}))
+        storage.retry_delays = ()  # (an estimate: not worth waiting out a store's transient errors)
         if storage.is_dir(""):
             return sum(f.size or 0 for f in storage.walk_files("") if not f.name.startswith(("_", ".")))
         status = storage.status("")
-        return status.size if status is not None else None
+        return status.size if status is not None else 0
     except (OSError, ValueError, LakeError):
-        return None
+        return 0
 
 
 def driver_startup(*, archive: bool = True, create: bool = True, env: Mapping[str, str] | None = None,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -156,7 +157,12 @@ def test_a_local_driver_that_will_move_many_rows_keeps_the_optimising_compiler(t
     assert job_input_bytes("upsert", ["--table", "t", "--source", str(small)]) == 1000
     assert job_input_bytes("upsert", ["--source", str(large / "part-0.parquet")]) == LARGE_INPUT_BYTES
     assert job_input_bytes("upsert", ["--source", "select 1", "--source-format", "sql"]) is None
-    assert job_input_bytes("upsert", ["--source", str(tmp_path / "none")]) is None
+    assert job_input_bytes("upsert", ["--source", str(tmp_path / "none")]) == 0  # (the job says what is wrong)
+    unreachable = {"aws_endpoint_url": "http://127.0.0.1:9", "aws_allow_http": "true", "aws_region": "us-east-1",
+                   "aws_access_key_id": "k", "aws_secret_access_key": "s"}
+    started = time.monotonic()
+    assert job_input_bytes("upsert", ["--source", "s3://b/landing"], unreachable) == 0
+    assert time.monotonic() - started < 3  # asked once, no retries waited out
     assert job_input_bytes("clean", ["--source", str(large)]) is None
 
     assert not driver_moves_rows("upsert", "local[2]", 1000)
