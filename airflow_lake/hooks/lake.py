@@ -145,7 +145,8 @@ class LakeHook(BaseHook):
         Python (`PYSPARK_PYTHON`, unless configured) and the secret options go to spark-submit's
         environment, and the job writes its result to a local `--result-file`.
         `fast_start`: a client-mode driver gets `airflow_lake.spark.startup`'s JVM options (quick
-        JIT, a class-data archive) unless the driver's Java options are set by the user.
+        JIT, or for a large upsert on a local master the balanced one; a class-data archive)
+        unless the driver's Java options are set by the user.
         `where` names the caller in errors (default: the table)."""
         from airflow_lake.spark.packaging import job_path, package_zip  # no pyspark import
         from airflow_lake.spark.startup import driver_moves_rows, driver_startup, job_input_bytes, user_java_options

@@ -89,7 +89,8 @@ class LakeJobOperator(ResumableJobMixin, BaseOperator):
     :param wait_timeout: seconds to wait for a previous try's job still running with this
         task's run token (default: no limit but the task's own timeout).
     :param fast_start: give a client-mode driver JVM options that cut Spark's start-up (quick
-        JIT, a class-data archive of Spark's classes written by the first job on the machine,
+        JIT, or C2 for the hottest code where a local-master driver will move many rows; a
+        class-data archive of Spark's classes written by the first job on the machine,
         see `airflow_lake.spark.startup`); skipped when `spark.driver.extraJavaOptions` and
         `spark.driver.defaultJavaOptions` are both set by you (default True).
     :param durable: keep the submission in the task state store so a retry reattaches to it

@@ -26,7 +26,8 @@ and stops took 50-56 s plain, 27-30 s with the first two options, 18-21 s with t
 
     spark-submit --driver-java-options "$(python -m airflow_lake.spark.startup --create)" ...
 
-runs a job by hand with them (`--create`: the first such job writes the archive).
+runs a job by hand with them (`--create`: the first such job writes the archive;
+`--moves-rows`: the balanced JIT, for a large upsert on a `local` master).
 """
 
 from __future__ import annotations
@@ -286,10 +287,10 @@ def _prune(folder: Path, keep: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Print the options; with `--create` and no archive yet, options that write it (at the
-    exit of the job they are given to)."""
+    """Print the options (with `--moves-rows`, the balanced JIT's); with `--create` and no
+    archive yet, options that write it (at the exit of the job they are given to)."""
     args = sys.argv[1:] if argv is None else argv
-    startup = driver_startup(create=False)
+    startup = driver_startup(create=False, moves_rows="--moves-rows" in args)
     options = startup.java_options
     target = archive_path()
     if "--create" in args and startup.archive is None and target is not None:

@@ -21,6 +21,7 @@ from airflow_lake.spark.startup import (
     driver_moves_rows,
     driver_startup,
     job_input_bytes,
+    main,
     user_java_options,
 )
 from tests.conftest import hudi_read, rows
@@ -141,7 +142,7 @@ def test_the_hook_adds_them_to_client_mode_only(tmp_path, monkeypatch, cache):
     assert cluster.startup is None and not any(k in cluster.arguments["conf"] for k in DRIVER_OPTION_KEYS)
 
 
-def test_a_local_driver_that_will_move_many_rows_keeps_the_optimising_compiler(tmp_path, monkeypatch, cache):
+def test_a_local_driver_that_will_move_many_rows_keeps_the_optimising_compiler(tmp_path, monkeypatch, cache, capsys):
     """Quick JIT where the driver moves few rows; C2 for the hottest code where a local-master
     driver (it runs the tasks' JVM side) reads a large source, or one of unknown size."""
     from airflow_lake.hooks import LakeHook
@@ -173,6 +174,10 @@ def test_a_local_driver_that_will_move_many_rows_keeps_the_optimising_compiler(t
     quick, balanced = driver_startup().java_options, driver_startup(moves_rows=True).java_options
     assert "-XX:TieredStopAtLevel=1" in quick and "Tier4" not in quick
     assert "TieredStopAtLevel" not in balanced and all(o in balanced for o in BALANCED_JIT)
+    main(["--moves-rows"])  # (by hand: `python -m airflow_lake.spark.startup --moves-rows`)
+    main([])
+    printed = [driver_startup(create=False, moves_rows=True).java_options, driver_startup(create=False).java_options]
+    assert capsys.readouterr().out.splitlines() == printed
 
     # the hook decides from the job, the Spark connection's master and the source's files
     monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path))
