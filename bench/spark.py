@@ -33,7 +33,7 @@ def spark_submit(job: str, *args: str, timeout: float = 3600) -> dict:
     """Run `job` with spark-submit under the driver probe: wall seconds, the driver's peak RSS
     in MB and the job's JSON result."""
     from airflow_lake.spark import package_zip
-    from airflow_lake.spark.startup import driver_moves_rows, driver_startup, job_input_bytes
+    from airflow_lake.spark.startup import driver_moves_rows, driver_startup
 
     binary = os.path.join(os.path.dirname(sys.executable), "spark-submit")
     with tempfile.TemporaryDirectory(prefix="bench-rss-") as scratch:
@@ -41,7 +41,7 @@ def spark_submit(job: str, *args: str, timeout: float = 3600) -> dict:
         env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1",
                "PYTHONPATH": REPO, "AIRFLOW_LAKE_PROBE_RSS": rss}
         # the driver's JVM options as the hook gives them (AIRFLOW_LAKE_BENCH_FAST_START=0: none)
-        moves_rows = driver_moves_rows(job, MASTER, job_input_bytes(job, args))
+        moves_rows = driver_moves_rows(job, MASTER, args)
         startup = driver_startup(job=job, moves_rows=moves_rows) if FAST_START else None
         conf = ["--conf", f"spark.driver.extraJavaOptions={startup.java_options}"] if startup else []
         command = [binary, "--master", MASTER, "--conf", "spark.ui.enabled=false", *conf,

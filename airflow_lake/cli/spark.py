@@ -53,7 +53,7 @@ def submit(job: str, table: str, args: list[str], options: dict[str, str], *, ma
     """Run job `job` on `table` with spark-submit; its JSON result, or a `CommandError`
     carrying the job's one-line error."""
     from ..spark.packaging import job_path, package_zip  # (imports pyspark: only under --spark)
-    from ..spark.startup import driver_moves_rows, driver_startup, job_input_bytes, user_java_options
+    from ..spark.startup import driver_moves_rows, driver_startup, user_java_options
 
     command = [str(spark_submit_binary())]
     if master:
@@ -69,8 +69,7 @@ def submit(job: str, table: str, args: list[str], options: dict[str, str], *, ma
     key = user_java_options(settings) if settings.get("spark.submit.deployMode", "client") == "client" else None
     startup = None
     if key is not None:
-        size = job_input_bytes(job, args, split_options(options)[1])
-        moves = driver_moves_rows(job, master or settings.get("spark.master"), size)
+        moves = driver_moves_rows(job, master or settings.get("spark.master"), args, split_options(options)[1])
         startup = driver_startup(env=env, job=job, moves_rows=moves)
     if startup is not None:
         command += ["--conf", f"{key}={startup.java_options}"]

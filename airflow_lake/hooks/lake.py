@@ -149,7 +149,7 @@ class LakeHook(BaseHook):
         unless the driver's Java options are set by the user.
         `where` names the caller in errors (default: the table)."""
         from airflow_lake.spark.packaging import job_path, package_zip  # no pyspark import
-        from airflow_lake.spark.startup import driver_moves_rows, driver_startup, job_input_bytes, user_java_options
+        from airflow_lake.spark.startup import driver_moves_rows, driver_startup, user_java_options
 
         application = str(job_path(job))  # an unknown job fails here, naming the known ones
         location = self.resolve(table_path)
@@ -181,9 +181,8 @@ class LakeHook(BaseHook):
         argv += ["--result-file", str(submission.result_file)]
         key = user_java_options(conf, extra.get("properties_file")) if fast_start else None
         if key is not None:
-            size = job_input_bytes(job, argv, self.settings.storage_options)
-            submission.startup = driver_startup(env={**os.environ, **submission.env}, job=job,
-                                                moves_rows=driver_moves_rows(job, target.master, size))
+            moves_rows = driver_moves_rows(job, target.master, argv, self.settings.storage_options)
+            submission.startup = driver_startup(env={**os.environ, **submission.env}, job=job, moves_rows=moves_rows)
             conf[key] = submission.startup.java_options
         return submission
 

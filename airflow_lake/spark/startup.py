@@ -169,27 +169,27 @@ def archive_possible(env: Mapping[str, str]) -> bool:
     return target is not None and not _failed_marker(target).exists()
 
 
-def driver_moves_rows(job: str | None, master: str | None, input_bytes: int | None) -> bool:
+def driver_moves_rows(job: str | None, master: str | None, argv: Sequence[str],
+                      storage_options: Mapping[str, Any] | None = None) -> bool:
     """Whether the driver's JVM will move many rows: a `local` master's (None: spark-submit's
-    default, local) running a job of `ROW_JOBS` on an input of at least `LARGE_INPUT_BYTES`, or
-    of a size not known before it runs (None: a query or table source). A cluster's driver
-    only schedules: its executors' JVMs start with their own options."""
+    default, local) running a job of `ROW_JOBS` (with arguments `argv`) on a source of at least
+    `LARGE_INPUT_BYTES`, or of a size not known before it runs (a query or table source). A
+    cluster's driver only schedules: its executors' JVMs start with their own options. The
+    source is listed (with `storage_options`) only when the rest holds."""
     if master is not None and not master.strip().lower().startswith("local"):
         return False
     if job not in ROW_JOBS:
         return False
-    return input_bytes is None or input_bytes >= LARGE_INPUT_BYTES
+    size = source_bytes_of(argv, storage_options)
+    return size is None or size >= LARGE_INPUT_BYTES
 
 
-def job_input_bytes(job: str, argv: Sequence[str], storage_options: Mapping[str, Any] | None = None) -> int | None:
-    """The size of what job `job` run with `argv` reads: an upsert's `--source` files
-    (`source_bytes`); None where not known before the job runs."""
-    if job != "upsert":
-        return None
+def source_bytes_of(argv: Sequence[str], storage_options: Mapping[str, Any] | None = None) -> int | None:
+    """`source_bytes` of the `--source` (and `--source-format`) an upsert is run with; 0 without one."""
     given = {flag: value for flag, value in zip(argv, argv[1:], strict=False)
              if flag in ("--source", "--source-format")}
     source = given.get("--source")
-    return source_bytes(source, given.get("--source-format"), storage_options) if source else None
+    return source_bytes(source, given.get("--source-format"), storage_options) if source else 0
 
 
 def source_bytes(source: str, fmt: str | None = None, storage_options: Mapping[str, Any] | None = None,

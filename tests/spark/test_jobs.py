@@ -20,7 +20,7 @@ import pytest
 from airflow_lake.spark import job_path, package_zip
 from airflow_lake.spark.job import JobError, split_options
 from airflow_lake.spark.packaging import job_names
-from airflow_lake.spark.startup import QUICK_JIT, driver_moves_rows, driver_startup, job_input_bytes
+from airflow_lake.spark.startup import QUICK_JIT, driver_moves_rows, driver_startup
 from tests.conftest import REPO, hudi_read, rows
 from tests.core.test_compaction import mor
 from tests.core.test_lifecycle import cow
@@ -198,7 +198,7 @@ def spark_submit(name: str, *args: str, master: str = "local[2]", env: dict[str,
     env = submit_env(env)
     script = [str(Path(__file__).with_name("driver_probe.py")), name] if probe else [str(job_path(name))]
     # the driver JVM options the hook gives (class-data archive included, the JIT for the job's input)
-    moves_rows = driver_moves_rows(name, master, job_input_bytes(name, args))
+    moves_rows = driver_moves_rows(name, master, args)
     startup = driver_startup(env=env, job=name, create=write_archive, moves_rows=moves_rows)
     command = [str(binary), "--master", master, "--conf", "spark.ui.enabled=false",
                "--conf", f"spark.driver.extraJavaOptions={startup.java_options}",

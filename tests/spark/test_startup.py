@@ -20,8 +20,8 @@ from airflow_lake.spark.startup import (
     archive_path,
     driver_moves_rows,
     driver_startup,
-    job_input_bytes,
     main,
+    source_bytes_of,
     user_java_options,
 )
 from tests.conftest import hudi_read, rows
@@ -155,22 +155,22 @@ def test_a_local_driver_that_will_move_many_rows_keeps_the_optimising_compiler(t
         f.truncate(LARGE_INPUT_BYTES)  # (sparse: its size is what counts)
     (small / "_SUCCESS").write_bytes(b"")
     (small / ".part-0.parquet.crc").write_bytes(b"x" * LARGE_INPUT_BYTES)  # skipped, as the job skips it
-    assert job_input_bytes("upsert", ["--table", "t", "--source", str(small)]) == 1000
-    assert job_input_bytes("upsert", ["--source", str(large / "part-0.parquet")]) == LARGE_INPUT_BYTES
-    assert job_input_bytes("upsert", ["--source", "select 1", "--source-format", "sql"]) is None
-    assert job_input_bytes("upsert", ["--source", str(tmp_path / "none")]) == 0  # (the job says what is wrong)
+    assert source_bytes_of(["--table", "t", "--source", str(small)]) == 1000
+    assert source_bytes_of(["--source", str(large / "part-0.parquet")]) == LARGE_INPUT_BYTES
+    assert source_bytes_of(["--source", "select 1", "--source-format", "sql"]) is None
+    assert source_bytes_of(["--source", str(tmp_path / "none")]) == 0  # (the job says what is wrong)
     unreachable = {"aws_endpoint_url": "http://127.0.0.1:9", "aws_allow_http": "true", "aws_region": "us-east-1",
                    "aws_access_key_id": "k", "aws_secret_access_key": "s"}
     started = time.monotonic()
-    assert job_input_bytes("upsert", ["--source", "s3://b/landing"], unreachable) == 0
+    assert source_bytes_of(["--source", "s3://b/landing"], unreachable) == 0
     assert time.monotonic() - started < 3  # asked once, no retries waited out
-    assert job_input_bytes("clean", ["--source", str(large)]) is None
 
-    assert not driver_moves_rows("upsert", "local[2]", 1000)
-    assert driver_moves_rows("upsert", "local[*]", LARGE_INPUT_BYTES) and driver_moves_rows("upsert", None, None)
-    assert not driver_moves_rows("compaction_execute", "local[2]", None)  # (it merges in the Python workers)
-    assert not driver_moves_rows("upsert", "spark://host:7077", None)  # executors: JVMs of their own
-    assert not driver_moves_rows("clean", "local[2]", None) and not driver_moves_rows(None, None, None)
+    sql = ["--source", "select 1", "--source-format", "sql"]
+    assert not driver_moves_rows("upsert", "local[2]", ["--source", str(small)])
+    assert driver_moves_rows("upsert", "local[*]", ["--source", str(large)]) and driver_moves_rows("upsert", None, sql)
+    assert not driver_moves_rows("compaction_execute", "local[2]", [])  # (it merges in the Python workers)
+    assert not driver_moves_rows("upsert", "spark://host:7077", sql)  # executors: JVMs of their own
+    assert not driver_moves_rows("clean", "local[2]", sql) and not driver_moves_rows(None, None, sql)
     quick, balanced = driver_startup().java_options, driver_startup(moves_rows=True).java_options
     assert "-XX:TieredStopAtLevel=1" in quick and "Tier4" not in quick
     assert "TieredStopAtLevel" not in balanced and all(o in balanced for o in BALANCED_JIT)
