@@ -163,10 +163,17 @@ def source_format(source: str, given: str | None) -> str:
 
 def upsert(run: JobRun) -> dict[str, Any]:
     """Write `--source` to the table with `--operation` (creating it with `--create-if-missing`)."""
+    from airflow_lake.spark.session import interpret_small_input
     from airflow_lake.spark.sources import read_source
+    from airflow_lake.spark.startup import source_bytes
 
     a = run.args
     spark = run.start_session()
+    fmt = source_format(a.source, a.source_format)
+    size = source_bytes(a.source, fmt, run.storage_options, unlisted=None)
+    if interpret_small_input(spark, size):
+        log.info("upsert: a source of %d bytes: Spark SQL interprets its expressions "
+                 "(no whole-stage code generation)", size)
     created = False
     settings = {"name": a.table_name, "table_type": a.table_type, "record_key": a.record_key,
                 "precombine_field": a.precombine_field, "partition_fields": a.partition_fields,
@@ -183,7 +190,6 @@ def upsert(run: JobRun) -> dict[str, Any]:
             log.info("upsert: created %s table %s (%s)", new.config.table_type, a.table, new.config.name)
     table = run.open_table()
     check_table_settings(table.storage.uri, table.config, **settings)
-    fmt = source_format(a.source, a.source_format)
     log.info("upsert: %s of %s source %s", a.operation, fmt, a.source)
     df = read_source(spark, a.source, fmt, storage_options=run.storage_options, reader_options=dict(a.source_option),
                      schema=a.source_schema, table_schema=table.schema(), where=f"table {table.storage.uri}")

@@ -11,7 +11,7 @@ import sys
 from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
 
-from .startup import ARCHIVE_AT_EXIT, DRIVER_OPTION_KEYS
+from .startup import ARCHIVE_AT_EXIT, DRIVER_OPTION_KEYS, INTERPRETED_SQL, interprets_sql
 
 DEFAULT_MASTER = "local[*]"
 # local masters: the executors' Python workers start on the installed, compiled pyspark
@@ -60,6 +60,17 @@ def session(app_name: str, conf: dict[str, str] | None = None) -> SparkSession:
         if spark.conf.get(key, None) is None:
             spark.conf.set(key, value)
     return spark
+
+
+def interpret_small_input(spark: SparkSession, input_bytes: int | None) -> bool:
+    """For a job reading `input_bytes` (None: not known) below `startup.SMALL_INPUT_BYTES`:
+    `INTERPRETED_SQL`, unless spark-submit or the session set any of them (a user's choice of
+    code generation). Whether it applied."""
+    if not interprets_sql(input_bytes) or any(spark.conf.get(k, None) is not None for k in INTERPRETED_SQL):
+        return False
+    for key, value in INTERPRETED_SQL.items():
+        spark.conf.set(key, value)
+    return True
 
 
 def session_settings(conf: dict[str, str] | None = None) -> dict[str, str]:

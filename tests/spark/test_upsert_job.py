@@ -82,7 +82,37 @@ def test_upsert_job_errors_name_the_table(spark, tmp_path, table_path):
 
 def test_spark_submit_upsert(tmp_path, table_path):
     source = landing(tmp_path, "p", batch(range(20), 1, 1))
-    done = last_json(spark_submit("upsert", "--table", table_path, "--source", source, *CREATE,
-                                  "--run-token", "dag/run/ingest"))
+    proc = spark_submit("upsert", "--table", table_path, "--source", source, *CREATE, "--run-token", "dag/run/ingest")
+    done = last_json(proc)
     assert done["inserts"] == 20 and done["files_written"] == 2 and done["table_created"]
+    assert "Spark SQL interprets its expressions" in proc.stdout  # a small source (the job's log: stdout)
     assert rows(hudi_read(table_path), COLS) == rows(batch(range(20), 1, 1), COLS)
+
+
+def test_a_small_input_runs_interpreted_unless_the_user_chose(spark):
+    """Below `SMALL_INPUT_BYTES` a job's queries interpret their expressions (a small write
+    plans dozens of queries over few rows: compiling generated code costs more than it saves);
+    not for a larger source, nor one of unknown size, and never over what the user set."""
+    from airflow_lake.spark.session import interpret_small_input
+    from airflow_lake.spark.startup import INTERPRETED_SQL, SMALL_INPUT_BYTES, interprets_sql, source_bytes
+
+    assert interprets_sql(0) and interprets_sql(SMALL_INPUT_BYTES - 1)
+    assert not interprets_sql(SMALL_INPUT_BYTES) and not interprets_sql(None)
+    assert source_bytes("/nonexistent/landing", unlisted=None) is None and source_bytes("/nonexistent/landing") == 0
+    assert source_bytes("select 1", "sql") is None
+    before = {k: spark.conf.get(k, None) for k in INTERPRETED_SQL}
+    try:
+        for key in INTERPRETED_SQL:
+            spark.conf.unset(key)
+        assert not interpret_small_input(spark, SMALL_INPUT_BYTES) and not interpret_small_input(spark, None)
+        assert all(spark.conf.get(k, None) is None for k in INTERPRETED_SQL)
+        assert interpret_small_input(spark, 1000)
+        assert {k: spark.conf.get(k) for k in INTERPRETED_SQL} == INTERPRETED_SQL
+        spark.conf.set("spark.sql.codegen.wholeStage", "true")  # the user's (spark-submit --conf, or the session's)
+        spark.conf.unset("spark.sql.codegen.factoryMode")
+        assert not interpret_small_input(spark, 1000)
+        assert spark.conf.get("spark.sql.codegen.wholeStage") == "true"
+        assert spark.conf.get("spark.sql.codegen.factoryMode", None) is None
+    finally:
+        for key, value in before.items():
+            spark.conf.set(key, value) if value is not None else spark.conf.unset(key)
