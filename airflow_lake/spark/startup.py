@@ -20,6 +20,8 @@ most of a small job starting Spark's JVM (class loading and JIT compilation on f
   keyed by the Java binary and Spark's jars; a stale or damaged archive is ignored by the JVM,
   which then starts as usual.
 - JVM log lines go to stderr, never after the job's JSON line on stdout.
+- Not a JVM option, decided by the upsert job from the source it lists: below
+  `SMALL_INPUT_BYTES`, Spark SQL interprets expressions (`INTERPRETED_SQL`, `interprets_sql`).
 
 Measured on 2 cores (load 7-8): a `spark-submit` that starts a session, runs two small jobs
 and stops took 50-56 s plain, 27-30 s with the first two options, 18-21 s with the archive.
@@ -56,9 +58,9 @@ LARGE_INPUT_BYTES = 16 << 20
 ROW_JOBS = frozenset({"upsert"})
 # an upsert input below which Spark SQL interprets expressions rather than generating and
 # compiling Java for each query (`INTERPRETED_SQL`): a small write plans dozens of queries over
-# few rows. Measured on 2 cores, `local[2]`, MOR upserts into 1M-row bloom-indexed tables,
-# generated / interpreted: 100 rows 7.8-8.4 / 6.9-7.2 s; 20k rows (1.1 MB) 8.9 / 8.5 s;
-# 100k rows (5.4 MB) 11.9-12.3 / 12.3-12.4 s; 300k rows (14 MB) 20.0 / 21.8 s
+# few rows. Measured on 2 cores, `local[2]`, MOR upserts (bloom index), generated / interpreted:
+# 100 rows into 100, 7.9-8.3 / 6.8-7.4 s; into 1M rows: 20k rows (1.1 MB) 8.9 / 8.5 s; 100k
+# rows (5.4 MB) 11.9-12.3 / 12.3-12.4 s; 300k rows (14 MB) 20.0 / 21.8 s
 SMALL_INPUT_BYTES = 2 << 20
 INTERPRETED_SQL = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
 JVM_LOG = ("-Xlog:disable", "-Xlog:all=warning,cds*=off:stderr")  # stdout stays the job's
