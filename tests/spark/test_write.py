@@ -3,6 +3,7 @@ the model, hudi-rs and our reader; the work spreads over file groups."""
 
 from __future__ import annotations
 
+import re
 from itertools import pairwise
 
 import pyarrow as pa
@@ -156,6 +157,39 @@ def test_bloom_tagging_reads_only_groups_whose_range_and_filter_hold_the_keys(sp
                       + [(f"k2{i:03d}x", 2) for i in range(5)] + [(f"k1{i:03d}x", 4 if i == 3 else 3)
                                                                    for i in range(5)])
     assert rows(t.read(), ["id", "ts"]) == expected == rows(hudi_read(table_path), ["id", "ts"])
+
+
+def _new_plans(spark, before: set[int] | None = None) -> dict[int, str]:
+    """The physical plans of the session's SQL executions (not in `before`), from Spark's status store."""
+    executions = spark._jsparkSession.sharedState().statusStore().executionsList()
+    plans = {executions.apply(i).executionId(): executions.apply(i).physicalPlanDescription()
+             for i in range(executions.size())}
+    return {i: p for i, p in plans.items() if before is None or i not in before}
+
+
+@pytest.mark.parametrize(("index_type", "hashed"), [("BLOOM", True), ("GLOBAL_BLOOM", True), ("SIMPLE", False)])
+def test_the_keys_found_are_joined_by_hash_and_rows_move_without_the_work_they_no_longer_need(
+        spark, table_path, tmp_path, index_type, hashed):
+    """Bloom lookups confirm only the batch's keys: the full rows stream past a hash table of the
+    keys found (a shuffled hash join), not sorted with them; SIMPLE's side, every stored key of the
+    partitions, stays a sort-merge join. The file groups' writers get the columns they read: not
+    the source file a row came from (it orders the combine only), nor the lookup's other work."""
+    t = Table.create(table_path, name="t", record_key="id", precombine_field="ts", partition_fields="part",
+                     options={"hoodie.index.type": index_type})
+    write(t, _frame(spark, ["a", "b"], 1), "insert")
+    source = str(tmp_path / "source")
+    _frame(spark, ["a", "c"], 2).write.parquet(source)  # (a file source: rows carry their file)
+    before = set(_new_plans(spark))
+    assert (write(t, spark.read.parquet(source), "upsert").num_updates, len(t.read())) == (1, 3)
+    plans = list(_new_plans(spark, before).values())
+    joins = [line for plan in plans for line in plan.splitlines() if "Join LeftOuter" in line]
+    assert joins and any("ShuffledHashJoin" in line for line in joins) == hashed, joins
+    assert any("_al_source_file" in plan for plan in plans)  # (read with the rows)
+    writer_inputs = [i for plan in plans for i in re.findall(r"\) FlatMapGroupsInArrow\nInput \[\d+\]: \[(.*)\]", plan)
+                     if "_al_target" in i]
+    assert writer_inputs and "_al_loc_file" in writer_inputs[0]
+    assert not any(c in i for i in writer_inputs for c in ("_al_source_file", "_al_loc_partition", "_al_insert_rank",
+                                                           "_al_insert_spread", "_al_stored_ordering"))
 
 
 @pytest.mark.parametrize("index_type", ["BLOOM", "SIMPLE", "GLOBAL_BLOOM"])

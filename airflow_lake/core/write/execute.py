@@ -66,6 +66,13 @@ class ExecSpec:
     schema: pa.Schema | None = None
 
 
+    def columns(self, available: list[str]) -> list[str]:
+        """Of the routed rows' columns `available`, those `execute_group` reads (a group's rows
+        travel with these only: not the lookup's and the routing's other work columns)."""
+        read = {*self.data_columns, *WORK, LOC_F, TARGET, self.ordering_field}
+        return [c for c in available if c in read]
+
+
 def execute_group(spec: ExecSpec, rows: pa.Table) -> WriteStat | None:
     """Write one file group's rows (all with the same `TARGET`) with the core's per-group
     writers; its write stat (None: the ordering check left nothing to write)."""

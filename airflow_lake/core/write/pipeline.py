@@ -45,7 +45,7 @@ from ..view import FileSystemView
 from ..vocabulary import LOOKUP_OPERATIONS, OPERATIONS
 from .arrow_frames import ArrowFrames, stored_key_clash
 from .client import TOKEN_KEY, WriteClient, WriteResult
-from .execute import DEL, LOC_F, PART, TARGET, WORK, ExecSpec, execute_group
+from .execute import DEL, LOC_F, PART, SEQ, TARGET, WORK, ExecSpec, execute_group
 from .keying import InputPlan, plan_input
 from .partitions import check_batch_nesting
 from .plan import Sizing
@@ -239,11 +239,17 @@ def _input(table, ops: FrameOps, data: Any, operation: str, is_global: bool, tab
         created = [] if operation == "delete" else parts
         check_batch_nesting(table.storage, created)  # (against the table's: in `begin`)
         keyed = frame
+        # (the input's other position columns, e.g. the source file, order the combine only: once
+        # it is done they are dropped, SEQ stays; the rows move without them)
+        after_combine = [c for c in ops.schema(frame).names if c not in positions or c == SEQ]
         combine = operation in LOOKUP_OPERATIONS or table.option(WriteOptions.COMBINE_BEFORE_INSERT)
         if combine and (is_global or any(n != distinct for _, n, distinct in counts)):
             ordering = ordering_column(cfg.ordering_fields) if operation != "delete" else None
             order = [c for c, _ in combine_order(ordering, positions)]
-            keyed = ops.cache(ops.keep_first(frame, [KEY] if is_global else [PART, KEY], order))
+            keyed = ops.cache(ops.project(ops.keep_first(frame, [KEY] if is_global else [PART, KEY], order),
+                                          after_combine))
+        elif len(after_combine) < len(ops.schema(frame).names):
+            keyed = ops.project(frame, after_combine)
     except BaseException:
         ops.release(frame)
         raise
@@ -360,7 +366,8 @@ def _execute(ops: FrameOps, table, client: WriteClient, routing: Routing, view: 
         routing.routed = ops.cache(routing.routed)
         routing.cached.append(routing.routed)
     routed = routing.routed
-    data_columns = tuple(c for c in ops.schema(routed).names if c not in WORK and not c.startswith("_al_"))
+    names = ops.schema(routed).names
+    data_columns = tuple(c for c in names if c not in WORK and not c.startswith("_al_"))
     stored = any(g.stored is not None for g in groups.values())
     by_stats = routing.inserted_by_stats and operation == "upsert"
     # (a delete by key: natural order)
@@ -369,7 +376,8 @@ def _execute(ops: FrameOps, table, client: WriteClient, routing: Routing, view: 
                     table.option(WriteOptions.LOG_BLOCK_FORMAT).lower(), new_keys=by_stats,
                     table=table.context() if stored else None,
                     schema=client.reader(view).full_schema if stored else None)
-    written = ops.write_groups(partial(execute_group, spec), routed, TARGET, max(1, len(groups)))
+    written = ops.write_groups(partial(execute_group, spec), ops.project(routed, spec.columns(names)), TARGET,
+                               max(1, len(groups)))
     stats: list[WriteStat] = [s for s in written if s is not None and s.path is not None]
     lost = [s.lost_deletes for s in written if s is not None and s.lost_deletes is not None]
     spared = pa.chunked_array(lost, pa.string()).to_pylist() if lost else []
