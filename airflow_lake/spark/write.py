@@ -139,6 +139,16 @@ class SparkFrames:
         tagged = tag(self.spark, table, view, frame, parts, is_global, index_type, where)
         return tagged.rows, tagged.cached, tagged.stats
 
+    def routing_columns(self, frame: DataFrame, columns: list[str]) -> DataFrame:
+        return frame.select(*columns)
+
+    def with_routes(self, frame: DataFrame, routes: DataFrame) -> DataFrame:
+        # the rows' payload joined to their routes: one shuffle of whole rows (as the tagging join
+        # took), past a hash table of the routes (columns only); the rows were not cached tagged,
+        # nor sorted for the inserts' ranks
+        payload = frame.select(*[c for c in frame.columns if c not in routes.columns], SEQ)
+        return payload.join(routes.hint("shuffle_hash"), on=SEQ, how="inner")
+
     def untagged(self, frame: DataFrame) -> DataFrame:
         return frame.withColumns({c: F.lit(None).cast("string") for c in (LOC_P, LOC_F, STORED)})
 

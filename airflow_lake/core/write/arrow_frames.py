@@ -143,6 +143,12 @@ class ArrowFrames:
         rows = rows.append_column(STORED, _stored_ordering(table, view, rows, tags, reader, need))
         return rows, [], lambda: stats
 
+    def routing_columns(self, frame: pa.Table, columns: list[str]) -> pa.Table:
+        return frame  # (whole rows cost nothing more to route: no join back)
+
+    def with_routes(self, frame: pa.Table, routes: pa.Table) -> pa.Table:
+        return routes
+
     def untagged(self, frame: pa.Table) -> pa.Table:
         n = frame.num_rows
         for c in (LOC_P, LOC_F, STORED):

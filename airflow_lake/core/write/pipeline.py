@@ -107,6 +107,16 @@ class FrameOps(Protocol):
         `trust_filters` a key a bloom filter claims may be taken as found without reading the
         file's keys (the Spark engine confirms always)."""
 
+    def routing_columns(self, frame: Any, columns: list[str]) -> Any:
+        """The rows of `frame` for tagging and routing: only `columns` (the key, the work and
+        the ordering columns) where moving whole rows costs (their routes are joined back by
+        `with_routes`), else `frame` itself."""
+
+    def with_routes(self, frame: Any, routes: Any) -> Any:
+        """The rows of `frame` with the routes of `routing_columns(frame)`'s rows: one row per
+        route (a moved key: two; a row the routing dropped: none), its columns from `routes`
+        where both have them, joined by SEQ."""
+
     def untagged(self, frame: Any) -> Any:
         """`frame` with null LOC_P, LOC_F, STORED columns."""
 
@@ -289,6 +299,11 @@ def _route_keys(ops: FrameOps, table, client: WriteClient, keyed, view: FileSyst
     cfg = table.config
     cached: list = []
     trust = False
+    ordering = ordering_column(cfg.ordering_fields) if operation != "delete" else None
+    # (what the rules and the routing read: the payload waits, joined back to the routes)
+    reads = {*WORK, *cfg.ordering_fields, ordering}
+    records = keyed
+    keyed = ops.routing_columns(keyed, [c for c in ops.schema(keyed).names if c in reads])
     if client.looks_up(operation) and not _nothing_stored(view, parts, is_global):
         # a COW upsert or delete rewrites every file a key is tagged to and sees there which keys it
         # really holds (a key a bloom filter wrongly claims is inserted into it and reported as new)
@@ -299,7 +314,7 @@ def _route_keys(ops: FrameOps, table, client: WriteClient, keyed, view: FileSyst
         rule = located_rule(ops.columns, table, operation, is_global, index_type)
         rows = ops.filter(rows, rule.keep)
         if rule.moved is not None:
-            rows = ops.move(rows, rule.moved, ordering_column(cfg.ordering_fields) if operation != "delete" else None)
+            rows = ops.move(rows, rule.moved, ordering)
     else:  # (no lookup, or nothing it could find: every key is new, a delete of one does nothing)
         if client.looks_up(operation):
             index_stats.append(lambda: {"file_groups": 0})
@@ -311,10 +326,14 @@ def _route_keys(ops: FrameOps, table, client: WriteClient, keyed, view: FileSyst
     plan = plan_key_groups(view, ops.location_counts(rows), sizing, is_mor=cfg.is_mor, overwrite=replaced is not None)
     log.info("%s: write routes rows to %d file groups (%d updated, %d inserted into)", where, len(plan.groups),
              len(plan.route.located), len(plan.groups) - len(plan.route.located))
-    routed = ops.with_udf(ops.insert_ranks(rows), TARGET, partial(route_targets, plan.route),
+    routes = ops.with_udf(ops.insert_ranks(rows), TARGET, partial(route_targets, plan.route),
                           [PART, SPREAD, RANK, LOC_P, LOC_F], pa.int64())
     new_keys = ops.filter(rows, ~ops.columns.valid(ops.columns.col(LOC_F)))
-    return Routing(plan, routed, new_keys, cached, inserted_by_stats=client.looks_up(operation) and trust)
+    if exact:  # (read by the groups' tasks and the record index's)
+        routes = ops.cache(routes)
+        cached.append(routes)
+    return Routing(plan, ops.with_routes(records, routes), new_keys, cached,
+                   inserted_by_stats=client.looks_up(operation) and trust, routes=routes)
 
 
 def _nothing_stored(view: FileSystemView, parts: list[str], is_global: bool) -> bool:
@@ -345,7 +364,7 @@ def _route_buckets(ops: FrameOps, client: WriteClient, keyed, view: FileSystemVi
     routed = ops.filter(routed, ops.columns.col(TARGET) >= ops.columns.lit(0))
     c = ops.columns
     new_keys = ops.filter(routed, c.isin(c.col(TARGET), sorted(plan.route.new)) & ~c.col(DEL))
-    return Routing(plan, routed, new_keys)
+    return Routing(plan, routed, new_keys, routes=routed)
 
 
 def _with_stored(plan, stored):
@@ -362,8 +381,8 @@ def _execute(ops: FrameOps, table, client: WriteClient, routing: Routing, view: 
     groups = plan.groups
     inflight = client.inflight(timeline, requested, operation, plan.inserts, plan.updates)
     client.write_partition_metadata(instant, {g.partition for g in groups.values()})
-    if record_index is not None:  # (read twice: by the file groups' tasks, then the index's)
-        routing.routed = ops.cache(routing.routed)
+    if record_index is not None and routing.routes is routing.routed:  # (read by the groups' tasks and the index's)
+        routing.routed = routing.routes = ops.cache(routing.routed)
         routing.cached.append(routing.routed)
     routed = routing.routed
     names = ops.schema(routed).names
@@ -410,7 +429,7 @@ def _update_record_index(ops: FrameOps, table, client: WriteClient, view: FileSy
                         MetadataWriter(table.storage).schema_text(), targets, target=TARGET, delete=DEL,
                         located=LOC_F if located else None, spared=spared, partition=PART,
                         new_partition_groups=table.option(MetadataOptions.PARTITIONED_RECORD_INDEX_MIN_GROUPS))
-    frame = ops.project(routing.routed, update.columns())
+    frame = ops.project(routing.routes, update.columns())
     if replaced:  # the replaced groups' keys, read in tasks, as delete rows (those written again stay)
         visible = Visibility.of(view)
         tasks = [SliceRead.of(view, view.groups[p][f], visible, SliceQuery()) for p, ids in sorted(replaced.items())

@@ -259,10 +259,12 @@ def bucket_targets(spec: BucketRoute, part: pa.Array, bucket: pa.Array, delete: 
 @dataclass
 class Routing:
     """Where the rows go: the plan, the rows with their TARGET group, and the keys this write
-    inserts (PART, KEY: for the concurrent-insert check)."""
+    inserts (PART, KEY: for the concurrent-insert check); `routes`: the routed key and work
+    columns (what index updates read: the rows themselves where the engine routes whole rows)."""
 
     plan: GroupsPlan
     routed: Any
     new_keys: Any
     cached: list = field(default_factory=list)
     inserted_by_stats: bool = False  # the keys inserted are known exactly only from the groups' stats
+    routes: Any = None
