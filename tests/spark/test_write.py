@@ -8,6 +8,7 @@ from itertools import pairwise
 
 import pyarrow as pa
 import pytest
+from pyspark.sql import functions as F
 
 from airflow_lake.core import LakeError, Table
 from airflow_lake.core.errors import RecordKeyError
@@ -167,27 +168,28 @@ def _new_plans(spark, before: set[int] | None = None) -> dict[int, str]:
     return {i: p for i, p in plans.items() if before is None or i not in before}
 
 
-@pytest.mark.parametrize(("index_type", "hashed"), [("BLOOM", True), ("GLOBAL_BLOOM", True), ("SIMPLE", False)])
-def test_the_keys_found_are_joined_by_hash_and_rows_move_without_the_work_they_no_longer_need(
-        spark, table_path, tmp_path, index_type, hashed):
-    """Bloom lookups confirm only the batch's keys: the full rows stream past a hash table of the
-    keys found (a shuffled hash join), not sorted with them; SIMPLE's side, every stored key of the
-    partitions, stays a sort-merge join. The file groups' writers get the columns they read: not
-    the source file a row came from (it orders the combine only), nor the lookup's other work."""
+@pytest.mark.parametrize("index_type", ["BLOOM", "GLOBAL_BLOOM", "SIMPLE"])
+def test_keys_are_tagged_and_routed_without_their_rows_and_writers_get_the_columns_they_read(
+        spark, table_path, tmp_path, index_type):
+    """The tagging and the routing hold the key, work and ordering columns only (the payload
+    joins the routes once, in the write); the file groups' writers get the columns they read:
+    not the source file a row came from (it orders the combine only), nor the routing's work."""
     t = Table.create(table_path, name="t", record_key="id", precombine_field="ts", partition_fields="part",
                      options={"hoodie.index.type": index_type})
-    write(t, _frame(spark, ["a", "b"], 1), "insert")
+    write(t, _frame(spark, ["a", "b"], 1).withColumn("payload", F.lit("x")), "insert")
     source = str(tmp_path / "source")
-    _frame(spark, ["a", "c"], 2).write.parquet(source)  # (a file source: rows carry their file)
+    _frame(spark, ["a", "c"], 2).withColumn("payload", F.lit("y")).write.parquet(source)  # (rows carry their file)
     before = set(_new_plans(spark))
     assert (write(t, spark.read.parquet(source), "upsert").num_updates, len(t.read())) == (1, 3)
     plans = list(_new_plans(spark, before).values())
-    joins = [line for plan in plans for line in plan.splitlines() if "Join LeftOuter" in line]
-    assert joins and any("ShuffledHashJoin" in line for line in joins) == hashed, joins
+    cached = [c for plan in plans for c in re.findall(r"\) InMemoryRelation\nArguments: \[(.*?)\], StorageLevel", plan)]
+    assert any("payload" in c for c in cached)  # (the key frame: the rows)
+    tagged = [c for c in cached if "_al_insert_spread" in c]  # the tagged keys, as the routing reads them
+    assert tagged and all("_al_loc_file" in c and "payload" not in c for c in tagged), tagged
     assert any("_al_source_file" in plan for plan in plans)  # (read with the rows)
     writer_inputs = [i for plan in plans for i in re.findall(r"\) FlatMapGroupsInArrow\nInput \[\d+\]: \[(.*)\]", plan)
                      if "_al_target" in i]
-    assert writer_inputs and "_al_loc_file" in writer_inputs[0]
+    assert writer_inputs and all("payload" in i and "_al_loc_file" in i for i in writer_inputs)
     assert not any(c in i for i in writer_inputs for c in ("_al_source_file", "_al_loc_partition", "_al_insert_rank",
                                                            "_al_insert_spread", "_al_stored_ordering"))
 
