@@ -112,9 +112,10 @@ class SparkFrames:
     def release(self, frame: DataFrame) -> None:
         frame.unpersist()
 
-    def partition_counts(self, frame: DataFrame) -> list[tuple[str, int, int]]:
+    def partition_counts(self, frame: DataFrame, *, distinct: bool = True) -> list[tuple[str, int, int | None]]:
         # (the first pass over the rows: a key error names its row's sequence number)
-        rows = stage(lambda: frame.groupBy(PART).agg(F.count(F.lit(1)), F.count_distinct(KEY)).collect(),
+        found = F.count_distinct(KEY) if distinct else F.lit(None).cast("long")  # (distinct: two shuffles)
+        rows = stage(lambda: frame.groupBy(PART).agg(F.count(F.lit(1)), found).collect(),
                      self.where, "checking the batch", row_of=self._input_row)
         return [tuple(r) for r in rows]
 

@@ -194,6 +194,26 @@ def test_keys_are_tagged_and_routed_without_their_rows_and_writers_get_the_colum
                                                            "_al_insert_spread", "_al_stored_ordering"))
 
 
+@pytest.mark.parametrize(("index_type", "operation", "distinct"), [
+    ("BLOOM", "upsert", True), ("GLOBAL_BLOOM", "upsert", False), ("BLOOM", "insert", False)])
+def test_the_batch_check_counts_distinct_keys_only_where_that_decides_the_combine(
+        spark, table_path, index_type, operation, distinct):
+    """A partition-scoped upsert combines a partition whose keys repeat, so the check counts
+    distinct keys; a global index combines always, an insert never (by default): no distinct
+    count (two shuffles), and the rows still combine as they must."""
+    t = Table.create(table_path, name="t", record_key="id", precombine_field="ts", partition_fields="part",
+                     options={"hoodie.index.type": index_type})
+    write(t, _frame(spark, ["a", "b"], 1), "insert")
+    before = set(_new_plans(spark))
+    batch = spark.createDataFrame(pa.table({"id": ["a", "c", "a"], "ts": [3, 2, 2], "part": ["a", "a", "a"]}))
+    write(t, batch, operation)
+    plans = list(_new_plans(spark, before).values())
+    assert any("count(distinct" in plan for plan in plans) == distinct
+    expected = [("a", 1), ("a", 2), ("a", 3), ("b", 1), ("c", 2)] if operation == "insert" else \
+        [("a", 3), ("b", 1), ("c", 2)]
+    assert rows(t.read(), ["id", "ts"]) == expected == rows(hudi_read(table_path), ["id", "ts"])
+
+
 @pytest.mark.parametrize("index_type", ["BLOOM", "SIMPLE", "GLOBAL_BLOOM"])
 def test_no_lookup_where_no_file_group_could_hold_the_keys(spark, table_path, index_type):
     # a new table, and (a partition-scoped index) partitions the batch is the first to write:

@@ -94,9 +94,12 @@ class ArrowFrames:
     def release(self, frame: pa.Table) -> None:
         return None
 
-    def partition_counts(self, frame: pa.Table) -> list[tuple[str, int, int]]:
-        counts = frame.group_by(PART, use_threads=False).aggregate([(KEY, "count"), (KEY, "count_distinct")])
-        return list(zip(*[counts.column(c).to_pylist() for c in (PART, f"{KEY}_count", f"{KEY}_count_distinct")],
+    def partition_counts(self, frame: pa.Table, *, distinct: bool = True) -> list[tuple[str, int, int | None]]:
+        aggregates = [(KEY, "count")] + ([(KEY, "count_distinct")] if distinct else [])
+        counts = frame.group_by(PART, use_threads=False).aggregate(aggregates)
+        n = counts.num_rows
+        found = counts.column(f"{KEY}_count_distinct").to_pylist() if distinct else [None] * n
+        return list(zip(counts.column(PART).to_pylist(), counts.column(f"{KEY}_count").to_pylist(), found,
                         strict=True))
 
     def keep_first(self, frame: pa.Table, by: list[str], order: list[str]) -> pa.Table:

@@ -92,8 +92,9 @@ class FrameOps(Protocol):
 
     def release(self, frame: Any) -> None: ...
 
-    def partition_counts(self, frame: Any) -> list[tuple[str, int, int]]:
-        """(PART, rows, distinct KEYs) per partition: the first action (bad values fail here)."""
+    def partition_counts(self, frame: Any, *, distinct: bool = True) -> list[tuple[str, int, int | None]]:
+        """(PART, rows, distinct KEYs: None unless `distinct`) per partition: the first action
+        (bad values fail here)."""
 
     def keep_first(self, frame: Any, by: list[str], order: list[str]) -> Any:
         """One row per value of `by`: the first by `order` (every column descending, nulls last)."""
@@ -242,9 +243,10 @@ def _input(table, ops: FrameOps, data: Any, operation: str, is_global: bool, tab
     frame, positions = ops.key_frame(data, plan)
     frame = ops.cache(frame)
     try:
-        # the partitions written, and whether a key repeats within one (a global index combines
-        # across partitions)
-        counts = ops.partition_counts(frame)
+        # the partitions written, and whether a key repeats within one: asked only where it
+        # decides (a global index combines across partitions always; without combine, never)
+        combine = operation in LOOKUP_OPERATIONS or table.option(WriteOptions.COMBINE_BEFORE_INSERT)
+        counts = ops.partition_counts(frame, distinct=combine and not is_global)
         parts = sorted(p for p, _, _ in counts)
         created = [] if operation == "delete" else parts
         check_batch_nesting(table.storage, created)  # (against the table's: in `begin`)
@@ -252,7 +254,6 @@ def _input(table, ops: FrameOps, data: Any, operation: str, is_global: bool, tab
         # (the input's other position columns, e.g. the source file, order the combine only: once
         # it is done they are dropped, SEQ stays; the rows move without them)
         after_combine = [c for c in ops.schema(frame).names if c not in positions or c == SEQ]
-        combine = operation in LOOKUP_OPERATIONS or table.option(WriteOptions.COMBINE_BEFORE_INSERT)
         if combine and (is_global or any(n != distinct for _, n, distinct in counts)):
             ordering = ordering_column(cfg.ordering_fields) if operation != "delete" else None
             order = [c for c, _ in combine_order(ordering, positions)]
