@@ -143,13 +143,13 @@ class SparkFrames:
     def routing_columns(self, frame: DataFrame, columns: list[str]) -> DataFrame:
         return frame.select(*columns)
 
-    def with_routes(self, frame: DataFrame, routes: DataFrame) -> DataFrame:
+    def with_routes(self, frame: DataFrame, routes: DataFrame, by: list[str]) -> DataFrame:
         # the rows' payload joined to their routes: one shuffle of whole rows (the tagging join
         # took it before); the tagged rows are no longer cached whole, nor sorted for the inserts'
         # ranks. (A shuffled hash join forced here, or in the tagging, ran out of memory building
         # a large batch's table on a 1 GiB driver: sort-merge joins spill instead.)
-        payload = frame.select(*[c for c in frame.columns if c not in routes.columns], SEQ)
-        return payload.join(routes, on=SEQ, how="inner")
+        payload = frame.select(*[c for c in frame.columns if c not in routes.columns or c in by])
+        return payload.join(routes, on=by, how="inner")
 
     def untagged(self, frame: DataFrame) -> DataFrame:
         return frame.withColumns({c: F.lit(None).cast("string") for c in (LOC_P, LOC_F, STORED)})

@@ -194,6 +194,19 @@ def test_keys_are_tagged_and_routed_without_their_rows_and_writers_get_the_colum
                                                            "_al_insert_spread", "_al_stored_ordering"))
 
 
+def test_routes_join_their_rows_by_key_never_by_position(spark):
+    """A cached input partition that is lost and recomputed may number its rows otherwise (an
+    unordered source): each row's payload still meets its own key's route."""
+    from airflow_lake.core.merge import KEY
+    from airflow_lake.core.write.execute import PART, SEQ, TARGET
+    from airflow_lake.spark.write import SparkFrames
+
+    records = spark.createDataFrame(pa.table({KEY: ["a", "b"], PART: ["p", "p"], SEQ: [0, 1], "v": ["va", "vb"]}))
+    routes = spark.createDataFrame(pa.table({KEY: ["a", "b"], PART: ["p", "p"], SEQ: [1, 0], TARGET: [7, 8]}))
+    out = SparkFrames(spark, "t").with_routes(records, routes, [PART, KEY]).collect()
+    assert sorted((r[KEY], r["v"], r[TARGET]) for r in out) == [("a", "va", 7), ("b", "vb", 8)]
+
+
 @pytest.mark.parametrize(("index_type", "operation", "distinct"), [
     ("BLOOM", "upsert", True), ("GLOBAL_BLOOM", "upsert", False), ("BLOOM", "insert", False)])
 def test_the_batch_check_counts_distinct_keys_only_where_that_decides_the_combine(

@@ -149,7 +149,7 @@ class ArrowFrames:
     def routing_columns(self, frame: pa.Table, columns: list[str]) -> pa.Table:
         return frame  # (whole rows cost nothing more to route: no join back)
 
-    def with_routes(self, frame: pa.Table, routes: pa.Table) -> pa.Table:
+    def with_routes(self, frame: pa.Table, routes: pa.Table, by: list[str]) -> pa.Table:
         return routes
 
     def untagged(self, frame: pa.Table) -> pa.Table:

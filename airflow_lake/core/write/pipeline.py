@@ -113,10 +113,11 @@ class FrameOps(Protocol):
         the ordering columns) where moving whole rows costs (their routes are joined back by
         `with_routes`), else `frame` itself."""
 
-    def with_routes(self, frame: Any, routes: Any) -> Any:
+    def with_routes(self, frame: Any, routes: Any, by: list[str]) -> Any:
         """The rows of `frame` with the routes of `routing_columns(frame)`'s rows: one row per
         route (a moved key: two; a row the routing dropped: none), its columns from `routes`
-        where both have them, joined by SEQ."""
+        where both have them, joined by `by` (the key a combined batch holds once: a row is
+        joined by its own key, never by a position a recomputed input could change)."""
 
     def untagged(self, frame: Any) -> Any:
         """`frame` with null LOC_P, LOC_F, STORED columns."""
@@ -245,7 +246,7 @@ def _input(table, ops: FrameOps, data: Any, operation: str, is_global: bool, tab
     try:
         # the partitions written, and whether a key repeats within one: asked only where it
         # decides (a global index combines across partitions always; without combine, never)
-        combine = operation in LOOKUP_OPERATIONS or table.option(WriteOptions.COMBINE_BEFORE_INSERT)
+        combine = _combines(table, operation)
         counts = ops.partition_counts(frame, distinct=combine and not is_global)
         parts = sorted(p for p, _, _ in counts)
         created = [] if operation == "delete" else parts
@@ -301,10 +302,13 @@ def _route_keys(ops: FrameOps, table, client: WriteClient, keyed, view: FileSyst
     cached: list = []
     trust = False
     ordering = ordering_column(cfg.ordering_fields) if operation != "delete" else None
-    # (what the rules and the routing read: the payload waits, joined back to the routes)
-    reads = {*WORK, *cfg.ordering_fields, ordering}
+    # a combined batch holds each key once: its keys are routed alone (what the rules and the
+    # routing read), the payload joined back to the routes by key
+    by = ([KEY] if is_global else [PART, KEY]) if _combines(table, operation) else None
     records = keyed
-    keyed = ops.routing_columns(keyed, [c for c in ops.schema(keyed).names if c in reads])
+    if by:
+        reads = {*WORK, *cfg.ordering_fields, ordering}
+        keyed = ops.routing_columns(keyed, [c for c in ops.schema(keyed).names if c in reads])
     if client.looks_up(operation) and not _nothing_stored(view, parts, is_global):
         # a COW upsert or delete rewrites every file a key is tagged to and sees there which keys it
         # really holds (a key a bloom filter wrongly claims is inserted into it and reported as new)
@@ -333,8 +337,14 @@ def _route_keys(ops: FrameOps, table, client: WriteClient, keyed, view: FileSyst
     if exact:  # (read by the groups' tasks and the record index's)
         routes = ops.cache(routes)
         cached.append(routes)
-    return Routing(plan, ops.with_routes(records, routes), new_keys, cached,
+    return Routing(plan, ops.with_routes(records, routes, by) if by else routes, new_keys, cached,
                    inserted_by_stats=client.looks_up(operation) and trust, routes=routes)
+
+
+def _combines(table, operation: str) -> bool:
+    """Whether the write combines its batch by key (one row per PART and KEY remains; one per
+    KEY under a global index)."""
+    return operation in LOOKUP_OPERATIONS or bool(table.option(WriteOptions.COMBINE_BEFORE_INSERT))
 
 
 def _nothing_stored(view: FileSystemView, parts: list[str], is_global: bool) -> bool:
