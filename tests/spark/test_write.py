@@ -160,12 +160,21 @@ def test_bloom_tagging_reads_only_groups_whose_range_and_filter_hold_the_keys(sp
     assert rows(t.read(), ["id", "ts"]) == expected == rows(hudi_read(table_path), ["id", "ts"])
 
 
-def _new_plans(spark, before: set[int] | None = None) -> dict[int, str]:
-    """The physical plans of the session's SQL executions (not in `before`), from Spark's status store."""
-    executions = spark._jsparkSession.sharedState().statusStore().executionsList()
-    plans = {executions.apply(i).executionId(): executions.apply(i).physicalPlanDescription()
-             for i in range(executions.size())}
-    return {i: p for i, p in plans.items() if before is None or i not in before}
+def _new_plans(spark, after: int | None = None) -> dict[int, str]:
+    """The physical plans of the session's SQL executions numbered above `after` (None: only the
+    latest's number, for a later call), from Spark's status store. It keeps the last 1,000: a
+    shared session's list is walked once, and only new plans are fetched."""
+    store = spark._jsparkSession.sharedState().statusStore()
+    count = store.executionsCount()
+    latest = store.executionsList(max(0, count - 300), 300).iterator()  # (a write runs a few dozen)
+    plans: dict[int, str] = {}
+    while latest.hasNext():
+        execution = latest.next()
+        number = execution.executionId()
+        plans[number] = "" if after is None or number <= after else execution.physicalPlanDescription()
+    if after is None:
+        return {max(plans, default=-1): ""}
+    return {n: p for n, p in plans.items() if n > after}
 
 
 @pytest.mark.parametrize("index_type", ["BLOOM", "GLOBAL_BLOOM", "SIMPLE"])
@@ -179,7 +188,7 @@ def test_keys_are_tagged_and_routed_without_their_rows_and_writers_get_the_colum
     write(t, _frame(spark, ["a", "b"], 1).withColumn("payload", F.lit("x")), "insert")
     source = str(tmp_path / "source")
     _frame(spark, ["a", "c"], 2).withColumn("payload", F.lit("y")).write.parquet(source)  # (rows carry their file)
-    before = set(_new_plans(spark))
+    before = max(_new_plans(spark))
     assert (write(t, spark.read.parquet(source), "upsert").num_updates, len(t.read())) == (1, 3)
     plans = list(_new_plans(spark, before).values())
     cached = [c for plan in plans for c in re.findall(r"\) InMemoryRelation\nArguments: \[(.*?)\], StorageLevel", plan)]
@@ -217,7 +226,7 @@ def test_the_batch_check_counts_distinct_keys_only_where_that_decides_the_combin
     t = Table.create(table_path, name="t", record_key="id", precombine_field="ts", partition_fields="part",
                      options={"hoodie.index.type": index_type})
     write(t, _frame(spark, ["a", "b"], 1), "insert")
-    before = set(_new_plans(spark))
+    before = max(_new_plans(spark))
     batch = spark.createDataFrame(pa.table({"id": ["a", "c", "a"], "ts": [3, 2, 2], "part": ["a", "a", "a"]}))
     write(t, batch, operation)
     plans = list(_new_plans(spark, before).values())

@@ -65,7 +65,6 @@ class ExecSpec:
     table: TableContext | None = None
     schema: pa.Schema | None = None
 
-
     def columns(self, available: list[str]) -> list[str]:
         """Of the routed rows' columns `available`, those `execute_group` reads (a group's rows
         travel with these only: not the lookup's and the routing's other work columns)."""

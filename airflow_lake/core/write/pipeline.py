@@ -334,7 +334,7 @@ def _route_keys(ops: FrameOps, table, client: WriteClient, keyed, view: FileSyst
     routes = ops.with_udf(ops.insert_ranks(rows), TARGET, partial(route_targets, plan.route),
                           [PART, SPREAD, RANK, LOC_P, LOC_F], pa.int64())
     new_keys = ops.filter(rows, ~ops.columns.valid(ops.columns.col(LOC_F)))
-    if exact:  # (read by the groups' tasks and the record index's)
+    if exact and by:  # (read by the groups' tasks and the record index's; whole rows: `_execute` caches them)
         routes = ops.cache(routes)
         cached.append(routes)
     return Routing(plan, ops.with_routes(records, routes, by) if by else routes, new_keys, cached,
