@@ -14,7 +14,7 @@ import pytest
 
 from airflow_lake.core import Table
 from airflow_lake.core.engine import LocalEngine
-from airflow_lake.core.errors import LockError, WriteConflictError
+from airflow_lake.core.errors import InstantNotFoundError, LockError, WriteConflictError
 from airflow_lake.core.lock import LOCK_PATH, FileSystemLock
 from airflow_lake.core.storage import Storage
 from tests.conftest import hudi_read, let_time_pass, rows
@@ -75,6 +75,36 @@ def test_same_file_group_later_writer_fails_cleanly(table_path, table_type):
     t = Table.open(table_path)
     assert rows(t.read(), COLS) == expected == rows(hudi_read(table_path), COLS)
     assert not t.timeline.pending().instants  # the loser rolled itself back
+
+
+def test_a_pending_compaction_archived_while_a_write_reads_it_is_a_conflict_to_retry(table_path, monkeypatch):
+    """A write's timeline lists a pending compaction; before the write reads its plan, the
+    compaction completes and is archived (the stress test met it). The write is a conflict to
+    retry, rolled back (not an error that leaves the instant pending), and the retry lands."""
+    from airflow_lake.core.timeline.active import ActiveTimeline
+
+    t = table(table_path, "MERGE_ON_READ")
+    t.write(pa.table({"id": ["a1"], "ts": [1], "part": ["a"], "v": [1.0]}))
+    plan = t.schedule_compaction(max_delta_commits=1)
+    read_details = ActiveTimeline.read_details
+
+    def gone(self, instant):
+        if instant.time == plan and instant.action == "compaction":
+            raise InstantNotFoundError(f"table {self.storage.uri}: {instant.file_name} is gone")
+        return read_details(self, instant)
+
+    monkeypatch.setattr(ActiveTimeline, "read_details", gone)
+    update = pa.table({"id": ["a2"], "ts": [2], "part": ["a"], "v": [2.0]})
+    with pytest.raises(WriteConflictError, match="gone meanwhile.*retry it"):
+        Table.open(table_path).write(update)
+    monkeypatch.setattr(ActiveTimeline, "read_details", read_details)
+    t = Table.open(table_path)
+    assert [i.time for i in t.timeline.pending().instants] == [plan]  # the write rolled itself back
+    t.write(update)
+    expected = [("a1", 1, "a", 1.0), ("a2", 2, "a", 2.0), ("b1", 0, "b", 0.0), ("b2", 0, "b", 0.0)]
+    assert rows(Table.open(table_path).read(), COLS) == expected
+    t.run_compaction(plan)  # (hudi-rs reads a slice's logs once its pending compaction completed)
+    assert rows(Table.open(table_path).read(), COLS) == expected == rows(hudi_read(table_path), COLS)
 
 
 @pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 import pyarrow as pa
 
 from ..config import MetadataOptions, WriteOptions
-from ..errors import LakeError, WriteConflictError
+from ..errors import InstantNotFoundError, LakeError, WriteConflictError
 from ..index import check_index_type
 from ..index import is_global as global_index
 from ..index.record_index import RecordIndex
@@ -213,6 +213,11 @@ def write_frame(table, ops: FrameOps, data: Any, operation: str = "upsert",
                 raise WriteConflictError(f"{where}: write {requested.time} read a file that another writer or "
                                          f"service removed meanwhile ({e.filename or e}); it was rolled back, "
                                          "retry it") from e
+            except InstantNotFoundError as e:  # an instant its timeline listed (a pending compaction's
+                # plan) was completed and archived, or rolled back, before the write read it
+                _abandon(table, requested.time)
+                raise WriteConflictError(f"{where}: write {requested.time} found an instant it had listed gone "
+                                         f"meanwhile ({e}); it was rolled back, retry it") from e
     finally:
         for given in inputs:
             given.release(ops)
