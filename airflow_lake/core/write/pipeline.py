@@ -259,13 +259,14 @@ def _input(table, ops: FrameOps, data: Any, operation: str, is_global: bool, tab
         keyed = frame
         # (the input's other position columns, e.g. the source file, order the combine only: once
         # it is done they are dropped, SEQ stays; the rows move without them)
-        after_combine = [c for c in ops.schema(frame).names if c not in positions or c == SEQ]
+        names = ops.schema(frame).names
+        after_combine = [c for c in names if c not in positions or c == SEQ]
         if combine and (is_global or any(n != distinct for _, n, distinct in counts)):
             ordering = ordering_column(cfg.ordering_fields) if operation != "delete" else None
             order = [c for c, _ in combine_order(ordering, positions)]
             keyed = ops.cache(ops.project(ops.keep_first(frame, [KEY] if is_global else [PART, KEY], order),
                                           after_combine))
-        elif len(after_combine) < len(ops.schema(frame).names):
+        elif len(after_combine) < len(names):
             keyed = ops.project(frame, after_combine)
     except BaseException:
         ops.release(frame)
