@@ -141,3 +141,42 @@ def test_a_keyed_read_of_many_blocks_finds_every_row_and_no_other(tail):
     rows, values = read_row_columns(lambda offset, length: data[offset:offset + length], index,
                                     pa.array(wanted, pa.binary()))
     assert dict(zip(rows.to_pylist(), values.to_pylist(), strict=True)) == {r: v for r, v in cells if r in wanted}
+
+
+@pytest.mark.parametrize("codec", ["gz", "none"])
+def test_a_keyed_read_of_rows_of_every_length_finds_them_in_any_block(codec):
+    """Rows of 0 to 600 bytes (root index keys whose Hadoop vlong length takes several bytes,
+    cell keys whose row length needs both bytes), blocks searched and walked, GZ and NONE
+    blocks: the keyed read gives what the full read gives."""
+    from airflow_lake.core.formats.hfile import GZ, NONE, read_hfile_index, read_row_columns
+
+    rows = sorted({b"r" * n + b"%03d" % i for n in (0, 1, 120, 125, 126, 127, 128, 255, 256, 600) for i in range(40)})
+    cells = [(r, b"value of %d bytes" % len(r) * (1 + len(r) % 3)) for r in rows]
+    data = write_hfile(cells, codec=GZ if codec == "gz" else NONE, block_size=2048)
+    index = read_hfile_index(lambda offset, length: data[offset:offset + length], len(data))
+    firsts = [first for _, _, first in index.blocks]
+    assert len(firsts) > 20 and firsts == sorted(firsts) and set(firsts) <= set(rows)
+    assert any(len(f) + 2 >= 128 for f in firsts)  # (a root index key length of two vlong bytes)
+    for wanted in (rows[::3], rows, [r + b"x" for r in rows[::5]] + [b"", b"\xff"]):
+        wanted = sorted(set(wanted))
+        found, values = read_row_columns(lambda offset, length: data[offset:offset + length], index,
+                                         pa.array(wanted, pa.binary()))
+        assert dict(zip(found.to_pylist(), values.to_pylist(), strict=True)) == \
+            {r: v for r, v in cells if r in set(wanted)}
+
+
+def test_a_damaged_block_is_a_clear_error_naming_the_file():
+    """A keyed read of a block whose gzip stream or whose sizes are damaged raises
+    InvalidTableError naming the file, never returns wrong cells."""
+    from airflow_lake.core.errors import InvalidTableError
+    from airflow_lake.core.formats.hfile import read_hfile_index, read_row_columns
+
+    cells = [(b"key-%05d" % i, b"v" * 40) for i in range(3000)]
+    data = write_hfile(cells, block_size=4096)
+    index = read_hfile_index(lambda offset, length: data[offset:offset + length], len(data))
+    offset = index.blocks[3][0]
+    for at, damage in ((offset + 33 + 20, b"\xff\xff\xff\xff"), (offset + 12, b"\x00\x00\x00\x07")):
+        bad = data[:at] + damage + data[at + len(damage):]
+        with pytest.raises(InvalidTableError, match="t/x.hfile: not a readable HFile"):
+            read_row_columns(lambda o, n, d=bad: d[o:o + n], index,
+                             pa.array([index.blocks[3][2], index.blocks[3][2] + b"0"], pa.binary()), "t/x.hfile")

@@ -121,7 +121,7 @@ class ArrowFrames:
         stats = {"file_groups": len(files)}
         index = tagging_record_index(table.storage, table.config.props, view.timeline, index_type, where)
         if index is not None:
-            found, stale = record_index_tag(index, files, keys, self.engine, partitions)
+            found, stale = record_index_tag(index, files, keys, partitions)
             tags = Tags(found, files)
             slots = index.layout.slots(keys, partitions)
             stats.update(index_file_groups=int(np.unique(slots[slots >= 0]).size), stale_entries=stale)
