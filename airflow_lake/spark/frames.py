@@ -6,6 +6,7 @@ from __future__ import annotations
 import pickle
 import re
 import warnings
+from functools import partial
 
 import pyarrow as pa
 
@@ -55,15 +56,30 @@ def scalar_arrow_udf(fn, return_type):
 
 
 def group_results(fn, rows, key: str, groups: int = 0) -> list:
-    """`fn` applied to the rows of each value of the DataFrame column `key` in executors
-    (`groupBy(key).applyInArrow`, one shuffle partition per group when `groups` is given),
-    the results pickled back."""
+    """`fn` applied to the rows of each value of the DataFrame column `key` (integers) in
+    executors, the results pickled back: with `groups` given, the rows hashed by `key` into
+    that many shuffle partitions and each partition's rows cut into its groups in Python
+    (`mapInArrow`: no sort by `key`, which `applyInArrow` would add); else
+    `groupBy(key).applyInArrow`."""
     if groups:
         # left to adaptive execution, a small batch's groups are coalesced into one partition
         # and every group runs in a single task
-        rows = rows.repartition(groups, key)
-    out = rows.groupBy(key).applyInArrow(_pickled(fn), "result binary")
+        out = rows.repartition(groups, key).mapInArrow(partial(_partition_groups, fn, key), "result binary")
+    else:
+        out = rows.groupBy(key).applyInArrow(_pickled(fn), "result binary")
     return [pickle.loads(r[0]) for r in out.collect()]
+
+
+def _partition_groups(fn, key: str, batches):
+    """`fn`'s pickled result for each group of one partition's rows (a group's rows are all in
+    its partition: the partition's rows are held at once, as `applyInArrow` holds a group's)."""
+    from airflow_lake.core.engine import group_slices
+
+    batches = list(batches)
+    if not batches:  # (a partition no group hashed to)
+        return
+    for group in group_slices(pa.Table.from_batches(batches), key):
+        yield pa.record_batch({"result": pa.array([pickle.dumps(fn(group))], pa.binary())})
 
 
 def _pickled(fn):

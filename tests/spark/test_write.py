@@ -198,8 +198,10 @@ def test_keys_are_tagged_and_routed_without_their_rows_and_writers_get_the_colum
     tagged = [c for c in cached if "_al_insert_spread" in c]  # the tagged keys, as the routing reads them
     assert tagged and all("_al_loc_file" in c and "payload" not in c for c in tagged), tagged
     assert any("_al_source_file" in plan for plan in plans)  # (read with the rows)
-    writer_inputs = [i for plan in plans for i in re.findall(r"\) FlatMapGroupsInArrow\nInput \[\d+\]: \[(.*)\]", plan)
+    writer_inputs = [i for plan in plans for i in re.findall(r"\) MapInArrow\nInput \[\d+\]: \[(.*)\]", plan)
                      if "_al_target" in i]
+    # the writers cut their partition's rows into file groups themselves: no sort by target file group
+    assert not any(re.search(r"\) Sort\nInput \[\d+\]: \[.*\]\nArguments: \[_al_target", plan) for plan in plans)
     assert writer_inputs and all("payload" in i and "_al_loc_file" in i for i in writer_inputs)
     assert not any(c in i for i in writer_inputs for c in ("_al_source_file", "_al_loc_partition", "_al_insert_rank",
                                                            "_al_insert_spread", "_al_stored_ordering"))
