@@ -72,13 +72,18 @@ def group_results(fn, rows, key: str, groups: int = 0) -> list:
 
 def _partition_groups(fn, key: str, batches):
     """`fn`'s pickled result for each group of one partition's rows (a group's rows are all in
-    its partition: the partition's rows are held at once, as `applyInArrow` holds a group's)."""
+    its partition: the partition's rows are held at once, where `applyInArrow` holds one
+    group's; hashing n groups into n partitions puts two or three in some)."""
     from airflow_lake.core.engine import group_slices
 
     batches = list(batches)
     if not batches:  # (a partition no group hashed to)
         return
-    for group in group_slices(pa.Table.from_batches(batches), key):
+    rows = pa.Table.from_batches(batches)
+    del batches
+    groups = group_slices(rows, key)
+    del rows  # (the groups are slices of a copy in group order when the rows came unordered)
+    for group in groups:
         yield pa.record_batch({"result": pa.array([pickle.dumps(fn(group))], pa.binary())})
 
 

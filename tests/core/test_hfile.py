@@ -147,7 +147,8 @@ def test_a_keyed_read_of_many_blocks_finds_every_row_and_no_other(tail):
 def test_a_keyed_read_of_rows_of_every_length_finds_them_in_any_block(codec):
     """Rows of 0 to 600 bytes (root index keys whose Hadoop vlong length takes several bytes,
     cell keys whose row length needs both bytes), blocks searched and walked, GZ and NONE
-    blocks: the keyed read gives what the full read gives."""
+    blocks, rows asked as binary or as chunks of large_binary: the keyed read gives what the
+    full read gives."""
     from airflow_lake.core.formats.hfile import GZ, NONE, read_hfile_index, read_row_columns
 
     rows = sorted({b"r" * n + b"%03d" % i for n in (0, 1, 120, 125, 126, 127, 128, 255, 256, 600) for i in range(40)})
@@ -159,10 +160,12 @@ def test_a_keyed_read_of_rows_of_every_length_finds_them_in_any_block(codec):
     assert any(len(f) + 2 >= 128 for f in firsts)  # (a root index key length of two vlong bytes)
     for wanted in (rows[::3], rows, [r + b"x" for r in rows[::5]] + [b"", b"\xff"]):
         wanted = sorted(set(wanted))
-        found, values = read_row_columns(lambda offset, length: data[offset:offset + length], index,
-                                         pa.array(wanted, pa.binary()))
-        assert dict(zip(found.to_pylist(), values.to_pylist(), strict=True)) == \
-            {r: v for r, v in cells if r in set(wanted)}
+        # (as binary, and as chunks of large_binary: the same cells, binary)
+        for asked in (pa.array(wanted, pa.binary()), pa.chunked_array([wanted[:7], wanted[7:]], pa.large_binary())):
+            found, values = read_row_columns(lambda offset, length: data[offset:offset + length], index, asked)
+            assert found.type == values.type == pa.binary()
+            assert dict(zip(found.to_pylist(), values.to_pylist(), strict=True)) == \
+                {r: v for r, v in cells if r in set(wanted)}
 
 
 def test_a_damaged_block_is_a_clear_error_naming_the_file():

@@ -299,6 +299,7 @@ def read_row_columns(read_at: Callable[[int, int], bytes], index: HFileIndex, ro
     reading only the data blocks whose key range may hold them (neighbouring ones in one
     request). A block asked for a few rows is searched for each row's cell key (C speed);
     one asked for many is walked cell by cell."""
+    rows = (rows.combine_chunks() if isinstance(rows, pa.ChunkedArray) else rows).cast(pa.binary())
     found_at: list[int] = []  # (the rows found by their cell keys, and their values)
     found_values: list[bytes] = []
     walked: list[tuple[pa.Array, pa.Array]] = []
