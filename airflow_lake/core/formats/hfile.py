@@ -333,10 +333,10 @@ def read_row_columns(read_at: Callable[[int, int], bytes], index: HFileIndex, ro
                         while at >= 0 and (at < 8 or unpack(">i", payload, at - 8)[0] != len(key)):
                             at = payload.find(key, at + 1)  # (the bytes inside another cell: look further)
                         if at >= 0:
-                            start = at + len(key)
-                            pos = start + unpack(">i", payload, at - 4)[0]
+                            value_at = at + len(key)
+                            pos = value_at + unpack(">i", payload, at - 4)[0]
                             found_at.append(i)
-                            found_values.append(payload[start:pos])
+                            found_values.append(payload[value_at:pos])
                 else:
                     r, v = cell_columns(payload)
                     hit = pc.is_in(r, value_set=rows.slice(first, last - first))
