@@ -84,7 +84,7 @@ def test_the_files_partition_lists_what_is_on_storage(tables, name):
         assert listing.partitions == sorted(on_disk)
 
 
-def test_chosen_rows_are_read_from_the_blocks_that_may_hold_them(tables):
+def test_chosen_rows_are_read_from_the_blocks_that_may_hold_them(tables, monkeypatch):
     """Keyed reads (`read_hfile_index` + `read_rows`, what record-index lookups use) give what
     a full scan gives on every fixture HFile, base files and log blocks, HBase's and Hudi's."""
     checked = 0
@@ -98,7 +98,8 @@ def test_chosen_rows_are_read_from_the_blocks_that_may_hold_them(tables):
             dict(full.cells), name
         checked += 1
     assert checked > 150
-    # a file of many blocks: one read per block holding a wanted row, none for a row not there
+    # a file of many blocks: neighbouring blocks in one request; apart, one read per block holding a
+    # wanted row, none for a row not there
     cells = [(f"key-{i:07d}".encode(), i.to_bytes(4, "big") * 30) for i in range(30000)]
     data = write_hfile(cells, {b"schema": b"{}"}, block_size=64 * 1024)
     index = read_hfile_index(lambda offset, length: data[offset:offset + length], len(data))
@@ -110,6 +111,10 @@ def test_chosen_rows_are_read_from_the_blocks_that_may_hold_them(tables):
         return data[offset:offset + length]
 
     wanted = [b"key-0000005", b"key-0000006", b"key-0012345", b"key-0029999", b"key-1", b"zzz"]
+    assert read_rows(read_at, index, wanted) == {r: v for r, v in cells if r in wanted}
+    assert len(reads) == 1  # (the three blocks lie within READ_GAP of each other: one request)
+    reads.clear()
+    monkeypatch.setattr("airflow_lake.core.formats.hfile.READ_GAP", 0)
     assert read_rows(read_at, index, wanted) == {r: v for r, v in cells if r in wanted}
     assert len(reads) == 3  # (key-1 and zzz sort after every row: the last block, read once for three)
 

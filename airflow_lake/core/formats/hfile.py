@@ -190,23 +190,9 @@ def _root_entries(payload: bytes) -> tuple[np.ndarray, np.ndarray, pa.BinaryArra
 
 def read_rows(read_at: Callable[[int, int], bytes], index: HFileIndex, rows: list[bytes],
               where: str = "") -> dict[bytes, bytes]:
-    """The values of those `rows` the HFile holds, reading only the data blocks whose key
-    range may hold them (one read per block)."""
-    firsts = [first for _, _, first in index.blocks]
-    wanted: dict[int, set[bytes]] = {}
-    for row in rows:
-        at = bisect.bisect_right(firsts, row) - 1
-        if at >= 0:
-            wanted.setdefault(at, set()).add(row)
-    found: dict[bytes, bytes] = {}
-    try:
-        for at, want in sorted(wanted.items()):
-            offset, on_disk, _ = index.blocks[at]
-            _, payload, _ = _block(read_at(offset, on_disk), 0, index.codec)
-            found.update((row, value) for row, value in _cells(payload) if row in want)
-    except (IndexError, KeyError, ValueError, struct.error, zlib.error, EOFError, OSError) as e:
-        raise InvalidTableError(f"{where or 'HFile'}: not a readable HFile ({e})") from e
-    return found
+    """The values of those `rows` the HFile holds (`read_row_columns`, as a dict)."""
+    found, values = read_row_columns(read_at, index, pa.array(sorted(set(rows)), pa.binary()), where)
+    return dict(zip(found.to_pylist(), values.to_pylist(), strict=True))
 
 
 def _block(data: bytes, offset: int, codec: int) -> tuple[bytes, bytes, int]:
