@@ -70,7 +70,7 @@ class SparkEngine:
     def write_groups(self, fn: Callable[[pa.Table], R], rows: DataFrame | pa.Table, key: str,
                      groups: int = 0) -> list[R]:
         """Apply `fn` to the rows of each value of `key`: a DataFrame's groups in executors
-        (`groupBy(key).applyInArrow`, one shuffle partition per group when `groups` is
+        (`group_results`: hashed by `key`, one shuffle partition per group when `groups` is
         given), the results pickled back; an Arrow table's groups as tasks of `map`."""
         if isinstance(rows, pa.Table):
             return self.map(fn, group_slices(rows, key))

@@ -57,16 +57,14 @@ def scalar_arrow_udf(fn, return_type):
 
 def group_results(fn, rows, key: str, groups: int = 0) -> list:
     """`fn` applied to the rows of each value of the DataFrame column `key` (integers) in
-    executors, the results pickled back: with `groups` given, the rows hashed by `key` into
-    that many shuffle partitions and each partition's rows cut into its groups in Python
-    (`mapInArrow`: no sort by `key`, which `applyInArrow` would add); else
-    `groupBy(key).applyInArrow`."""
-    if groups:
-        # left to adaptive execution, a small batch's groups are coalesced into one partition
-        # and every group runs in a single task
-        out = rows.repartition(groups, key).mapInArrow(partial(_partition_groups, fn, key), "result binary")
-    else:
-        out = rows.groupBy(key).applyInArrow(_pickled(fn), "result binary")
+    executors, the results pickled back: the rows hashed by `key` (into `groups` shuffle
+    partitions when given, one per group; else as many as adaptive execution leaves) and each
+    partition's rows cut into its groups in Python (`mapInArrow`: no sort by `key`, which
+    `groupBy(key).applyInArrow` would add)."""
+    # (`groups` given: left to adaptive execution, a small batch's groups would be coalesced into
+    # one partition and every group run in a single task)
+    hashed = rows.repartition(groups, key) if groups else rows.repartition(key)
+    out = hashed.mapInArrow(partial(_partition_groups, fn, key), "result binary")
     return [pickle.loads(r[0]) for r in out.collect()]
 
 
@@ -85,12 +83,3 @@ def _partition_groups(fn, key: str, batches):
     del rows  # (the groups are slices of a copy in group order when the rows came unordered)
     for group in groups:
         yield pa.record_batch({"result": pa.array([pickle.dumps(fn(group))], pa.binary())})
-
-
-def _pickled(fn):
-    """`fn` with its result pickled in a one-row table, typed as applyInArrow wants (a partial is not)."""
-
-    def apply(rows: pa.Table) -> pa.Table:
-        return pa.table({"result": pa.array([pickle.dumps(fn(rows))], pa.binary())})
-
-    return apply

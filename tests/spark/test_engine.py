@@ -32,13 +32,15 @@ def _group_summary(rows: pa.Table) -> tuple[int, int, list[int], int]:
 
 
 def test_write_groups_runs_each_group_once_in_executors(spark):
-    """A DataFrame's groups in executors (groupBy + applyInArrow); an Arrow table's as map tasks."""
+    """A DataFrame's groups in executors (hashed by group, one partition per group when their
+    number is given), each once; an Arrow table's as map tasks."""
     from pyspark.sql import functions as F
 
     frame = spark.range(200).select((F.col("id") % 7).alias("g"), F.col("id").alias("n"))
     engine = SparkEngine(spark)
     local = pa.table({"g": [n % 7 for n in range(200)], "n": list(range(200))})
     for result in (engine.write_groups(_group_summary, frame, "g", groups=7),
+                   engine.write_groups(_group_summary, frame, "g"),
                    engine.write_groups(_group_summary, local, "g")):
         out = sorted(result)
         assert [(g, k, ns) for g, k, ns, _ in out] == [(g, 1, list(range(g, 200, 7))) for g in range(7)]
