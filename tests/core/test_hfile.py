@@ -103,7 +103,7 @@ def test_chosen_rows_are_read_from_the_blocks_that_may_hold_them(tables, monkeyp
     cells = [(f"key-{i:07d}".encode(), i.to_bytes(4, "big") * 30) for i in range(30000)]
     data = write_hfile(cells, {b"schema": b"{}"}, block_size=64 * 1024)
     index = read_hfile_index(lambda offset, length: data[offset:offset + length], len(data))
-    assert len(index.blocks) > 50
+    assert len(index.firsts) > 50
     reads = []
 
     def read_at(offset: int, length: int) -> bytes:
@@ -141,7 +141,7 @@ def test_a_keyed_read_of_many_blocks_finds_every_row_and_no_other(tail):
     data = write_hfile_columns(pa.array([r for r, _ in cells], pa.binary()), pa.array([v for _, v in cells],
                                                                                       pa.binary()), block_size=1024)
     index = read_hfile_index(lambda offset, length: data[offset:offset + length], len(data))
-    assert len(index.blocks) > 50
+    assert len(index.firsts) > 50
     wanted = sorted({b"k-%06d" % i + tail for i in range(0, 20000, 7)} | {b"a", b"zz", b"k-"})
     rows, values = read_row_columns(lambda offset, length: data[offset:offset + length], index,
                                     pa.array(wanted, pa.binary()))
@@ -160,7 +160,7 @@ def test_a_keyed_read_of_rows_of_every_length_finds_them_in_any_block(codec):
     cells = [(r, b"value of %d bytes" % len(r) * (1 + len(r) % 3)) for r in rows]
     data = write_hfile(cells, codec=GZ if codec == "gz" else NONE, block_size=2048)
     index = read_hfile_index(lambda offset, length: data[offset:offset + length], len(data))
-    firsts = [first for _, _, first in index.blocks]
+    firsts = index.firsts.to_pylist()
     assert len(firsts) > 20 and firsts == sorted(firsts) and set(firsts) <= set(rows)
     assert any(len(f) + 2 >= 128 for f in firsts)  # (a root index key length of two vlong bytes)
     for wanted in (rows[::3], rows, [r + b"x" for r in rows[::5]] + [b"", b"\xff"]):
@@ -182,9 +182,9 @@ def test_a_damaged_block_is_a_clear_error_naming_the_file():
     cells = [(b"key-%05d" % i, b"v" * 40) for i in range(3000)]
     data = write_hfile(cells, block_size=4096)
     index = read_hfile_index(lambda offset, length: data[offset:offset + length], len(data))
-    offset = index.blocks[3][0]
+    offset, first = int(index.offsets[3]), index.firsts[3].as_py()
     for at, damage in ((offset + 33 + 20, b"\xff\xff\xff\xff"), (offset + 12, b"\x00\x00\x00\x07")):
         bad = data[:at] + damage + data[at + len(damage):]
         with pytest.raises(InvalidTableError, match="t/x.hfile: not a readable HFile"):
             read_row_columns(lambda o, n, d=bad: d[o:o + n], index,
-                             pa.array([index.blocks[3][2], index.blocks[3][2] + b"0"], pa.binary()), "t/x.hfile")
+                             pa.array([first, first + b"0"], pa.binary()), "t/x.hfile")

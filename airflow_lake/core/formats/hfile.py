@@ -16,7 +16,6 @@ import time
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import cached_property
 
 import numpy as np
 import pyarrow as pa
@@ -134,11 +133,6 @@ class HFileIndex:
     sizes: np.ndarray  # int64, each data block's size on disk
     firsts: pa.BinaryArray  # each data block's first row
     info: dict[bytes, bytes]
-
-    @cached_property
-    def blocks(self) -> list[tuple[int, int, bytes]]:
-        """(offset, size on disk, first row) of each data block."""
-        return list(zip(self.offsets.tolist(), self.sizes.tolist(), self.firsts.to_pylist(), strict=True))
 
 
 def read_hfile_index(read_at: Callable[[int, int], bytes], size: int, where: str = "") -> HFileIndex | None:
