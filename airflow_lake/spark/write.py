@@ -106,6 +106,14 @@ class SparkFrames:
         # columns the table stores as other types: cast (and checked) by the core, in executors
         return source.mapInArrow(partial(task_key_batches, spec), from_arrow_schema(spec.out_schema)), positions
 
+    def cluster(self, frame: DataFrame, by: list[str]) -> DataFrame:
+        # hashed into a fixed number of partitions (left to adaptive execution, the cached
+        # frame's partitions are coalesced and the joins by `by` shuffle it again): one shuffle of
+        # the whole rows, where the batch check shuffled the keys, the tagging join the key
+        # columns and the routes' join the whole rows (1M rows into 5M: 33.4-35.9 -> 30.4-31.1 s)
+        n = max(2 * self.spark.sparkContext.defaultParallelism, frame.rdd.getNumPartitions())
+        return frame.repartition(n, *by)
+
     def cache(self, frame: DataFrame) -> DataFrame:
         return frame.persist()
 

@@ -81,6 +81,9 @@ class ArrowFrames:
     def schema(self, data: pa.Table) -> pa.Schema:
         return data.schema
 
+    def cluster(self, frame: pa.Table, by: list[str]) -> pa.Table:
+        return frame
+
     def key_frame(self, data: pa.Table, plan: InputPlan) -> tuple[pa.Table, tuple[str, ...]]:
         if plan.renames:
             data = data.rename_columns([plan.renames.get(n, n) for n in data.column_names])

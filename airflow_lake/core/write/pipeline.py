@@ -88,6 +88,11 @@ class FrameOps(Protocol):
         ones null) and the work columns KEY, PART, DEL, SEQ computed by `keying`'s functions;
         and the columns giving a row's source position, most significant first (for combine)."""
 
+    def cluster(self, frame: Any, by: list[str]) -> Any:
+        """`frame` with its rows placed by the values of `by` (a distributed engine hashes them
+        into partitions, so that the joins and windows by `by` that follow move no rows; a
+        local engine returns `frame`)."""
+
     def cache(self, frame: Any) -> Any: ...
 
     def release(self, frame: Any) -> None: ...
@@ -187,10 +192,11 @@ def write_frame(table, ops: FrameOps, data: Any, operation: str = "upsert",
     try:
         if ops.eager:  # under the lock, against the timeline `begin` lists: one listing less
             def check(timeline) -> list[str]:
-                inputs.append(_input(table, ops, data, operation, is_global, table.schema_avro(timeline), where))
+                inputs.append(_input(table, ops, data, operation, is_global, index_type, table.schema_avro(timeline),
+                                     where))
                 return inputs[0].created
         else:  # before the lock (a first pass over the rows), then found unchanged under it
-            inputs.append(_input(table, ops, data, operation, is_global, table.schema_avro(), where))
+            inputs.append(_input(table, ops, data, operation, is_global, index_type, table.schema_avro(), where))
 
             def check(timeline) -> list[str]:
                 if table.schema_avro(timeline) != inputs[0].plan.table_avro:
@@ -240,14 +246,17 @@ class _Input:
         ops.release(self.frame)
 
 
-def _input(table, ops: FrameOps, data: Any, operation: str, is_global: bool, table_avro: dict | None,
-           where: str) -> _Input:
+def _input(table, ops: FrameOps, data: Any, operation: str, is_global: bool, index_type: str,
+           table_avro: dict | None, where: str) -> _Input:
     """Check the input against the table schema `table_avro`, build its key frame and combine
-    it; one pass over the rows, in which bad values fail (before the timeline is touched)."""
+    it; one pass over the rows, in which bad values fail (before the timeline is touched).
+    Rows routed by key are placed by it at once: the batch check, the combine, the tagging
+    and the routes' join then find them in place."""
     cfg = table.config
     plan = plan_input(table, ops.schema(data), operation, is_global, table_avro, where)
     frame, positions = ops.key_frame(data, plan)
-    frame = ops.cache(frame)
+    by = _routing_key(table, operation, is_global) if index_type != "BUCKET" else None
+    frame = ops.cache(ops.cluster(frame, by) if by else frame)
     try:
         # the partitions written, and whether a key repeats within one: asked only where it
         # decides (a global index combines across partitions always; without combine, never)
@@ -310,7 +319,7 @@ def _route_keys(ops: FrameOps, table, client: WriteClient, keyed, view: FileSyst
     ordering = ordering_column(cfg.ordering_fields) if operation != "delete" else None
     # a combined batch holds each key once: its keys are routed alone (what the rules and the
     # routing read), the payload joined back to the routes by key
-    by = ([KEY] if is_global else [PART, KEY]) if _combines(table, operation) else None
+    by = _routing_key(table, operation, is_global)
     records = keyed
     if by:
         reads = {*WORK, *cfg.ordering_fields, ordering}
@@ -345,6 +354,12 @@ def _route_keys(ops: FrameOps, table, client: WriteClient, keyed, view: FileSyst
         cached.append(routes)
     return Routing(plan, ops.with_routes(records, routes, by) if by else routes, new_keys, cached,
                    inserted_by_stats=client.looks_up(operation) and trust, routes=routes)
+
+
+def _routing_key(table, operation: str, is_global: bool) -> list[str] | None:
+    """The columns a combined batch holds once per value ([PART, KEY]; [KEY] under a global
+    index), by which its routes are joined back to its rows; None: the batch is not combined."""
+    return ([KEY] if is_global else [PART, KEY]) if _combines(table, operation) else None
 
 
 def _combines(table, operation: str) -> bool:
