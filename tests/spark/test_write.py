@@ -177,10 +177,10 @@ def _new_plans(spark, after: int | None = None) -> dict[int, str]:
     return {n: p for n, p in plans.items() if n > after}
 
 
-def _final_exchanges(plan: str) -> list[tuple[str, str]]:
-    """(input columns, arguments) of every shuffle a query ran: the Exchanges of its adaptive
-    plan's final form (a plan first made without knowing a cached frame's partitioning may
-    list shuffles the final plan dropped)."""
+def _final_nodes(plan: str, node: str = "Exchange") -> list[tuple[str, str]]:
+    """(input columns, arguments) of every `node` (Exchange: a shuffle) a query ran: those of
+    its adaptive plan's final form (a plan first made without knowing a cached frame's
+    partitioning and order may list shuffles and sorts the final plan dropped)."""
     tree = plan.split("\n\n")[0].splitlines()
     sections: list[tuple[int, bool]] = []  # (column, initial) of the plan sections a line is in
     ran = set()
@@ -191,8 +191,8 @@ def _final_exchanges(plan: str) -> list[tuple[str, str]]:
         if "== Initial Plan ==" in line or "== Final Plan ==" in line:
             sections.append((col, "Initial" in line))
         elif not any(initial for _, initial in sections):
-            ran.update(re.findall(r"\bExchange \((\d+)\)", line))
-    details = re.findall(r"\((\d+)\) Exchange\nInput \[\d+\]: \[(.*)\]\nArguments: (.*)", plan)
+            ran.update(re.findall(rf"\b{node} \((\d+)\)", line))
+    details = re.findall(rf"\((\d+)\) {node}\nInput \[\d+\]: \[(.*)\]\nArguments: (.*)", plan)
     return [(columns, arguments) for n, columns, arguments in details if n in ran]
 
 
@@ -225,12 +225,14 @@ def test_keys_are_tagged_and_routed_without_their_rows_and_writers_get_the_colum
     assert not any(c in i for i in writer_inputs for c in ("_al_source_file", "_al_loc_partition", "_al_insert_rank",
                                                            "_al_insert_spread", "_al_stored_ordering"))
     # the rows cross two shuffles: by key as they are read (the batch check, the tagging join and
-    # the routes' join then find them in place), and by file group to their writers
-    moved = [(c, a) for plan in plans for c, a in _final_exchanges(plan) if "payload" in c]
+    # the routes' join then find them in place, in order), and by file group to their writers
+    moved = [(c, a) for plan in plans for c, a in _final_nodes(plan) if "payload" in c]
     by_key = r"_hoodie_record_key#\d+" if index_type.startswith("GLOBAL") else \
         r"_hoodie_partition_path#\d+, _hoodie_record_key#\d+"
     assert any("_al_source_file" in c and re.match(rf"hashpartitioning\({by_key}, \d+\)", a) for c, a in moved)
     assert all("_al_target" in c or "_al_source_file" in c for c, _ in moved), moved
+    sorted_rows = [(c, a) for plan in plans for c, a in _final_nodes(plan, "Sort") if "payload" in c]
+    assert sorted_rows and all("_al_source_file" in c for c, _ in sorted_rows), sorted_rows  # (as they are read)
 
 
 def test_routes_join_their_rows_by_key_never_by_position(spark):

@@ -90,8 +90,8 @@ class FrameOps(Protocol):
 
     def cluster(self, frame: Any, by: list[str]) -> Any:
         """`frame` with its rows placed by the values of `by` (a distributed engine hashes them
-        into partitions, so that the joins and windows by `by` that follow move no rows; a
-        local engine returns `frame`)."""
+        into partitions and orders them there, so that the joins and windows by `by` that
+        follow move and sort no rows; a local engine returns `frame`)."""
 
     def cache(self, frame: Any) -> Any: ...
 
