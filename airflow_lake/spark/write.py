@@ -39,6 +39,9 @@ from .tag import tag
 # a sequence number's bits from here up hold its input partition (Spark's row ids and
 # `task_key_batches`), the bits below its place in that partition
 _SEQ_PARTITION_SHIFT = 33
+# the input's estimated bytes per partition `cluster` hashes it into (Spark's advisory size of a
+# shuffle partition)
+_CLUSTER_PARTITION_BYTES = 64 * 2**20
 
 
 def write(table, df: DataFrame, operation: str = "upsert", extra_metadata: dict[str, str] | None = None,
@@ -113,8 +116,7 @@ class SparkFrames:
         # columns and the routes' join the whole rows (1M rows into 5M: 33.4-35.9 -> 30.4-31.1 s);
         # sorted by `by` within them, the tagging join and the routes' join sort none of their
         # rows (28.1-30.6 -> 26.4-28.4 s, medians 28.4 -> 27.2 s over five runs each)
-        n = max(2 * self.spark.sparkContext.defaultParallelism, frame.rdd.getNumPartitions())
-        return frame.repartition(n, *by).sortWithinPartitions(*by)
+        return frame.repartition(_cluster_partitions(self.spark, frame), *by).sortWithinPartitions(*by)
 
     def cache(self, frame: DataFrame) -> DataFrame:
         return frame.persist()
@@ -250,6 +252,20 @@ def _key_columns(spec: KeySpec, source: DataFrame, plan: InputPlan) -> DataFrame
     keyed = numbered.select(*data, udf(*inputs, SEQ).alias("_al_keys"), SEQ, *order, *origin)
     return keyed.select(*spec.data_schema.names, *[F.col(f"_al_keys.{c}").alias(c) for c in (KEY, PART, DEL)],
                         SEQ, *([ORDER] if fields else []), *origin)
+
+
+def _cluster_partitions(spark: SparkSession, frame: DataFrame) -> int:
+    """How many partitions `cluster` hashes `frame` into: one per `_CLUSTER_PARTITION_BYTES` of
+    the size Spark's optimizer estimates for it (planning only: asking the frame's RDD for its
+    partitions would run the shuffles of a source that has some, a join's), at least two per
+    core, at most `spark.sql.shuffle.partitions`."""
+    least = 2 * spark.sparkContext.defaultParallelism
+    try:  # (the classic DataFrame's plan; pyspark has no public accessor for its statistics)
+        size = int(frame._jdf.queryExecution().optimizedPlan().stats().sizeInBytes())
+    except Exception:  # noqa: BLE001  (a Spark without it: the least)
+        size = 0
+    most = int(spark.conf.get("spark.sql.shuffle.partitions", "200") or 200)
+    return max(1, min(max(least, -(-size // _CLUSTER_PARTITION_BYTES)), most))
 
 
 def _source_file(df: DataFrame) -> Column | None:

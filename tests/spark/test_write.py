@@ -235,6 +235,30 @@ def test_keys_are_tagged_and_routed_without_their_rows_and_writers_get_the_colum
     assert sorted_rows and all("_al_source_file" in c for c, _ in sorted_rows), sorted_rows  # (as they are read)
 
 
+def test_a_batch_is_placed_by_key_in_partitions_its_estimated_size_asks_for_without_running_it(spark):
+    """The rows routed by key are hashed into as many partitions as the plan's estimate of their
+    size asks for (64 MiB each, at least two per core, at most spark.sql.shuffle.partitions); a
+    source with shuffles of its own (an aggregate, a join) is not run to find out."""
+    from airflow_lake.spark.write import SparkFrames
+
+    frames = SparkFrames(spark, "t")
+    tracker = spark.sparkContext.statusTracker()
+    most = int(spark.conf.get("spark.sql.shuffle.partitions"))
+    least = 2 * spark.sparkContext.defaultParallelism
+
+    def partitions(frame) -> int:
+        jobs = set(tracker.getJobIdsForGroup())
+        placed = frames.cluster(frame, ["k"])
+        assert set(tracker.getJobIdsForGroup()) == jobs  # (nothing ran)
+        logical = placed._jdf.queryExecution().logical().toString()
+        return int(re.search(r"RepartitionByExpression \[[^\]]*\], (\d+)", logical).group(1))
+
+    aggregate = spark.range(1000).groupBy((F.col("id") % 7).alias("k")).count()
+    assert partitions(aggregate) == min(least, most)
+    large = spark.range(10**9).withColumn("k", F.col("id") % 7)  # (estimated at 16 bytes a row)
+    assert partitions(large) == min(max(least, -(-16 * 10**9 // 2**26)), most)
+
+
 def test_routes_join_their_rows_by_key_never_by_position(spark):
     """A cached input partition that is lost and recomputed may number its rows otherwise (an
     unordered source): each row's payload still meets its own key's route."""
