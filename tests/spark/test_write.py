@@ -227,18 +227,22 @@ def test_keys_are_tagged_and_routed_without_their_rows_and_writers_get_the_colum
     # the rows cross two shuffles: by key as they are read (the batch check, the tagging join and
     # the routes' join then find them in place, in order), and by file group to their writers
     moved = [(c, a) for plan in plans for c, a in _final_nodes(plan) if "payload" in c]
-    by_key = r"_hoodie_record_key#\d+" if index_type.startswith("GLOBAL") else \
-        r"_hoodie_partition_path#\d+, _hoodie_record_key#\d+"
-    assert any("_al_source_file" in c and re.match(rf"hashpartitioning\({by_key}, \d+\)", a) for c, a in moved)
+    # (a small input is one partition; a larger one is hashed by key, as the next test shows)
+    assert any("_al_source_file" in c and re.match(r"(hashpartitioning\(.*\)|SinglePartition), REPARTITION_BY_NUM", a)
+               for c, a in moved)
     assert all("_al_target" in c or "_al_source_file" in c for c, _ in moved), moved
     sorted_rows = [(c, a) for plan in plans for c, a in _final_nodes(plan, "Sort") if "payload" in c]
     assert sorted_rows and all("_al_source_file" in c for c, _ in sorted_rows), sorted_rows  # (as they are read)
+    by_key = r"_hoodie_record_key#\d+ ASC NULLS FIRST" if index_type.startswith("GLOBAL") else \
+        r"_hoodie_partition_path#\d+ ASC NULLS FIRST, _hoodie_record_key#\d+ ASC NULLS FIRST"
+    assert all(re.match(rf"\[{by_key}[,\]]", a) for _, a in sorted_rows), sorted_rows  # (a combine's: then its order)
 
 
 def test_a_batch_is_placed_by_key_in_partitions_its_estimated_size_asks_for_without_running_it(spark):
     """The rows routed by key are hashed into as many partitions as the plan's estimate of their
-    size asks for (64 MiB each, at least two per core, at most spark.sql.shuffle.partitions); a
-    source with shuffles of its own (an aggregate, a join) is not run to find out."""
+    size asks for (64 MiB each, at least two per core, at most spark.sql.shuffle.partitions; a
+    small input, one); a source with shuffles of its own (an aggregate, a join) is not run to
+    find out."""
     from airflow_lake.spark.write import SparkFrames
 
     frames = SparkFrames(spark, "t")
@@ -254,7 +258,11 @@ def test_a_batch_is_placed_by_key_in_partitions_its_estimated_size_asks_for_with
         return int(re.search(r"RepartitionByExpression \[[^\]]*\], (\d+)", logical).group(1))
 
     aggregate = spark.range(1000).groupBy((F.col("id") % 7).alias("k")).count()
-    assert partitions(aggregate) == min(least, most)
+    assert partitions(aggregate) == 1
+    medium = spark.range(10**6).withColumn("k", F.col("id") % 7)  # (16 MB)
+    assert partitions(medium) == min(least, most)
+    unknown = spark.createDataFrame(spark.sparkContext.parallelize([(1,)], 1), "k long")  # (not sized)
+    assert partitions(unknown) == min(least, most)
     large = spark.range(10**9).withColumn("k", F.col("id") % 7)  # (estimated at 16 bytes a row)
     assert partitions(large) == min(max(least, -(-16 * 10**9 // 2**26)), most)
 
