@@ -118,7 +118,8 @@ class SparkFrames:
         # columns and the routes' join the whole rows (1M rows into 5M: 33.4-35.9 -> 30.4-31.1 s);
         # sorted by `by` within them, the tagging join and the routes' join sort none of their
         # rows (28.1-30.6 -> 26.4-28.4 s, medians 28.4 -> 27.2 s over five runs each)
-        return frame.repartition(_cluster_partitions(self.spark, frame), *by).sortWithinPartitions(*by)
+        n = _cluster_partitions(self.spark, frame)
+        return frame if n is None else frame.repartition(n, *by).sortWithinPartitions(*by)
 
     def cache(self, frame: DataFrame) -> DataFrame:
         return frame.persist()
@@ -256,12 +257,13 @@ def _key_columns(spec: KeySpec, source: DataFrame, plan: InputPlan) -> DataFrame
                         SEQ, *([ORDER] if fields else []), *origin)
 
 
-def _cluster_partitions(spark: SparkSession, frame: DataFrame) -> int:
+def _cluster_partitions(spark: SparkSession, frame: DataFrame) -> int | None:
     """How many partitions `cluster` hashes `frame` into: one per `_CLUSTER_PARTITION_BYTES` of
     the size Spark's optimizer estimates for it (planning only: asking the frame's RDD for its
     partitions would run the shuffles of a source that has some, a join's), at least two per
-    core, at most `spark.sql.shuffle.partitions`; one for a small input (100 rows upserted into
-    a 1k-row table, three runs each, interleaved: 9.65-10.32 -> 9.26-9.63 s)."""
+    core, at most `spark.sql.shuffle.partitions`. None for a small input: it is left as it is
+    (each task would cost more than its rows; adaptive execution plans its joins, and spreads
+    a large side, a big table's stored keys, over as many tasks as that side needs)."""
     least = 2 * spark.sparkContext.defaultParallelism
     try:  # (the classic DataFrame's plan; pyspark has no public accessor for its statistics)
         size = int(frame._jdf.queryExecution().optimizedPlan().stats().sizeInBytes())
@@ -269,8 +271,8 @@ def _cluster_partitions(spark: SparkSession, frame: DataFrame) -> int:
         size = 0
     if size >= _UNKNOWN_BYTES:  # rows Spark cannot size (an RDD's, the core's file readers'): the least
         size = 0
-    if 0 < size < SMALL_INPUT_BYTES:  # (a few thousand rows: each task costs more than its rows)
-        return 1
+    if 0 < size < SMALL_INPUT_BYTES:  # (a few thousand rows)
+        return None
     most = int(spark.conf.get("spark.sql.shuffle.partitions", "200") or 200)
     return max(1, min(max(least, -(-size // _CLUSTER_PARTITION_BYTES)), most))
 
