@@ -186,8 +186,8 @@ def _final_nodes(plan: str, node: str = "Exchange") -> list[tuple[str, str]]:
     sections: list[tuple[int, bool]] = []  # (column, initial) of the plan sections a line is in
     ran = set()
     for line in tree:
-        col = len(line) - len(line.lstrip(" |:+-"))
-        while sections and sections[-1][0] >= col - 3 and ("== " in line or sections[-1][0] >= col):
+        col = len(line) - len(line.lstrip(" |:"))  # (a section's lines are indented below its marker)
+        while sections and sections[-1][0] >= col:
             sections.pop()
         if "== Initial Plan ==" in line or "== Final Plan ==" in line:
             sections.append((col, "Initial" in line))
@@ -195,6 +195,18 @@ def _final_nodes(plan: str, node: str = "Exchange") -> list[tuple[str, str]]:
             ran.update(re.findall(rf"\b{node} \((\d+)\)", line))
     details = re.findall(rf"\((\d+)\) {node}\nInput \[\d+\]: \[(.*)\]\nArguments: (.*)", plan)
     return [(columns, arguments) for n, columns, arguments in details if n in ran]
+
+
+def test_the_nodes_a_query_ran_are_those_of_its_final_plans():
+    """(`_final_nodes` itself: a cached frame's plan nested in a query's, each with a final and
+    an initial form.)"""
+    plan = "\n".join([
+        "== Physical Plan ==", "AdaptiveSparkPlan (9)", "+- == Final Plan ==", "   HashAggregate (5)",
+        "   +- Exchange (4)", "      +- InMemoryTableScan (1)", "            +- AdaptiveSparkPlan (3)",
+        "            +- == Final Plan ==", "               Exchange (2)", "            +- == Initial Plan ==",
+        "               Exchange (2)", "   +- Exchange (10)", "+- == Initial Plan ==", "   HashAggregate (8)",
+        "   +- Exchange (7)", "", *[f"({n}) Exchange\nInput [1]: [c{n}]\nArguments: a{n}" for n in (2, 4, 7, 10)]])
+    assert _final_nodes(plan) == [("c2", "a2"), ("c4", "a4"), ("c10", "a10")]
 
 
 @pytest.mark.parametrize("index_type", ["BLOOM", "GLOBAL_BLOOM", "SIMPLE"])
