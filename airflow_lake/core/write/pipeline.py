@@ -255,12 +255,12 @@ def _input(table, ops: FrameOps, data: Any, operation: str, is_global: bool, ind
     cfg = table.config
     plan = plan_input(table, ops.schema(data), operation, is_global, table_avro, where)
     frame, positions = ops.key_frame(data, plan)
-    by = _routing_key(table, operation, is_global) if index_type != "BUCKET" else None
-    frame = ops.cache(ops.cluster(frame, by) if by else frame)
+    key = _routing_key(table, operation, is_global)  # (None: the batch is not combined)
+    frame = ops.cache(ops.cluster(frame, key) if key and index_type != "BUCKET" else frame)
     try:
         # the partitions written, and whether a key repeats within one: asked only where it
         # decides (a global index combines across partitions always; without combine, never)
-        combine = _combines(table, operation)
+        combine = key is not None
         counts = ops.partition_counts(frame, distinct=combine and not is_global)
         parts = sorted(p for p, _, _ in counts)
         created = [] if operation == "delete" else parts
@@ -273,8 +273,7 @@ def _input(table, ops: FrameOps, data: Any, operation: str, is_global: bool, ind
         if combine and (is_global or any(n != distinct for _, n, distinct in counts)):
             ordering = ordering_column(cfg.ordering_fields) if operation != "delete" else None
             order = [c for c, _ in combine_order(ordering, positions)]
-            keyed = ops.cache(ops.project(ops.keep_first(frame, [KEY] if is_global else [PART, KEY], order),
-                                          after_combine))
+            keyed = ops.cache(ops.project(ops.keep_first(frame, key, order), after_combine))
         elif len(after_combine) < len(names):
             keyed = ops.project(frame, after_combine)
     except BaseException:
@@ -358,7 +357,8 @@ def _route_keys(ops: FrameOps, table, client: WriteClient, keyed, view: FileSyst
 
 def _routing_key(table, operation: str, is_global: bool) -> list[str] | None:
     """The columns a combined batch holds once per value ([PART, KEY]; [KEY] under a global
-    index), by which its routes are joined back to its rows; None: the batch is not combined."""
+    index): it is combined, placed and routed by them, its routes joined back to its rows by
+    them; None: the batch is not combined."""
     return ([KEY] if is_global else [PART, KEY]) if _combines(table, operation) else None
 
 
