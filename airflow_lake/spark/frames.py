@@ -15,7 +15,7 @@ from airflow_lake.core.errors import LakeError
 # the core's work columns, for the Spark stages
 from airflow_lake.core.write.execute import DEL, LOC_F, PART, SEQ, TARGET, WORK  # noqa: F401
 from airflow_lake.core.write.keying import named_row, row_named
-from airflow_lake.core.write.routing import BUCKET, LOC_P, RANK, SPREAD, STORED  # noqa: F401
+from airflow_lake.core.write.routing import BUCKET, LOC_P, SPREAD, STORED  # noqa: F401
 
 LOOKUP_KEY = "_al_lookup_key"
 CANDIDATE = "_al_candidate"  # a file group whose key range holds the key
@@ -53,6 +53,30 @@ def scalar_arrow_udf(fn, return_type):
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", "It is preferred to specify type hints", UserWarning)
         return arrow_udf(fn, return_type, ArrowUDFType.SCALAR)
+
+
+def partition_arrow_udf(fn, return_type):
+    """`fn` (Arrow arrays in, one array out) given all the rows of a partition at once, as an
+    Arrow UDF over the partition's batches (Spark keeps the rows while Python holds the columns
+    it is given)."""
+    from pyspark.sql.functions import ArrowUDFType, arrow_udf
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "It is preferred to specify type hints", UserWarning)
+        return arrow_udf(partial(_whole_partition, fn), return_type, ArrowUDFType.SCALAR_ITER)
+
+
+def _whole_partition(fn, batches):
+    """`fn` on the concatenated columns of all `batches`, cut back into their lengths."""
+    chunks = [b if isinstance(b, tuple) else (b,) for b in batches]
+    if not chunks:
+        return
+    columns = [pa.concat_arrays([c[i] for c in chunks]) for i in range(len(chunks[0]))]
+    out = fn(*columns)
+    start = 0
+    for c in chunks:
+        yield out.slice(start, len(c[0]))
+        start += len(c[0])
 
 
 def group_results(fn, rows, key: str, groups: int = 0) -> list:

@@ -32,7 +32,20 @@ from airflow_lake.core.write.keying import SOURCE_FILE, InputPlan, KeySpec, key_
 from airflow_lake.core.write.pipeline import write_frame as pipeline_write
 
 from .conflicts import key_clash
-from .frames import BUCKET, DEL, LOC_F, LOC_P, PART, RANK, SEQ, SPREAD, STORED, group_results, scalar_arrow_udf, stage
+from .frames import (
+    BUCKET,
+    DEL,
+    LOC_F,
+    LOC_P,
+    PART,
+    SEQ,
+    SPREAD,
+    STORED,
+    group_results,
+    partition_arrow_udf,
+    scalar_arrow_udf,
+    stage,
+)
 from .schema import arrow_schema_of, exact_arrow_schema
 from .startup import SMALL_INPUT_BYTES
 from .tag import tag
@@ -183,16 +196,10 @@ class SparkFrames:
         return inserts.unionByName(deletes).drop("_al_moved")
 
     def insert_spread(self, frame: DataFrame) -> DataFrame:
-        # the input partition a row came from (the high bits of its sequence number): increasing
-        # with it, so slot order (spread, then rank by sequence number) is input order, the
-        # local engine's, while every input partition's inserts are ranked in a task of their own
-        spread = F.shiftright(F.col(SEQ), _SEQ_PARTITION_SHIFT)
-        return frame.withColumn(SPREAD, F.when(F.col(LOC_F).isNull(), spread))
-
-    def insert_ranks(self, frame: DataFrame) -> DataFrame:
-        rank = F.row_number().over(Window.partitionBy(PART, SPREAD).orderBy(SEQ))
-        return frame.filter(F.col(LOC_F).isNull()).withColumn(RANK, rank) \
-            .unionByName(frame.filter(F.col(LOC_F).isNotNull()).withColumn(RANK, F.lit(None).cast("int")))
+        # the partition the insert is cached in: `with_partition_udf` ranks each partition's
+        # inserts in one task as it routes them (a window ranking them by input partition shuffled
+        # and sorted them, and the routes were the union of two frames)
+        return frame.withColumn(SPREAD, F.when(F.col(LOC_F).isNull(), F.spark_partition_id().cast("long")))
 
     def location_counts(self, frame: DataFrame) -> list[tuple]:
         new_part = F.when(F.col(LOC_F).isNull(), F.col(PART)).alias("_al_new_partition")
@@ -206,6 +213,10 @@ class SparkFrames:
 
     def with_udf(self, frame: DataFrame, name: str, fn, inputs: list[str], arrow_type: pa.DataType) -> DataFrame:
         return frame.withColumn(name, scalar_arrow_udf(fn, from_arrow_type(arrow_type))(*inputs))
+
+    def with_partition_udf(self, frame: DataFrame, name: str, fn, inputs: list[str],
+                           arrow_type: pa.DataType) -> DataFrame:
+        return frame.withColumn(name, partition_arrow_udf(fn, from_arrow_type(arrow_type))(*inputs))
 
     def project(self, frame: DataFrame, columns: list[str]) -> DataFrame:
         return frame.select(*columns)

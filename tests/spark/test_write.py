@@ -238,7 +238,7 @@ def test_keys_are_tagged_and_routed_without_their_rows_and_writers_get_the_colum
     # the writers cut their partition's rows into file groups themselves: no sort by target file group
     assert not any(re.search(r"\) Sort\nInput \[\d+\]: \[.*\]\nArguments: \[_al_target", plan) for plan in plans)
     assert writer_inputs and all("payload" in i and "_al_loc_file" in i for i in writer_inputs)
-    assert not any(c in i for i in writer_inputs for c in ("_al_source_file", "_al_loc_partition", "_al_insert_rank",
+    assert not any(c in i for i in writer_inputs for c in ("_al_source_file", "_al_loc_partition",
                                                            "_al_insert_spread", "_al_stored_ordering"))
     # the rows cross two shuffles: by key as they are read (the batch check, the tagging join and
     # the routes' join then find them in place, in order), and by file group to their writers
@@ -250,6 +250,11 @@ def test_keys_are_tagged_and_routed_without_their_rows_and_writers_get_the_colum
     assert all("_al_target" in c or "_al_source_file" in c for c, _ in moved), moved
     sorted_rows = [(c, a) for plan in plans for c, a in _final_nodes(plan, "Sort") if "payload" in c]
     assert sorted_rows and all("_al_source_file" in c for c, _ in sorted_rows), sorted_rows  # (as they are read)
+    # the inserts are ranked in the partitions they are cached in, as they are routed: the tagged
+    # keys cross one shuffle (to the payload's join), none by their spread bucket, no window
+    routes = [(c, a) for plan in plans for c, a in _final_nodes(plan) if "_al_insert_spread" in c]
+    assert len(routes) == 1 and "_al_target" in routes[0][0], routes
+    assert not any(c for plan in plans for c, _ in _final_nodes(plan, "Window") if "_al_insert_spread" in c)
 
 
 def test_a_batch_is_placed_by_key_in_partitions_its_estimated_size_asks_for_without_running_it(spark):

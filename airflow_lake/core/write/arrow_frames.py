@@ -27,7 +27,7 @@ from ..txn.conflicts import KeyClash
 from .execute import DEL, LOC_F, PART, SEQ
 from .keying import InputPlan, key_table
 from .prepare import to_arrow
-from .routing import BUCKET, LOC_P, RANK, SPREAD, STORED
+from .routing import BUCKET, LOC_P, SPREAD, STORED
 
 log = logging.getLogger(__name__)
 
@@ -183,24 +183,6 @@ class ArrowFrames:
         inserts = pc.is_null(frame.column(LOC_F))
         return frame.append_column(SPREAD, pc.if_else(inserts, pa.scalar(0, pa.int64()), pa.scalar(None, pa.int64())))
 
-    def insert_ranks(self, frame: pa.Table) -> pa.Table:
-        n = frame.num_rows
-        rank = np.zeros(n, dtype=np.int64)
-        inserts = np.flatnonzero(pc.is_null(frame.column(LOC_F)).to_numpy(zero_copy_only=False))
-        if len(inserts):
-            sub = pa.table({"p": frame.column(PART).take(pa.array(inserts)),
-                            "s": frame.column(SEQ).take(pa.array(inserts))})
-            order = pc.sort_indices(sub, sort_keys=[("p", "ascending"), ("s", "ascending")]).to_numpy()
-            parts = sub.column("p").take(pa.array(order)).combine_chunks()
-            starts = np.ones(len(order), dtype=bool)
-            starts[1:] = pc.not_equal(parts[1:], parts[:-1]).to_numpy(zero_copy_only=False)
-            positions = np.arange(len(order))
-            run_start = np.maximum.accumulate(np.where(starts, positions, 0))
-            rank[inserts[order]] = positions - run_start + 1
-        mask = np.zeros(n, dtype=bool)
-        mask[inserts] = True
-        return frame.append_column(RANK, pa.array(rank, mask=~mask))
-
     def location_counts(self, frame: pa.Table) -> list[tuple]:
         new_part = pc.if_else(pc.is_null(frame.column(LOC_F)), frame.column(PART), pa.scalar(None, pa.string()))
         keys = pa.table({"p": frame.column(LOC_P), "f": frame.column(LOC_F), "n": new_part,
@@ -215,6 +197,10 @@ class ArrowFrames:
         return list(zip(*[counts.column(c).to_pylist() for c in ("p", "b", "count_all", "live_sum")], strict=True))
 
     def with_udf(self, frame: pa.Table, name: str, fn, inputs: list[str], arrow_type: pa.DataType) -> pa.Table:
+        return self.with_partition_udf(frame, name, fn, inputs, arrow_type)
+
+    def with_partition_udf(self, frame: pa.Table, name: str, fn, inputs: list[str],
+                           arrow_type: pa.DataType) -> pa.Table:
         values = fn(*[frame.column(c).combine_chunks() for c in inputs]) if frame.num_rows else \
             pa.array([], arrow_type)
         return frame.append_column(name, pa.array(values, arrow_type) if not isinstance(values, pa.Array)

@@ -53,7 +53,6 @@ from .prepare import combine_order
 from .routing import (
     BUCKET,
     LOC_P,
-    RANK,
     SPREAD,
     BucketSpec,
     Columns,
@@ -134,12 +133,9 @@ class FrameOps(Protocol):
         delete at LOC_P (DEL true, the `ordering` column null)."""
 
     def insert_spread(self, frame: Any) -> Any:
-        """`frame` with SPREAD: an insert's spread bucket (the engine's choice, e.g. a key hash
-        modulo its parallelism), null for located rows."""
-
-    def insert_ranks(self, frame: Any) -> Any:
-        """`frame` with RANK: an insert's place in its (PART, SPREAD) by SEQ, from 1 (null for
-        located rows). Slots follow (partition, spread bucket, rank): `plan_key_groups`."""
+        """`frame` with SPREAD: an insert's spread bucket, null for located rows: the partition of
+        the engine's it lies in once `frame` is cached, whose rows `with_partition_udf` sees at
+        once. Slots follow (partition, spread bucket, SEQ): `plan_key_groups`."""
 
     def location_counts(self, frame: Any) -> list[tuple]:
         """(LOC_P, LOC_F, PART of an insert, SPREAD, rows) per distinct value."""
@@ -149,6 +145,10 @@ class FrameOps(Protocol):
 
     def with_udf(self, frame: Any, name: str, fn: Any, inputs: list[str], arrow_type: pa.DataType) -> Any:
         """`frame` with the column `name` computed by `fn` (Arrow arrays of `inputs` -> an array)."""
+
+    def with_partition_udf(self, frame: Any, name: str, fn: Any, inputs: list[str], arrow_type: pa.DataType) -> Any:
+        """`with_udf` with `fn` given all the rows of one of the engine's partitions of the cached
+        `frame` at once (the rows of each of its spread buckets, `insert_spread`)."""
 
     def project(self, frame: Any, columns: list[str]) -> Any:
         """`frame` with only `columns`."""
@@ -345,8 +345,8 @@ def _route_keys(ops: FrameOps, table, client: WriteClient, keyed, view: FileSyst
     plan = plan_key_groups(view, ops.location_counts(rows), sizing, is_mor=cfg.is_mor, overwrite=replaced is not None)
     log.info("%s: write routes rows to %d file groups (%d updated, %d inserted into)", where, len(plan.groups),
              len(plan.route.located), len(plan.groups) - len(plan.route.located))
-    routes = ops.with_udf(ops.insert_ranks(rows), TARGET, partial(route_targets, plan.route),
-                          [PART, SPREAD, RANK, LOC_P, LOC_F], pa.int64())
+    routes = ops.with_partition_udf(rows, TARGET, partial(route_targets, plan.route),
+                                    [PART, SPREAD, SEQ, LOC_P, LOC_F], pa.int64())
     new_keys = ops.filter(rows, ~ops.columns.valid(ops.columns.col(LOC_F)))
     if exact and by:  # (read by the groups' tasks and the record index's; whole rows: `_execute` caches them)
         routes = ops.cache(routes)

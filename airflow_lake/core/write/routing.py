@@ -31,7 +31,6 @@ LOC_P = "_al_loc_partition"  # the partition the index found the key in (null: a
 STORED = "_al_stored_ordering"  # the stored record's ordering value
 BUCKET = "_al_bucket"
 SPREAD = "_al_insert_spread"  # an insert's spread bucket of its partition's inserts (an engine's choice)
-RANK = "_al_insert_rank"  # an insert's place in its spread bucket (input order), from 1
 
 
 class Columns(Protocol):
@@ -82,7 +81,7 @@ def located_rule(x: Columns, table, operation: str, is_global: bool, index_type:
 @dataclass(frozen=True)
 class RouteSpec:
     """Each row's target group: located rows their group's, inserts the group whose planned
-    slots hold theirs (a slot: its spread bucket's first slot + its rank there)."""
+    slots hold theirs (a slot: its spread bucket's first slot + its rank there, by SEQ)."""
 
     located: dict[str, int]  # "partition\0file_id" -> group id
     bins: dict[str, tuple[np.ndarray, np.ndarray]]  # partition -> (cumulative rows, group ids)
@@ -148,10 +147,10 @@ def plan_key_groups(view: FileSystemView, counts: list[tuple], sizing: Sizing, *
     return GroupsPlan(groups, dict(sorted(insert_counts.items())), updates, RouteSpec(located, bins, starts))
 
 
-def route_targets(spec: RouteSpec, part: pa.Array, spread: pa.Array, rank: pa.Array, loc_p: pa.Array,
+def route_targets(spec: RouteSpec, part: pa.Array, spread: pa.Array, seq: pa.Array, loc_p: pa.Array,
                   loc_f: pa.Array) -> pa.Array:
     """The target file group of every row (`RouteSpec`), so every group takes exactly the rows
-    the plan gives it."""
+    the plan gives it. The rows of a spread bucket come together (all of them, or none)."""
     target = group_ids(pc.binary_join_element_wise(loc_p, loc_f, "\0"), spec.located)  # -1: not located
     located = pc.is_valid(loc_f).to_numpy(zero_copy_only=False)
     inserts = np.nonzero(~located)[0]
@@ -161,8 +160,7 @@ def route_targets(spec: RouteSpec, part: pa.Array, spread: pa.Array, rank: pa.Ar
         names = pc.binary_join_element_wise(parts, pc.cast(spread.take(take), pa.string()), "\0")
         firsts = np.asarray(list(spec.starts.values()), dtype=np.int64)
         position = pc.index_in(names, value_set=pa.array(list(spec.starts), pa.string()))
-        ranks = rank.take(take).to_numpy(zero_copy_only=False).astype(np.int64)
-        slots = firsts[position.to_numpy(zero_copy_only=False).astype(np.int64)] + ranks - 1
+        slots = firsts[position.to_numpy(zero_copy_only=False).astype(np.int64)] + _ranks(names, seq.take(take))
         encoded = parts.dictionary_encode()
         codes = encoded.indices.to_numpy(zero_copy_only=False)
         for code, p in enumerate(encoded.dictionary.to_pylist()):  # (one pass per partition)
@@ -170,6 +168,19 @@ def route_targets(spec: RouteSpec, part: pa.Array, spread: pa.Array, rank: pa.Ar
             sel = codes == code
             target[inserts[sel]] = ids[np.minimum(np.searchsorted(cum, slots[sel], side="right"), len(ids) - 1)]
     return pa.array(target)
+
+
+def _ranks(buckets: pa.Array, seq: pa.Array) -> np.ndarray:
+    """Each row's place among the rows of its spread bucket (`buckets`: names) by `seq`, from 0."""
+    order = pc.sort_indices(pa.table({"b": buckets, "s": seq}),
+                            sort_keys=[("b", "ascending"), ("s", "ascending")]).to_numpy()
+    sorted_buckets = buckets.take(pa.array(order))
+    starts = np.ones(len(order), dtype=bool)
+    starts[1:] = pc.not_equal(sorted_buckets[1:], sorted_buckets[:-1]).to_numpy(zero_copy_only=False)
+    positions = np.arange(len(order))
+    ranks = np.empty(len(order), dtype=np.int64)
+    ranks[order] = positions - np.maximum.accumulate(np.where(starts, positions, 0))
+    return ranks
 
 
 def group_ids(names: pa.Array, groups: dict[str, int]) -> np.ndarray:
