@@ -4,6 +4,7 @@ the model, hudi-rs and our reader; the work spreads over file groups."""
 from __future__ import annotations
 
 import importlib
+import json
 import re
 from itertools import pairwise
 
@@ -290,6 +291,41 @@ def test_a_batch_is_placed_by_key_in_partitions_its_estimated_size_asks_for_with
     assert partitions(unknown) == min(least, most)
     large = spark.range(10**9).withColumn("k", F.col("id") % 7)  # (estimated at 16 bytes a row)
     assert partitions(large) == min(max(least, -(-16 * 10**9 // 2**26)), most)
+
+
+def test_a_spread_bucket_is_one_cached_partition_whose_rows_a_partition_udf_sees_at_once(spark):
+    """The routes' UDF ranks a spread bucket's inserts by sequence number in one call: every
+    bucket lies in one partition of the cached rows, also when they are the union of two frames
+    (moved keys: an insert and a delete) or a join's output, and the UDF gets it whole."""
+    from airflow_lake.core.merge import KEY
+    from airflow_lake.core.write.execute import LOC_F, PART, SEQ
+    from airflow_lake.core.write.routing import SPREAD
+    from airflow_lake.spark.write import SparkFrames
+
+    frames = SparkFrames(spark, "t")
+    n = 5000
+    keys = spark.range(n).select(F.concat(F.lit("k"), F.col("id").cast("string")).alias(KEY),
+                                 (F.col("id") % 3).cast("string").alias(PART), F.col("id").alias(SEQ),
+                                 F.when(F.col("id") % 4 == 0, F.lit("f1")).alias(LOC_F)).repartition(6, KEY)
+    moved = keys.filter(F.col(SEQ) % 5 == 0).withColumn(LOC_F, F.lit(None).cast("string"))
+    joined = keys.join(spark.range(0, n, 2).select(F.concat(F.lit("k"), F.col("id").cast("string")).alias(KEY)),
+                       on=KEY)
+    for frame in (keys, keys.unionByName(moved), joined):
+        rows = frames.cache(frames.insert_spread(frame))
+        try:
+            def seen(part, spread, seq):  # (the spread buckets of the call, and how many rows each has)
+                counts = pa.table({"s": spread.drop_null()}).group_by("s").aggregate([([], "count_all")])
+                return pa.array([json.dumps(sorted(zip(*counts.to_pydict().values(), strict=True)))] * len(part))
+
+            calls = {r[0] for r in frames.with_partition_udf(rows, "_seen", seen, [PART, SPREAD, SEQ], pa.string())
+                     .select("_seen").collect()}
+            buckets = [b for call in calls for b, _ in json.loads(call)]
+            assert len(buckets) == len(set(buckets))  # (no bucket in two calls)
+            totals = {r[0]: r[1] for r in rows.groupBy(SPREAD).count().collect() if r[0] is not None}
+            assert {b: c for call in calls for b, c in json.loads(call)} == totals
+            assert sum(totals.values()) == rows.filter(F.col(LOC_F).isNull()).count() > 0
+        finally:
+            frames.release(rows)
 
 
 def test_routes_join_their_rows_by_key_never_by_position(spark):
