@@ -60,7 +60,7 @@ class Cluster:
                     state = json.load(r)
                 if any(w.get("state") == "ALIVE" for w in state.get("workers", [])):
                     return
-            except OSError:
+            except (OSError, ValueError):  # (not up yet; or up and its JSON page not yet attached: an HTML page)
                 pass
             time.sleep(1)
         raise AssertionError(f"no worker registered with {self.url}:\n{self.logs()}")
