@@ -317,7 +317,8 @@ def test_a_spread_bucket_is_one_cached_partition_whose_rows_a_partition_udf_sees
         try:
             def seen(part, spread, seq):  # (the spread buckets of the call, and how many rows each has)
                 counts = pa.table({"s": spread.drop_null()}).group_by("s").aggregate([([], "count_all")])
-                return pa.array([json.dumps(sorted(zip(*counts.to_pydict().values(), strict=True)))] * len(part))
+                pairs = zip(counts.column("s").to_pylist(), counts.column("count_all").to_pylist(), strict=True)
+                return pa.array([json.dumps(sorted(pairs))] * len(part))
 
             calls = {r[0] for r in frames.with_partition_udf(rows, "_seen", seen, [PART, SPREAD, SEQ], pa.string())
                      .select("_seen").collect()}
