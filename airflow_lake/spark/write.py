@@ -172,10 +172,11 @@ class SparkFrames:
         return frame.select(*columns)
 
     def with_routes(self, frame: DataFrame, routes: DataFrame, by: list[str]) -> DataFrame:
-        # the rows' payload joined to their routes: one shuffle of whole rows (the tagging join
-        # took it before); the tagged rows are no longer cached whole, nor sorted for the inserts'
-        # ranks. (A shuffled hash join forced here, or in the tagging, ran out of memory building
-        # a large batch's table on a 1 GiB driver: sort-merge joins spill instead.)
+        # the rows' payload joined to their routes by key: a batch placed by key (`cluster`) is
+        # read in place and in order; the routes, narrow, are shuffled to it (an Arrow UDF's output
+        # has no known partitioning), unless adaptive execution broadcasts them. (A shuffled hash
+        # join forced here, or in the tagging, ran out of memory building a large batch's table on
+        # a 1 GiB driver: sort-merge joins spill instead.)
         payload = frame.select(*[c for c in frame.columns if c not in routes.columns or c in by])
         return payload.join(routes, on=by, how="inner")
 
