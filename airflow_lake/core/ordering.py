@@ -32,6 +32,18 @@ def ordering_column(fields: Sequence[str]) -> str | None:
     return fields[0] if len(fields) == 1 else ORDER
 
 
+def stored_wins(incoming: pa.Array, stored: pa.Array, deletes: np.ndarray) -> np.ndarray:
+    """Where the stored record keeps its place against the incoming one (DefaultHoodieRecordPayload):
+    its ordering value is the larger, a null being the smallest (an incoming null loses to a
+    stored value; a stored null, or an equal value, to the incoming record). A delete without
+    an ordering value (`deletes`: which incoming rows delete) is a delete by key: it always wins
+    (a delete operation's, a partition move's; a `_hoodie_is_deleted` row with a null ordering
+    value the routing let through: `routing.located_rule`)."""
+    smaller = pc.fill_null(pc.less(incoming, stored), False).to_numpy(zero_copy_only=False).astype(bool)
+    only_stored = pc.and_(pc.is_null(incoming), pc.is_valid(stored)).to_numpy(zero_copy_only=False).astype(bool)
+    return smaller | (only_stored & ~deletes)
+
+
 def ordering_key(table: pa.Table, fields: Sequence[str], types: Sequence[pa.DataType] | None = None) -> pa.Array:
     """The ordering value of each row of `table`: the field itself (promoted to `types[0]`) for
     one field, the binary key of the tuple for several (each field promoted to its type in

@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 from ..context import TableContext
 from ..merge import KEY
 from ..model import BaseFile, WriteStat
-from ..ordering import ordering_key
+from ..ordering import ordering_key, stored_wins
 from ..read import SliceRead, read_group_records
 from .files import WriteContext, insert_file, merge_file
 from .logs import SliceRef, append_log
@@ -121,7 +121,7 @@ def _drop_stale_deletes(spec: ExecSpec, stored: SliceRead, rows: pa.Table) -> pa
     pos = pc.index_in(rows.column(KEY).take(idx), value_set=current.column(KEY).combine_chunks())
     values = ordering_key(current.select(list(fields)).take(pos), fields, [rows.schema.field(f).type for f in fields])
     incoming = rows.column(column).take(idx)
-    older = pc.less(incoming, values).fill_null(False).to_numpy(zero_copy_only=False)
+    older = stored_wins(incoming, values, np.ones(len(dels), dtype=bool))
     if not older.any():
         return rows
     keep = np.ones(rows.num_rows, dtype=bool)

@@ -14,7 +14,7 @@ from ..formats.parquet import BloomSettings, prior_keys, read_base_file, write_b
 from ..index.column_stats import base_ranges
 from ..keys import KeyGenerator
 from ..model import BaseFile, WriteStat
-from ..ordering import ordering_key
+from ..ordering import ordering_key, stored_wins
 from ..schema import META_FIELDS, META_SCHEMA, conform, with_meta_fields
 from ..storage import Storage
 from ..txn.markers import CREATE, MERGE, create_marker
@@ -114,7 +114,8 @@ def merge_file(ctx: WriteContext, task: int, old: BaseFile, batch: Batch, append
     records are added as they are (inserts filling a small file: duplicates allowed). Kept records
     keep `_hoodie_commit_time` and `_hoodie_commit_seqno`; only `_hoodie_file_name` changes.
     Under DefaultHoodieRecordPayload an update, or a `_hoodie_is_deleted` row, loses to a
-    stored record with a larger ordering value; a delete by key (no ordering value) always wins.
+    stored record with a larger ordering value (a null is the smallest: `ordering.stored_wins`); a
+    delete by key (no ordering value) always wins.
     """
     start = time.monotonic()
     existing = read_base_file(ctx.storage, old.path)
@@ -133,8 +134,7 @@ def merge_file(ctx: WriteContext, task: int, old: BaseFile, batch: Batch, append
         old_vals = ordering_key(existing.select(list(fields)).take(pa.array(hit_rows)), fields,
                                 [batch.data.schema.field(f).type for f in fields])
         new_vals = batch.ordering.take(pa.array(hit_in))
-        loses = pc.less(new_vals, old_vals).fill_null(False).to_numpy(zero_copy_only=False)
-        incoming_wins[hit_in[loses]] = False
+        incoming_wins[hit_in[stored_wins(new_vals, old_vals, batch.is_delete[hit_in])]] = False
     touched = np.zeros(len(batch), dtype=bool)
     touched[hit_in] = True
     updates = np.nonzero(touched & incoming_wins & ~batch.is_delete)[0]

@@ -63,7 +63,8 @@ def located_rule(x: Columns, table, operation: str, is_global: bool, index_type:
     located, delete = x.valid(x.col(LOC_F)), x.col(DEL)
     ordering = ordering_column(cfg.ordering_fields) if operation != "delete" else None
     if ordering is not None and cfg.payload_class == DEFAULT_PAYLOAD:
-        older = x.false_if_null(x.col(ordering) < x.col(STORED))
+        # (a null is the smallest: an incoming null is older than a stored value, `ordering.stored_wins`)
+        older = x.false_if_null(x.col(ordering) < x.col(STORED)) | (~x.valid(x.col(ordering)) & x.valid(x.col(STORED)))
     else:
         older = x.lit(False)
     if operation == "insert":  # drop duplicates: keys already stored are not inserted again
