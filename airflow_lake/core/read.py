@@ -136,6 +136,7 @@ class Reader:
         if query_type not in QUERY_TYPES:
             raise InvalidOptionError(f"table {self.storage.uri}: unknown query_type {query_type!r}; "
                                      f"one of {QUERY_TYPES}")
+        check_filters(filters, self.full_schema, self.storage.uri)
         timeline = self.timeline
         if as_of is not None:
             as_of = as_of_instant(as_of, self.table.config.timezone, self.storage.uri)
@@ -158,6 +159,7 @@ class Reader:
 
     def _incremental_plan(self, start, end, columns, filters, holes):
         check_instant_time(start, self.storage.uri)
+        check_filters(filters, self.full_schema, self.storage.uri)
         timeline = self.timeline
         self._check_retained(timeline, start, "an incremental read from")
         first = timeline.commits().first
@@ -259,7 +261,7 @@ class Reader:
         logged and kept in `self.skipping`."""
         self.skipping = {}
         cfg = self.table.config
-        if not filters or isinstance(filters, pc.Expression) or cfg.version < 8 or not groups \
+        if isinstance(filters, pc.Expression) or not filters or cfg.version < 8 or not groups \
                 or not self.table.option(MetadataOptions.DATA_SKIPPING):
             return groups
         listed = listed_partitions(cfg.props)
@@ -322,7 +324,7 @@ class Reader:
         the rest."""
         cfg = self.table.config
         fields = list(cfg.partition_fields)
-        if not filters or not fields or isinstance(filters, pc.Expression) \
+        if isinstance(filters, pc.Expression) or not filters or not fields \
                 or not self.table.keygen.partition_values_are_fields:
             return groups
         disjuncts = filters if isinstance(filters[0], list) else [filters]
@@ -404,8 +406,54 @@ def _typed_candidates(values: list[str | None] | None, arrow_type: pa.DataType) 
     return out or None
 
 
+FILTER_OPS = ("=", "==", "!=", "<", ">", "<=", ">=", "in", "not in")
+
+
+def check_filters(filters, schema: pa.Schema, uri: str) -> None:
+    """Row filters (pyarrow DNF: [(column, op, value), ...] or a list of such lists; or an
+    expression) that cannot be applied to the table's rows are an `InvalidOptionError` naming
+    the table and the filter, before any file is read: an unknown column or operator, a value
+    of another type than its column's, `in` without a list."""
+    if filters is None or isinstance(filters, pc.Expression) or (isinstance(filters, (list, tuple)) and not filters):
+        terms = []
+    elif not isinstance(filters, (list, tuple)):
+        raise InvalidOptionError(f"table {uri}: filters {_shown(filters)} are not [(column, op, value), ...]")
+    else:
+        terms = [t for conj in (filters if isinstance(filters[0], list) else [filters])
+                 for t in (conj if isinstance(conj, (list, tuple)) else [conj])]
+    for term in terms:
+        if not isinstance(term, (list, tuple)) or len(term) != 3:
+            raise InvalidOptionError(f"table {uri}: filter {_shown(term)} is not (column, op, value)")
+        column, op, value = term
+        if not isinstance(column, str) or column not in schema.names:
+            raise InvalidOptionError(f"table {uri}: filter {_shown(term)} names no column of the table "
+                                     f"({', '.join(schema.names)})")
+        if not isinstance(op, str) or op.lower() not in FILTER_OPS:
+            raise InvalidOptionError(f"table {uri}: filter {_shown(term)}: operator {_shown(op)} is not one of "
+                                     f"{', '.join(FILTER_OPS)}")
+        if op.lower() in ("in", "not in") and (isinstance(value, (str, bytes)) or not hasattr(value, "__iter__")):
+            raise InvalidOptionError(f"table {uri}: filter {_shown(term)}: {op!r} needs a list of values")
+    try:  # (the values' types: bound on the table's schema, no row read)
+        expr = expression(filters)
+        if expr is not None:
+            schema.empty_table().filter(expr)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, TypeError, ValueError) as e:
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise InvalidOptionError(f"table {uri}: filters {_shown(filters)} cannot be applied to its columns "
+                                 f"({first[:300]})") from None
+
+
+def _shown(value) -> str:
+    """A short repr of a user's value (an error message's; never fails)."""
+    try:
+        text = repr(value)
+    except Exception:  # noqa: BLE001
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= 200 else text[:200] + "..."
+
+
 def _filter_columns(filters) -> set[str]:
-    if not filters:
+    if filters is None or (not isinstance(filters, pc.Expression) and not filters):
         return set()
     if isinstance(filters, pc.Expression):
         raise InvalidOptionError("pass filters as [(column, op, value), ...] when selecting columns")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import random
+import re
 from pathlib import Path
 
 import pyarrow as pa
@@ -136,3 +137,29 @@ def test_timestamp_keygen_paths_are_not_values(table_path):
     view = FileSystemView(table.storage, table.timeline)
     groups = view.file_groups()
     assert len(Reader(table, table.engine)._prune(view, groups, [("p", "=", "zz")])) == len(groups)
+
+
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_filters_that_cannot_apply_are_errors_naming_the_table_and_the_filter(table_path, table_type):
+    """A filter naming no column, with an unknown operator, a value of another type, `in`
+    without a list, or not a filter at all: an `InvalidOptionError` naming the table and the
+    filter (not pyarrow's error), before any file is read; an expression filters too."""
+    import pyarrow.compute as pc
+
+    from airflow_lake.core.errors import InvalidOptionError
+
+    t = Table.create(table_path, name="t", table_type=table_type, record_key="id", precombine_field="ts",
+                     partition_fields="part")
+    t.write(pa.table({"id": ["a", "b"], "ts": [1, 2], "part": ["x", "y"]}))
+    for bad, said in (([("nope", "=", 1)], "names no column"), ([("ts", "~", 5)], "operator '~'"),
+                      ([("ts", "=", "x")], "cannot be applied"), ([("part", "=", 5)], "cannot be applied"),
+                      ([("ts", "in", 5)], "needs a list"), ([("ts",)], "is not (column, op, value)"),
+                      ("ts = 1", "are not [(column, op, value)"), (pc.field("nope") > 1, "cannot be applied")):
+        with pytest.raises(InvalidOptionError, match=f"table {t.storage.uri}: .*{re.escape(said)}"):
+            t.read(filters=bad)
+        if not isinstance(bad, pc.Expression):
+            with pytest.raises(InvalidOptionError, match=f"table {t.storage.uri}: .*{re.escape(said)}"):
+                t.read_incremental("00000000000000", filters=bad)
+    assert t.read(filters=pc.field("ts") > 1).column("id").to_pylist() == ["b"]
+    assert t.read(filters=[]).num_rows == 2
+    assert t.read(filters=[("ts", "in", [1, 2]), ("ts", ">", 1.5)]).column("id").to_pylist() == ["b"]
