@@ -188,6 +188,25 @@ def test_token_makes_retries_idempotent(table, table_path):
     assert found.time == first.instant
 
 
+def test_a_run_token_that_committed_another_operation_is_refused(table, table_path):
+    """A retry (same token, same operation) gets the stored result; the token given to another
+    operation is an error naming the table, the token, the commit and both operations, and
+    writes nothing (it never answers as if the delete had been done)."""
+    from airflow_lake.core.errors import InvalidOptionError
+
+    token = {"airflow_lake.token": "dag/run/task/1"}
+    first = table.write(batch(["a", "b"]), extra_metadata=token)
+    before = sorted(os.listdir(f"{table_path}/.hoodie"))
+    for operation in ("delete", "insert_overwrite_table", "insert"):
+        with pytest.raises(InvalidOptionError, match=f"table {table.storage.uri}: run token 'dag/run/task/1' "
+                                                     f"already committed {first.instant}, an operation UPSERT"):
+            table.write(batch(["a"]), operation=operation, extra_metadata=token)
+    assert sorted(os.listdir(f"{table_path}/.hoodie")) == before
+    again = table.write(batch(["a", "b"]), extra_metadata=token)
+    assert (again.instant, again.operation, again.already_done, again.num_writes) == (first.instant, "upsert", True, 2)
+    assert rows(hudi_read(table_path), ["id"]) == [("a",), ("b",)]
+
+
 def test_accepts_record_batch_readers_and_batches(table):
     data = batch(["a", "b"])
     table.write(pa.RecordBatchReader.from_batches(data.schema, data.to_batches()))

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from ..config import DEFAULT_PAYLOAD, WriteOptions
 from ..engine import Engine
+from ..errors import InvalidOptionError
 from ..formats.parquet import BloomSettings
 from ..index import check_index_type
 from ..metadata_writer import stats_columns, written_ranges
@@ -245,9 +246,17 @@ class WriteClient:
             self.storage.create(path, text.encode())
 
     def stored_result(self, timeline: ActiveTimeline, instant: Instant, operation: str) -> WriteResult:
-        """The result of the earlier attempt that committed `instant` (active or archived)."""
+        """The result of the earlier attempt that committed `instant` (active or archived); a
+        run token that committed another operation is an error (a token names one write)."""
+        metadata = timeline.stored_commit_metadata(instant)
+        stored = metadata.operation_type
+        if stored not in ("UNKNOWN", OPERATION_TYPES[operation]):
+            token = (metadata.extra_metadata or {}).get(tokens.TOKEN_KEY)
+            raise InvalidOptionError(f"{self.where}: run token {token!r} already committed {instant.time}, an "
+                                     f"operation {stored}; this write is {OPERATION_TYPES[operation]}: nothing "
+                                     "was written (a run token names one write: give this one its own)")
         result = WriteResult(instant.time, operation, already_done=True)
-        _add_stats(result, timeline.stored_commit_metadata(instant).stats())
+        _add_stats(result, metadata.stats())
         return result
 
 
