@@ -27,7 +27,7 @@ import pyarrow.compute as pc
 
 from . import properties
 from .clean_planner import files_to_clean
-from .config import TableConfig
+from .config import MetadataOptions, TableConfig
 from .formats.hfile import BLOCK_SIZE, read_hfile, write_hfile
 from .formats.log import encode_block
 from .formats.log.framing import BlockType, HeaderKey
@@ -103,6 +103,15 @@ log = logging.getLogger(__name__)
 FILES_GROUP = "files-0000-0"
 PAYLOAD_STRATEGY = "00000000-0000-0000-0000-000000000000"
 METADATA_ENABLE = "hoodie.metadata.enable"  # a write option: true builds the files partition, false drops the MDT
+# the write options that ask for the metadata table (`true`): itself, or an index it holds
+METADATA_ASKING = (METADATA_ENABLE, MetadataOptions.RECORD_INDEX_ENABLE.key,
+                   MetadataOptions.PARTITIONED_RECORD_INDEX_ENABLE.key, MetadataOptions.COLUMN_STATS_ENABLE.key,
+                   "hoodie.metadata.global.record.level.index.enable")
+
+
+def metadata_asked(options: dict | None) -> list[str]:
+    """Those of `options` that ask for the metadata table or one of its indexes (`=true`)."""
+    return [k for k in METADATA_ASKING if str((options or {}).get(k, "")).strip().lower() == "true"]
 
 
 @dataclass

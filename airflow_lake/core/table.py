@@ -39,6 +39,7 @@ from .index import check_index_switch
 from .keygen_timestamp import INPUT_TIMEZONE, OUTPUT_TIMEZONE, TIMEZONE, setting
 from .keys import KEYGEN_CLASSES, WRITE_PARTITION_FIELD, KeyGenerator, declared_keygen, split_typed_fields
 from .lock import LockProvider
+from .metadata_writer import metadata_asked
 from .paths import Deleter
 from .read import Reader
 from .schema import NAME_RULE, from_avro, is_avro_name
@@ -105,7 +106,9 @@ class Table:
         writers find them too. CustomKeyGenerator fields are given typed
         (`partition_fields=["ts:TIMESTAMP", "city:SIMPLE"]`). Several ordering fields
         (`precombine_field="a,b"` or a list, compared as a tuple) need table version 9
-        (`hoodie.write.table.version=9`). `storage_options` configure the file system as in `open`."""
+        (`hoodie.write.table.version=9`). `hoodie.metadata.enable=true` (or an MDT index's
+        `*.enable=true`) builds the metadata table and that index now (version 8 or 9; refused on
+        version 6). `storage_options` configure the file system as in `open`."""
         storage = open_storage(path, storage_options)
         blocker = storage.file_in_the_way()
         if blocker is not None:
@@ -176,6 +179,10 @@ class Table:
                 write_options[key] = value
         _complete_keygen_props(storage.uri, props)
         version = write_table_version(storage.uri, write_options)
+        asked = metadata_asked(write_options)
+        if asked and version == 6:
+            raise UnsupportedFeatureError(f"table {storage.uri}: {asked[0]}=true: airflow-lake keeps no metadata table "
+                                          "on a version 6 table; create it with hoodie.write.table.version=9 (or 8)")
         if len(ordering) > 1 and version != 9:
             raise InvalidOptionError(f"table {storage.uri}: several ordering fields {ordering} need table version 9 "
                                      f"(hoodie.write.table.version=9); version {version} has one precombine field")
@@ -191,7 +198,12 @@ class Table:
             storage.mkdirs(folder)
         config = TableConfig(props)
         properties.save(storage, config, create=True)
-        return Table(storage, config, write_options, storage_options=storage_options)
+        table = Table(storage, config, write_options, storage_options=storage_options)
+        if asked:  # the metadata table (and the indexes asked for) built now, kept by every write after
+            txn = table.transaction()
+            with txn.lock():
+                txn.repair()
+        return table
 
     @staticmethod
     def open(path: str, *, options: dict[str, Any] | None = None, engine: Engine | None = None,

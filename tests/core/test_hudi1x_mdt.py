@@ -292,6 +292,35 @@ def test_metadata_enable_builds_the_files_partition_and_false_switches_the_table
     assert sorted(theirs(later_on).column("id").to_pylist()) == ["a", "b", "c", "d"]
 
 
+@pytest.mark.parametrize("version", [8, 9])
+def test_a_metadata_table_asked_for_at_creation_is_built_then_and_kept_by_every_writer(tmp_path, version):
+    """`Table.create` (and `airflow-lake table create -o ...`) given `hoodie.metadata.enable` or
+    an index's `*.enable=true` builds the metadata table and that index at once, so a writer
+    that opens the table later without those options keeps them (once they were dropped, and
+    the first write of a RECORD_INDEX table found no index); a version 6 table is refused,
+    nothing created."""
+    from airflow_lake.core.errors import UnsupportedFeatureError
+
+    path = tmp_path / "t"
+    Table.create(str(path), name="t", table_type="MERGE_ON_READ", record_key="id", precombine_field="ts",
+                 partition_fields="p", options={"hoodie.write.table.version": version, "hoodie.metadata.enable": "true",
+                                                "hoodie.metadata.record.index.enable": "true",
+                                                "hoodie.index.type": "RECORD_INDEX"})
+    assert Table.open(str(path)).config.props["hoodie.table.metadata.partitions"] == "files,record_index"
+    later = Table.open(str(path))  # (no options: the table's own)
+    later.write(pa.table({"id": ["a", "b"], "p": ["x", "y"], "ts": [1, 1], "v": [1.0, 2.0]}), operation="insert")
+    later.write(pa.table({"id": ["a", "c"], "p": ["x", "y"], "ts": [2, 2], "v": [3.0, 4.0]}))
+    assert Table.open(str(path)).config.props["hoodie.table.metadata.partitions"] == "files,record_index"
+    index = RecordIndex.open(later.storage, Table.open(str(path)).config.props, later.timeline)
+    assert check_record_index(index, located_keys(later.context(), later.timeline)).ok
+    agree(later, path)
+    assert sorted(theirs(path).column("v").to_pylist()) == [2.0, 3.0, 4.0]
+
+    with pytest.raises(UnsupportedFeatureError, match="keeps no metadata table on a version 6 table"):
+        Table.create(str(tmp_path / "v6"), name="v6", record_key="id", options={"hoodie.metadata.enable": "true"})
+    assert not (tmp_path / "v6").exists() or not any((tmp_path / "v6").iterdir())
+
+
 def test_rolling_back_a_write_the_metadata_table_compacted_tombstones_its_files(tmp_path):
     """A write whose MDT deltacommit a compaction merged into the base HFile cannot be rolled
     back by deleting that log file: the rollback writes tombstones for its files instead."""

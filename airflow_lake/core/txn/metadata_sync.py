@@ -67,6 +67,7 @@ from ..metadata_writer import (
     maintained_secondary_definitions,
     maintained_secondary_indexes,
     mdt_properties,
+    metadata_asked,
     record_index_group_count,
     restore_change,
     switch_off,
@@ -317,6 +318,10 @@ class MetadataTableSync:
         `hoodie.metadata.enable=true` a table without the files partition gets it (built from
         a listing); with `false` the MDT is switched off (deleted, as Java does, with a warning)."""
         if self.config.version < 8:
+            asked = metadata_asked(self.ctx.options)
+            if asked:  # (Java writers set it by habit: said, not refused)
+                log.warning("table %s: %s=true is not honoured: airflow-lake keeps no metadata table on a version %d "
+                            "table (a version 9 or 8 table has one)", self.storage.uri, asked[0], self.config.version)
             return
         # the properties as they are now (another writer may have built or dropped the MDT)
         fresh = properties.load(self.storage).props
