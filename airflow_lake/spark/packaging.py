@@ -82,5 +82,12 @@ def package_zip(cache_dir: str | os.PathLike | None = None) -> Path:
             name = str(path.relative_to(PACKAGE_ROOT.parent))
             z.write(path, name)
             z.writestr(name[:-3] + ".pyc", _bytecode(path, name, scratch))
-    os.replace(partial, target)  # atomic: a concurrent builder never sees half a zip
+    try:  # the first builder's zip stays: a Spark that fetched it rejects the same name with other bytes
+        os.link(partial, target)  # (atomic, and fails where the name exists: never half a zip, never replaced)
+    except FileExistsError:
+        pass
+    except OSError:  # (a file system without hard links: replaced atomically)
+        os.replace(partial, target)
+    finally:
+        partial.unlink(missing_ok=True)
     return target

@@ -20,3 +20,20 @@ def test_a_job_file_parses_its_flags_and_calls_one_library_function(name):
               if isinstance(node, ast.Call) and ast.unparse(node.func) in ("job.run", "job.execute")}
     assert called == {f"services.{name}"}
     assert callable(getattr(services, name))
+
+
+def test_a_zip_another_builder_made_first_is_never_replaced(tmp_path, monkeypatch):
+    """Two builders of the same package content (xdist workers, Airflow tasks) race: the first
+    zip stays, byte for byte, since a Spark that fetched it refuses the same name with other
+    bytes ("exists and does not match contents"); the late builder's copy is discarded."""
+    from pathlib import Path
+
+    from airflow_lake.spark import packaging
+
+    first = packaging.package_zip(tmp_path)
+    inode, data = first.stat().st_ino, first.read_bytes()
+    real = Path.exists
+    monkeypatch.setattr(Path, "exists", lambda self: False if self == first else real(self))  # (it lost the race)
+    again = packaging.package_zip(tmp_path)
+    assert again == first and first.stat().st_ino == inode and first.read_bytes() == data
+    assert sorted(p.name for p in tmp_path.iterdir()) == [first.name]  # (no partial zip left behind)
