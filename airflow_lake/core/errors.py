@@ -37,7 +37,8 @@ class SchemaError(LakeError):
 
 
 class RecordKeyError(LakeError):
-    """A record key is null, empty or missing."""
+    """A record key is null, empty or missing, or would be held twice where the table's keys
+    are unique (a global record index)."""
 
 
 class MissingFieldError(LakeError):

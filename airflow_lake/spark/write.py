@@ -222,6 +222,9 @@ class SparkFrames:
     def project(self, frame: DataFrame, columns: list[str]) -> DataFrame:
         return frame.select(*columns)
 
+    def first_rows(self, frame: DataFrame, columns: list[str], n: int) -> list[tuple]:
+        return [tuple(r) for r in stage(lambda: frame.select(*columns).limit(n).collect(), self.where, "checking keys")]
+
     def union(self, frame: DataFrame, other: DataFrame) -> DataFrame:
         types = {f.name: f.dataType for f in frame.schema.fields}
         return frame.unionByName(other.select(*[F.col(c).cast(types[c]).alias(c) for c in frame.columns]))

@@ -393,6 +393,41 @@ def data_of(rows: pa.Table) -> pa.Table:
 
 
 @pytest.mark.parametrize("name", ["v9_cow_meta", "v8_trips"])
+def test_a_partition_scoped_upsert_may_not_give_a_key_of_a_global_record_index_a_second_row(tmp_path, name):
+    """On a table whose record index is global (one location per key), an upsert under a
+    partition-scoped index (the default BLOOM) that would insert a key the table holds in
+    another partition is refused, naming the key and both partitions, and changes no row (it
+    once wrote the key twice, and the index held only the newer row); new keys and updates in
+    place still go through; under RECORD_INDEX the same row updates the key where it is."""
+    from airflow_lake.core.errors import RecordKeyError
+
+    path = unpack(TABLES[name], tmp_path / "t")
+    table = Table.open(str(path))
+    key, part, field = table.config.record_key_fields[0], table.config.partition_fields[0], \
+        table.config.precombine_field
+    rows = data_of(index_matches_hudi_rs(path)).sort_by(key)
+    later = rows.set_column(rows.schema.get_field_index(field), field,
+                            pc.add(rows[field], pa.scalar(10**6, rows.schema.field(field).type)))
+    moving = later.slice(0, 1)
+    held = moving[part][0].as_py()
+    other = next(p for p in pc.unique(rows[part]).to_pylist() if p != held)
+    moved = moving.set_column(moving.schema.get_field_index(part), part, pa.array([other]))
+    fresh = later.slice(1, 1).set_column(rows.schema.get_field_index(key), key, pa.array(["Z-1"]))
+    commits = table.timeline.commits().completed().times
+    with pytest.raises(RecordKeyError, match=f"table {table.storage.uri}: .*{moving[key][0].as_py()!r} "
+                                             f"\\(written to '.*{other}', held in '.*{held}'\\).*Nothing was written"):
+        table.write(pa.concat_tables([moved, fresh, later.slice(2, 1)]))
+    assert Table.open(str(path)).timeline.commits().completed().times == commits
+    assert index_matches_hudi_rs(path).num_rows == rows.num_rows
+    table.write(pa.concat_tables([fresh, later.slice(2, 1)]))  # a new key and an update in place
+    assert index_matches_hudi_rs(path).num_rows == rows.num_rows + 1
+    Table.open(str(path), options={"hoodie.index.type": "RECORD_INDEX"}).write(moved)
+    scan = index_matches_hudi_rs(path)
+    assert scan.num_rows == rows.num_rows + 1
+    assert scan.filter(pc.equal(scan[key], moving[key][0]))[field].to_pylist() == moving[field].to_pylist()
+
+
+@pytest.mark.parametrize("name", ["v9_cow_meta", "v8_trips"])
 def test_writes_keep_the_record_index_current(tmp_path, name, monkeypatch):
     """Inserts, updates, deletes, a key moved to another partition (global index), an
     insert_overwrite and a failed write, each followed by the index compared with hudi-rs's

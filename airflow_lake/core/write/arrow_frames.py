@@ -209,6 +209,10 @@ class ArrowFrames:
     def project(self, frame: pa.Table, columns: list[str]) -> pa.Table:
         return frame.select(columns)
 
+    def first_rows(self, frame: pa.Table, columns: list[str], n: int) -> list[tuple]:
+        head = frame.select(columns).slice(0, n)
+        return list(zip(*(head.column(c).to_pylist() for c in columns), strict=True))
+
     def union(self, frame: pa.Table, other: pa.Table) -> pa.Table:
         return pa.concat_tables([frame, other.select(frame.column_names).cast(frame.schema)])
 

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 import pyarrow as pa
 
 from ..config import MetadataOptions, WriteOptions
-from ..errors import InstantNotFoundError, LakeError, WriteConflictError
+from ..errors import InstantNotFoundError, LakeError, RecordKeyError, WriteConflictError
 from ..index import check_index_type
 from ..index import is_global as global_index
 from ..index.record_index import RecordIndex
@@ -153,6 +153,9 @@ class FrameOps(Protocol):
     def project(self, frame: Any, columns: list[str]) -> Any:
         """`frame` with only `columns`."""
 
+    def first_rows(self, frame: Any, columns: list[str], n: int) -> list[tuple]:
+        """At most `n` rows of `frame` (any `n`: for an error to name), as tuples of `columns`."""
+
     def union(self, frame: Any, other: Any) -> Any:
         """`frame` with the rows of `other` (the same columns) after its own."""
 
@@ -214,6 +217,9 @@ def write_frame(table, ops: FrameOps, data: Any, operation: str = "upsert",
             try:
                 return _run(table, ops, client, given.keyed, given.parts, given.plan.avro, operation, is_global,
                             index_type, requested, timeline, extra, where)
+            except RecordKeyError:  # (refused before any file was written: its instant withdrawn)
+                _abandon(table, requested.time)
+                raise
             except FileNotFoundError as e:  # a file this write read was cleaned, compacted or rolled back
                 _abandon(table, requested.time)
                 raise WriteConflictError(f"{where}: write {requested.time} read a file that another writer or "
@@ -296,7 +302,8 @@ def _run(table, ops: FrameOps, client: WriteClient, keyed, parts: list[str], avr
             routing = _route_buckets(ops, client, keyed, view, requested.time, replaced is not None)
         else:
             routing = _route_keys(ops, table, client, keyed, view, operation, parts, is_global, index_type,
-                                  timeline, replaced, index_stats, where, exact=record_index is not None)
+                                  timeline, replaced, index_stats, where, exact=record_index is not None,
+                                  unique_keys=record_index is not None and not record_index.layout.is_partitioned)
         result = _execute(ops, table, client, routing, view, avro, operation, is_global, index_type, requested,
                           timeline, seen, extra, replaced, where, record_index)
     finally:
@@ -308,10 +315,12 @@ def _run(table, ops: FrameOps, client: WriteClient, keyed, parts: list[str], avr
 
 def _route_keys(ops: FrameOps, table, client: WriteClient, keyed, view: FileSystemView, operation: str,
                 parts: list[str], is_global: bool, index_type: str, timeline, replaced,
-                index_stats: list[Callable[[], dict[str, int]]], where: str, *, exact: bool = False) -> Routing:
+                index_stats: list[Callable[[], dict[str, int]]], where: str, *, exact: bool = False,
+                unique_keys: bool = False) -> Routing:
     """Key-lookup indexes (and no index): located rows to their group, inserts into small groups
     and new ones, in slot order. `exact`: every key's location confirmed (the record index
-    maintained learns from the routing which keys are new)."""
+    maintained learns from the routing which keys are new); `unique_keys`: the table's keys are
+    unique table-wide (its global record index holds one location per key)."""
     cfg = table.config
     cached: list = []
     trust = False
@@ -348,11 +357,37 @@ def _route_keys(ops: FrameOps, table, client: WriteClient, keyed, view: FileSyst
     routes = ops.with_partition_udf(rows, TARGET, partial(route_targets, plan.route),
                                     [PART, SPREAD, SEQ, LOC_P, LOC_F], pa.int64())
     new_keys = ops.filter(rows, ~ops.columns.valid(ops.columns.col(LOC_F)))
+    if unique_keys and not is_global and operation == "upsert":
+        _check_keys_stay_unique(ops, table, view, new_keys, where)
     if exact and by:  # (read by the groups' tasks and the record index's; whole rows: `_execute` caches them)
         routes = ops.cache(routes)
         cached.append(routes)
     return Routing(plan, ops.with_routes(records, routes, by) if by else routes, new_keys, cached,
                    inserted_by_stats=client.looks_up(operation) and trust, routes=routes)
+
+
+def _check_keys_stay_unique(ops: FrameOps, table, view: FileSystemView, new_keys, where: str) -> None:
+    """A key that an upsert under a partition-scoped index inserts, and that the table's
+    global record index holds in another partition, would live twice: the index (one location
+    per key, as Java's) could not hold both. Refused, naming a few such keys; their own lookup in
+    the record index, of the keys new to their partition only, against every partition's file
+    groups (the write's view lists its own partitions only)."""
+    every = FileSystemView(table.storage, view.timeline)
+    found, cached, _ = ops.tag(table, every, ops.project(new_keys, [KEY, PART, DEL]), None, True, "RECORD_INDEX",
+                               where)
+    try:
+        clashes = ops.first_rows(ops.filter(found, ops.columns.valid(ops.columns.col(LOC_F))), [KEY, PART, LOC_P], 3)
+    finally:
+        for frame in cached:
+            ops.release(frame)
+    if clashes:
+        shown = "; ".join(f"{key!r} (written to {part!r}, held in {held!r})" for key, part, held in clashes)
+        raise RecordKeyError(f"{where}: this upsert would give keys the table already holds in another partition a "
+                             f"second row ({shown}): the table's global record index keeps one location per key. "
+                             "Nothing was written. Upsert with hoodie.index.type=RECORD_INDEX (or a GLOBAL_* index) "
+                             "to update such a key where it is (hoodie.record.index.update.partition.path=true "
+                             "moves it), or keep keys unique per partition with the partitioned record index "
+                             "(hoodie.metadata.record.level.index.enable, table version 9)")
 
 
 def _routing_key(table, operation: str, is_global: bool) -> list[str] | None:
