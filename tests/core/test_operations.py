@@ -97,13 +97,15 @@ def test_is_deleted_rows_respect_ordering(table, table_path):
 
 
 @pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
-@pytest.mark.parametrize("version", [6, 9])
-def test_a_null_ordering_value_is_the_smallest_on_both_table_types(table_path, table_type, version):
+@pytest.mark.parametrize(("version", "index"), [(6, "BLOOM"), (9, "BLOOM"), (6, "BUCKET"), (9, "GLOBAL_SIMPLE")])
+def test_a_null_ordering_value_is_the_smallest_on_both_table_types(table_path, table_type, version, index):
     """An update or a `_hoodie_is_deleted` row with a null ordering value loses to a stored
-    value (Java's DefaultHoodieRecordPayload; COW once let it overwrite); against a stored null
-    it wins, as an equal value would."""
+    value (Java's DefaultHoodieRecordPayload; COW once let it overwrite, and the bucket index
+    let such a delete through); against a stored null it wins, as an equal value would."""
     t = Table.create(table_path, name="t", table_type=table_type, record_key="id", precombine_field="ts",
-                     partition_fields="part", options={"hoodie.write.table.version": version})
+                     partition_fields="part", options={"hoodie.write.table.version": version,
+                                                       "hoodie.index.type": index,
+                                                       "hoodie.bucket.index.num.buckets": 2})
     t.write(pa.table({"id": ["a", "b", "c", "d"], "ts": pa.array([5, None, 5, None], pa.int64()),
                       "part": ["x"] * 4, "v": [1.0] * 4}), operation="insert")
     r = t.write(pa.table({"id": ["a", "b", "c", "d"], "ts": pa.array([None] * 4, pa.int64()), "part": ["x"] * 4,

@@ -94,7 +94,7 @@ def execute_group(spec: ExecSpec, rows: pa.Table) -> WriteStat | None:
         stat = replace(append_log(ctx, gid, plan.slice, _batch(spec, rows), block_format=spec.block_format,
                                   inserts=plan.inserts), lost_deletes=lost)
     elif plan.whole:  # the bucket index: every row is matched against the file's keys
-        stat = merge_file(ctx, gid, plan.base, _batch(spec, rows))
+        stat = merge_file(ctx, gid, plan.base, _batch(spec, rows), null_deletes_win=False)
     else:  # located rows update the file, the others are appended to it (a small file filled)
         located = pc.is_valid(rows.column(LOC_F)).to_numpy(zero_copy_only=False)
         n = int(located.sum())
@@ -109,8 +109,9 @@ def execute_group(spec: ExecSpec, rows: pa.Table) -> WriteStat | None:
 
 def _drop_stale_deletes(spec: ExecSpec, stored: SliceRead, rows: pa.Table) -> pa.Table:
     """MOR: a `_hoodie_is_deleted` row older than the stored record (base and logs merged,
-    DefaultHoodieRecordPayload) is dropped, so that Java (whose delete blocks always remove
-    the base record) and hudi-rs agree."""
+    DefaultHoodieRecordPayload; a null ordering value the oldest) is dropped, so that Java
+    (whose delete blocks always remove the base record) and hudi-rs agree. (The bucket index's:
+    no partition move makes a delete by key here.)"""
     dels = np.flatnonzero(rows.column(DEL).to_numpy(zero_copy_only=False))
     column = spec.ordering_field
     if not len(dels) or not column or column not in rows.column_names:  # (a delete by key always wins)
@@ -121,7 +122,7 @@ def _drop_stale_deletes(spec: ExecSpec, stored: SliceRead, rows: pa.Table) -> pa
     pos = pc.index_in(rows.column(KEY).take(idx), value_set=current.column(KEY).combine_chunks())
     values = ordering_key(current.select(list(fields)).take(pos), fields, [rows.schema.field(f).type for f in fields])
     incoming = rows.column(column).take(idx)
-    older = stored_wins(incoming, values, np.ones(len(dels), dtype=bool))
+    older = stored_wins(incoming, values, np.zeros(len(dels), dtype=bool))
     if not older.any():
         return rows
     keep = np.ones(rows.num_rows, dtype=bool)

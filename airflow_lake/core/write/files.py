@@ -107,7 +107,8 @@ def insert_file(ctx: WriteContext, task: int, partition: str, file_id: str, batc
                      new_keys=batch.keys, column_ranges=base_ranges(ctx.stats_columns, base.name, footers))
 
 
-def merge_file(ctx: WriteContext, task: int, old: BaseFile, batch: Batch, appended: Batch | None = None) -> WriteStat:
+def merge_file(ctx: WriteContext, task: int, old: BaseFile, batch: Batch, appended: Batch | None = None, *,
+               null_deletes_win: bool = True) -> WriteStat:
     """Rewrite a file group's base file with the batch applied (COW merge, small-file fill).
 
     Incoming records whose key is in the file update it, others are inserted; `appended`
@@ -115,7 +116,8 @@ def merge_file(ctx: WriteContext, task: int, old: BaseFile, batch: Batch, append
     keep `_hoodie_commit_time` and `_hoodie_commit_seqno`; only `_hoodie_file_name` changes.
     Under DefaultHoodieRecordPayload an update, or a `_hoodie_is_deleted` row, loses to a
     stored record with a larger ordering value (a null is the smallest: `ordering.stored_wins`); a
-    delete by key (no ordering value) always wins.
+    delete by key (no ordering value: a partition move's) always wins, unless `null_deletes_win`
+    is False (the bucket index: no moves, no routing rule judged its `_hoodie_is_deleted` rows).
     """
     start = time.monotonic()
     existing = read_base_file(ctx.storage, old.path)
@@ -134,7 +136,7 @@ def merge_file(ctx: WriteContext, task: int, old: BaseFile, batch: Batch, append
         old_vals = ordering_key(existing.select(list(fields)).take(pa.array(hit_rows)), fields,
                                 [batch.data.schema.field(f).type for f in fields])
         new_vals = batch.ordering.take(pa.array(hit_in))
-        incoming_wins[hit_in[stored_wins(new_vals, old_vals, batch.is_delete[hit_in])]] = False
+        incoming_wins[hit_in[stored_wins(new_vals, old_vals, batch.is_delete[hit_in] & null_deletes_win)]] = False
     touched = np.zeros(len(batch), dtype=bool)
     touched[hit_in] = True
     updates = np.nonzero(touched & incoming_wins & ~batch.is_delete)[0]
