@@ -136,6 +136,8 @@ class WriteOptions:
     # every reader accepts it. Set the key to `gzip` to match Spark byte for byte.
     COMPRESSION = Option("hoodie.parquet.compression.codec", "snappy")
     COMBINE_BEFORE_INSERT = Option("hoodie.combine.before.insert", False, bool)
+    # an upsert whose batch lacks table columns: refused, unless they may become null (Java's key)
+    NULL_FOR_MISSING_COLUMNS = Option("hoodie.write.set.null.for.missing.columns", False, bool)
     INSERT_DROP_DUPLICATES = Option("hoodie.datasource.write.insert.drop.duplicates", False, bool)
     BLOOM_NUM_ENTRIES = Option("hoodie.index.bloom.num_entries", 60000, int)
     BLOOM_FPP = Option("hoodie.index.bloom.fpp", 1e-9, float)

@@ -372,8 +372,8 @@ def test_nanosecond_timestamps_are_written_as_microseconds_when_lossless(table_p
 def test_lossy_nanoseconds_are_refused(table_path, column, fragment):
     t = seeded(table_path)
     n = len(column)
-    refused(t, table_path, pa.table({"id": [f"k{i}" for i in range(n)], "part": ["x"] * n, "c": column}),
-            SchemaError, "'c'", fragment, "microseconds")
+    refused(t, table_path, pa.table({"id": [f"k{i}" for i in range(n)], "part": ["x"] * n, "v": [1.0] * n,
+                                     "c": column}), SchemaError, "'c'", fragment, "microseconds")
 
 
 # -- other types --------------------------------------------------------------------------
@@ -430,7 +430,23 @@ REFUSED_TYPES = {
 def test_types_without_an_avro_form_are_refused(table_path, kind):
     column, fragments = REFUSED_TYPES[kind]
     t = seeded(table_path)
-    refused(t, table_path, pa.table({"id": ["a", "b"], "part": ["x", "x"], "c": column}), SchemaError, *fragments)
+    refused(t, table_path, pa.table({"id": ["a", "b"], "part": ["x", "x"], "v": [1.0, 2.0], "c": column}),
+            SchemaError, *fragments)
+
+
+def test_an_upsert_without_a_column_of_the_table_is_refused_unless_nulls_are_asked_for(table_path):
+    """An upsert whose batch lacks a column of the table would null it in every row it updates
+    (silently, once): refused naming the column and the option, nothing written; with
+    `hoodie.write.set.null.for.missing.columns=true` (Java's key) the nulls are stored; an
+    insert of new rows is not refused (it has nothing to lose)."""
+    t = seeded(table_path)
+    message = refused(t, table_path, pa.table({"id": ["seed", "new"], "part": ["x", "x"]}), SchemaError,
+                      "no column 'v'", "hoodie.write.set.null.for.missing.columns=true")
+    assert "Nothing was written" in message
+    t.write(pa.table({"id": ["other"], "part": ["x"]}), operation="insert")
+    Table.open(table_path, options={"hoodie.write.set.null.for.missing.columns": "true"}).write(
+        pa.table({"id": ["seed"], "part": ["x"]}))
+    assert rows(hudi_read(table_path), ["id", "v"]) == [("other", None), ("seed", None)]
 
 
 def test_refused_first_write_leaves_no_trace(table_path):

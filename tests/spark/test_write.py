@@ -430,7 +430,7 @@ def test_key_frame_with_and_without_casts_agrees_with_the_local_engine(spark, tm
     for engine in ("local", "spark"):
         path = str(tmp_path / engine)
         t = Table.create(path, name="t", table_type="MERGE_ON_READ", record_key="id", precombine_field="ts",
-                         partition_fields="part")
+                         partition_fields="part", options={"hoodie.write.set.null.for.missing.columns": "true"})
         counts = []
         for op, batch in (("insert", first), ("upsert", second)):
             if engine == "local":

@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..config import WriteOptions
-from ..errors import RecordKeyError
+from ..errors import RecordKeyError, SchemaError
 from ..merge import KEY
 from ..ordering import ORDER, ordering_key
 from ..schema import IS_DELETED, META_FIELDS, conform, evolve, from_avro, resolve_names
@@ -81,6 +81,14 @@ def plan_input(table, schema: pa.Schema, operation: str, is_global: bool, table_
     else:
         avro = evolve(table_avro, incoming, cfg.name, where, local_timestamps=local)
         data_schema = from_avro(avro)
+    if operation == "upsert" and table_avro is not None and not table.option(WriteOptions.NULL_FOR_MISSING_COLUMNS):
+        missing = [f["name"] for f in table_avro["fields"] if f["name"] not in incoming.names
+                   and f["name"] not in META_FIELDS and f["name"] != IS_DELETED]
+        if missing:  # (an updated row would lose those values: Java refuses such a batch too)
+            raise SchemaError(f"{where}: the batch has no column {', '.join(repr(m) for m in missing[:10])}"
+                              f"{' ...' if len(missing) > 10 else ''} of the table: an upsert would set it to null "
+                              f"in every row it updates. Nothing was written; add the column, or write with "
+                              f"{WriteOptions.NULL_FOR_MISSING_COLUMNS.key}=true to store nulls")
     keygen = table.keygen
     fields = list(keygen.record_key_fields) + list(keygen.partition_fields)
     if operation != "delete":
