@@ -412,7 +412,7 @@ def evolve(table_avro: dict | None, data: pa.Schema, table_name: str, where: str
             hint = (" (a timestamp-without-time-zone column takes naive timestamps only)"
                     if pa.types.is_timestamp(old) and pa.types.is_timestamp(f.type) else "")
             raise SchemaError(f"{where}: column {f.name!r} has type {f.type} in the data but "
-                              f"{old} in the table{hint}; only added nullable columns and "
+                              f"{old} in the table{hint}; only new columns (stored nullable, as Hudi stores them) and "
                               "int->long->float->double widening are allowed")
     out = {**table_avro, "fields": fields}
     namespace_parts = (table_avro.get("namespace") or "").split(".") if table_avro.get("namespace") else []

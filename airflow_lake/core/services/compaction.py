@@ -105,9 +105,19 @@ def trigger_holds(strategy: str, commits: int, seconds: float, max_commits: int,
 
 def _trigger_met(timeline, strategy: str, max_commits: int, max_seconds: int, now: str) -> tuple[bool, str]:
     count, elapsed, since = trigger_figures(timeline, now, after_request=strategy == "NUM_COMMITS_AFTER_LAST_REQUEST")
-    why = f"{count} delta commits since {since or 'the start'} (need {max_commits}), {elapsed:.0f} s elapsed " \
-          f"(need {max_seconds})"
+    commits = f"{count} delta commits since {since or 'the start'} (need {max_commits})"
+    time_ = f"{_duration(elapsed)} elapsed (need {_duration(max_seconds)})"
+    judged = {"NUM_COMMITS": [commits], "NUM_COMMITS_AFTER_LAST_REQUEST": [commits], "TIME_ELAPSED": [time_]}
+    why = ", ".join(judged.get(strategy, [commits, time_]))  # (what the strategy judges by)
     return trigger_holds(strategy, count, elapsed, max_commits, max_seconds), why
+
+
+def _duration(seconds: float) -> str:
+    """Seconds as a person reads them (`45 s`, `3.2 h`, `12.5 d`)."""
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= 2 * size:
+            return f"{seconds / size:.1f} {unit}"
+    return f"{seconds:.0f} s"
 
 
 def compactable_slices(view: FileSystemView, threshold: int) -> list[tuple]:
