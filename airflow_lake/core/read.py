@@ -136,7 +136,7 @@ class Reader:
         if query_type not in QUERY_TYPES:
             raise InvalidOptionError(f"table {self.storage.uri}: unknown query_type {query_type!r}; "
                                      f"one of {QUERY_TYPES}")
-        check_filters(filters, self.full_schema, self.storage.uri)
+        filters = check_filters(filters, self.full_schema, self.storage.uri)
         timeline = self.timeline
         if as_of is not None:
             as_of = as_of_instant(as_of, self.table.config.timezone, self.storage.uri)
@@ -159,7 +159,7 @@ class Reader:
 
     def _incremental_plan(self, start, end, columns, filters, holes):
         check_instant_time(start, self.storage.uri)
-        check_filters(filters, self.full_schema, self.storage.uri)
+        filters = check_filters(filters, self.full_schema, self.storage.uri)
         timeline = self.timeline
         self._check_retained(timeline, start, "an incremental read from")
         first = timeline.commits().first
@@ -409,19 +409,28 @@ def _typed_candidates(values: list[str | None] | None, arrow_type: pa.DataType) 
 FILTER_OPS = ("=", "==", "!=", "<", ">", "<=", ">=", "in", "not in")
 
 
-def check_filters(filters, schema: pa.Schema, uri: str) -> None:
-    """Row filters (pyarrow DNF: [(column, op, value), ...] or a list of such lists; or an
-    expression) that cannot be applied to the table's rows are an `InvalidOptionError` naming
-    the table and the filter, before any file is read: an unknown column or operator, a value
-    of another type than its column's, `in` without a list."""
-    if filters is None or isinstance(filters, pc.Expression) or (isinstance(filters, (list, tuple)) and not filters):
-        terms = []
-    elif not isinstance(filters, (list, tuple)):
+def check_filters(filters, schema: pa.Schema, uri: str):
+    """Row filters as the reads take them: pyarrow's DNF forms ([(column, op, value), ...], a
+    list of such lists; terms as tuples or lists) as a list of lists of tuples, an expression as
+    it is, None for none (`[]` too). Filters that cannot be applied to the table's rows are an
+    `InvalidOptionError` naming the table and the filter, before any file is read: an unknown
+    column or operator, a value of another type than its column's, `in` without a list."""
+    if filters is None:
+        return None
+    if isinstance(filters, pc.Expression):
+        return _bound(filters, filters, schema, uri)
+    if not isinstance(filters, (list, tuple)):
         raise InvalidOptionError(f"table {uri}: filters {_shown(filters)} are not [(column, op, value), ...]")
-    else:
-        terms = [t for conj in (filters if isinstance(filters[0], list) else [filters])
-                 for t in (conj if isinstance(conj, (list, tuple)) else [conj])]
-    for term in terms:
+    if not filters:
+        return None
+    first = filters[0]
+    nested = isinstance(first, (list, tuple)) and len(first) > 0 and not isinstance(first[0], str)
+    disjuncts = list(filters) if nested else [filters]  # (pyarrow's rule: a term starts with its column)
+    for conj in disjuncts:
+        if not isinstance(conj, (list, tuple)) or not conj:
+            raise InvalidOptionError(f"table {uri}: filters {_shown(filters)} are not [(column, op, value), ...] "
+                                     "or a list of such lists")
+    for term in (t for conj in disjuncts for t in conj):
         if not isinstance(term, (list, tuple)) or len(term) != 3:
             raise InvalidOptionError(f"table {uri}: filter {_shown(term)} is not (column, op, value)")
         column, op, value = term
@@ -433,14 +442,18 @@ def check_filters(filters, schema: pa.Schema, uri: str) -> None:
                                      f"{', '.join(FILTER_OPS)}")
         if op.lower() in ("in", "not in") and (isinstance(value, (str, bytes)) or not hasattr(value, "__iter__")):
             raise InvalidOptionError(f"table {uri}: filter {_shown(term)}: {op!r} needs a list of values")
-    try:  # (the values' types: bound on the table's schema, no row read)
-        expr = expression(filters)
-        if expr is not None:
-            schema.empty_table().filter(expr)
+    return _bound([[tuple(t) for t in conj] for conj in disjuncts], filters, schema, uri)
+
+
+def _bound(filters, given, schema: pa.Schema, uri: str):
+    """`filters` once bound on the table's schema (the values' types checked, no row read)."""
+    try:
+        schema.empty_table().filter(expression(filters))
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, TypeError, ValueError) as e:
-        first = str(e).splitlines()[0] if str(e) else type(e).__name__
-        raise InvalidOptionError(f"table {uri}: filters {_shown(filters)} cannot be applied to its columns "
-                                 f"({first[:300]})") from None
+        text = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise InvalidOptionError(f"table {uri}: filters {_shown(given)} cannot be applied to its columns "
+                                 f"({text[:300]})") from None
+    return filters
 
 
 def _shown(value) -> str:
