@@ -83,7 +83,7 @@ def plan_input(table, schema: pa.Schema, operation: str, is_global: bool, table_
         data_schema = from_avro(avro)
     if operation == "upsert" and table_avro is not None and not table.option(WriteOptions.NULL_FOR_MISSING_COLUMNS):
         missing = [f["name"] for f in table_avro["fields"] if f["name"] not in incoming.names
-                   and f["name"] not in META_FIELDS and f["name"] != IS_DELETED]
+                   and not f["name"].startswith("_hoodie_")]  # (Hudi's own: meta fields, `_hoodie_is_deleted`)
         if missing:  # (an updated row would lose those values: Java refuses such a batch too)
             raise SchemaError(f"{where}: the batch has no column {', '.join(repr(m) for m in missing[:10])}"
                               f"{' ...' if len(missing) > 10 else ''} of the table: an upsert would set it to null "
