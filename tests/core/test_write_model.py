@@ -12,6 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_lake.core import Table
+from airflow_lake.core.errors import SchemaError
 from airflow_lake.core.index.record_index import RecordIndex
 from airflow_lake.core.read import Reader
 from tests.conftest import hudi_builder, hudi_read, rows
@@ -131,6 +132,7 @@ def run_scenario(layout: Layout, path: str, seed: int, steps: int = 10, write=No
     its `storage_options`."""
     write = write or (lambda t, data, operation: t.write(data, operation=operation))
     rng = random.Random(seed)
+    refusals = random.Random(seed + 1_000)  # (its own draws: the scenario's stay as they were)
     table = Table.create(path, name=f"t_{layout.name}", table_type=layout.table_type,
                          record_key=layout.key_fields, precombine_field=list(layout.ordering),
                          partition_fields=layout.partition_fields, hive_style_partitioning=layout.hive,
@@ -192,6 +194,11 @@ def run_scenario(layout: Layout, path: str, seed: int, steps: int = 10, write=No
             # in-batch duplicates with equal ordering values: the later row in the batch wins
             batch += [{**r, "val": r["val"] + 1000.0} for r in rng.sample(batch, min(len(batch), 2))]
             rng.shuffle(batch)
+            if "name" not in layout.ordering and refusals.random() < 0.25:
+                # the batch without a column of the table: refused whole (it once nulled the
+                # column in every row it updated), nothing written; then the full batch
+                with pytest.raises(SchemaError, match="no column 'name'"):
+                    write(table, to_arrow(batch).drop_columns(["name"]), "upsert")
             res = write(table, to_arrow(batch), "upsert")
             model.upsert(res.instant, batch)
         elif op == "delete":
