@@ -13,11 +13,14 @@ import pyarrow.compute as pc
 from rich.console import Console
 
 from ..core.errors import InvalidOptionError
+from ..core.read import FILTER_OPS
 from ..core.schema import META_SCHEMA
 from . import render
 from .app import common, open_table
 
-FILTER = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_.]*)\s*(==|=|!=|<=|>=|<|>|not in|in)\s*(.*?)\s*$", re.IGNORECASE)
+FILTER = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_.]*)\s*("
+                    + "|".join(re.escape(op) for op in sorted(FILTER_OPS, key=len, reverse=True))
+                    + r")\s*(.*?)\s*$", re.IGNORECASE)
 TABLE_ROWS = 50  # rows a human table shows without --limit
 
 
