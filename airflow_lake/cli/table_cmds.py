@@ -36,17 +36,18 @@ def table_group() -> None:
 def create(path: str, options: dict, as_json: bool, name: str, table_type: str | None, record_key: str,
            precombine_field: str | None, partition_fields: str | None, hive_style: bool, if_missing: bool) -> None:
     """Create an empty table at PATH (hoodie.properties and the .hoodie folders)."""
-    table_opts, _ = split_options(options)
+    table_opts, storage_opts = split_options(options)
     settings = {"name": name, "table_type": table_type, "record_key": record_key,
                 "precombine_field": precombine_field, "partition_fields": partition_fields,
                 "hive_style_partitioning": hive_style or None}
     if if_missing:
-        table, created = Table.open_or_create(path, **settings, options=table_opts)
+        table, created = Table.open_or_create(path, **settings, options=table_opts,
+                                              storage_options=storage_opts or None)
     else:
         table, created = Table.create(path, name=name, table_type=table_type or COPY_ON_WRITE,
                                       record_key=record_key, precombine_field=precombine_field,
                                       partition_fields=partition_fields or (), hive_style_partitioning=hive_style,
-                                      options=table_opts), True
+                                      options=table_opts, storage_options=storage_opts or None), True
     doc = {"table": table.storage.uri, "type": table.config.table_type, "created": created,
            "properties": dict(table.config.props)}
     verb = "created" if created else "kept the existing"

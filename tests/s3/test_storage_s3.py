@@ -170,3 +170,18 @@ def test_listing_cost_per_operation(s3_table, s3_options):
         assert listed.pop(".hoodie") == expected_timeline_loads, listed
         assert all(n == 1 for n in listed.values()), listed  # no folder listed twice
         assert set(listed) <= parts | {"", ".hoodie/.temp", ".hoodie/.aux/.tokens"}, listed
+
+
+def test_the_cli_creates_a_table_on_s3_with_the_storage_options_given(s3_table, s3_options):
+    """`airflow-lake table create s3://... -o aws_...=...` reaches the store with those options
+    (they were dropped: only the `hoodie.*` ones reached `Table.create`), with and without
+    `--if-missing`; the table then takes writes hudi-rs reads."""
+    from tests.cli.conftest import invoke_json
+
+    opts = [a for k, v in s3_options.items() for a in ("-o", f"{k}={v}")]
+    doc = invoke_json("table", "create", s3_table, "--name", "t", "--record-key", "id", *opts)
+    assert doc["created"] is True and doc["table"] == s3_table
+    again = invoke_json("table", "create", s3_table, "--name", "t", "--record-key", "id", "--if-missing", *opts)
+    assert again["created"] is False
+    Table.open(s3_table, storage_options=s3_options).write(pa.table({"id": ["a", "b"]}), operation="insert")
+    assert rows(hudi_read(s3_table, s3_options), ["id"]) == [("a",), ("b",)]
