@@ -202,7 +202,7 @@ class SavepointOperator(LakeJobOperator):
     def job_args(self) -> list[str]:
         instant = _instant(self, self.instant, required=False)
         if instant is None:
-            last = self.hook.get_timeline(self.table_path).commits().completed().last()
+            last = self.hook.get_timeline(self.table_path).commits().completed().last
             if last is None:
                 raise InstantNotFoundError(f"{type(self).__name__} {self.task_id}: table "
                                            f"{self.hook.resolve(self.table_path)} has no completed commit to savepoint")

@@ -109,3 +109,23 @@ def test_upsert_passes_reader_options_and_a_schema_to_the_job(tmp_path):
                          record_key="id", source_options="sep=;")
     with pytest.raises(InvalidOptionError, match="source_options must be a dict, got str"):
         bad.job_args()
+
+
+def test_a_savepoint_without_an_instant_takes_the_latest_completed_commit(tmp_path):
+    """`SavepointOperator` without `instant` savepoints the latest completed commit when it runs
+    (its job gets `--instant` of it; it once failed: `'Instant' object is not callable`); on a
+    table without one it says so, naming the task and the table."""
+    import pyarrow as pa
+
+    from airflow_lake.core import Table
+    from airflow_lake.core.errors import InstantNotFoundError
+    from airflow_lake.operators import SavepointOperator
+
+    path = str(tmp_path / "t")
+    table = Table.create(path, name="t", record_key="id")
+    op = SavepointOperator(task_id="sp", table_path=path, comments="before the backfill")
+    with pytest.raises(InstantNotFoundError, match=f"SavepointOperator sp: table .*{tmp_path.name}.* has no completed"):
+        op.job_args()
+    table.write(pa.table({"id": ["a"]}), operation="insert")
+    last = table.write(pa.table({"id": ["b"]}), operation="insert").instant
+    assert op.job_args() == ["--instant", last, "--comments", "before the backfill"]
