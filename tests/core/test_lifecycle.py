@@ -215,6 +215,41 @@ def test_savepoint_and_restore(table_path):
     assert rows(hudi_read(table_path), COLS) == rows(t.read(), COLS)
 
 
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_a_savepointed_commit_is_not_rolled_back(table_path, table_type):
+    """Rolling back the commit a savepoint protects is refused, naming it, and changes
+    nothing (it deleted the commit and the savepoint with it, and a restore to the savepoint
+    then failed), as Apache Hudi refuses it; the restore to it still works."""
+    t = cow(table_path, commits=3, table_type=table_type)
+    latest = t.timeline.commits().completed().last.time
+    expected = rows(t.read(), COLS)
+    t.savepoint(latest)
+    before = sorted(os.listdir(f"{table_path}/.hoodie"))
+    with pytest.raises(LakeError, match=f"table {table_path}: .*{latest} is savepointed.*Nothing was changed"):
+        t.rollback(latest)
+    assert sorted(os.listdir(f"{table_path}/.hoodie")) == before
+    t.write(pa.table({"id": ["k1"], "ts": [50], "part": ["b"], "v": [5.0]}))
+    t.restore(latest)
+    assert rows(t.read(), COLS) == expected == rows(hudi_read(table_path), COLS)
+
+
+def test_the_only_commit_archiving_left_is_not_rolled_back(table_path):
+    """Rolling back the one commit left on the active timeline, the ones before it archived,
+    is refused, changing nothing: readers (Java's, hudi-rs, ours) count an archived commit's
+    files as committed only before the first active commit, so the table would read empty."""
+    t = Table.create(table_path, name="t", record_key="id", precombine_field="ts")
+    for i in range(6):
+        t.write(pa.table({"id": [f"k{i}"], "ts": [1]}), operation="insert")
+    t.archive(min_commits=1, max_commits=2)
+    t = Table.open(table_path)
+    (last,) = t.timeline.commits().completed().times
+    before = sorted(os.listdir(f"{table_path}/.hoodie"))
+    with pytest.raises(LakeError, match=f"table {table_path}: commit {last} is the only commit left.*Nothing was "):
+        t.rollback(last)
+    assert sorted(os.listdir(f"{table_path}/.hoodie")) == before
+    assert len(rows(hudi_read(table_path), ["id"])) == t.read().num_rows == 6
+
+
 def test_rollback_refuses_a_write_a_pending_compaction_reads(table_path):
     t = cow(table_path, commits=3, table_type="MERGE_ON_READ")
     latest = t.timeline.commits().completed().last.time

@@ -7,7 +7,8 @@ from __future__ import annotations
 from ..errors import InstantNotFoundError, LakeError, WriteConflictError
 from ..timeline import tokens
 from ..timeline.active import ActiveTimeline
-from ..timeline.instant import COMPACTION, ROLLBACK, Instant, State, check_instant_time
+from ..timeline.archived import has_archived
+from ..timeline.instant import COMPACTION, ROLLBACK, SAVEPOINT, Instant, State, check_instant_time
 from ..timeline.payloads import CompactionPlan
 from ..txn.transaction import Transaction
 from ..txn.undo import RollbackResult, rolled_back_by
@@ -44,6 +45,15 @@ def rollback_target(timeline: ActiveTimeline, time_: str, uri: str) -> Instant:
         if later:
             raise LakeError(f"table {uri}: {time_} is not the latest completed write ({later[-1]} is); "
                             "only the latest can be rolled back (use restore for more)")
+        if timeline.commits().completed().times == [time_] and has_archived(timeline.storage, timeline.archive_folder):
+            # (readers count a file of an archived commit as committed only before the first active commit)
+            raise LakeError(f"table {uri}: {instant.action} {time_} is the only commit left on the active timeline "
+                            "and earlier ones are archived: rolled back, it would leave every reader (Java's, "
+                            "hudi-rs, ours) an empty table, the archived commits' files unseen. Nothing was changed")
+        if timeline.actions(SAVEPOINT).completed().contains(time_):  # (as Java's validateSavepointRollbacks)
+            raise LakeError(f"table {uri}: {instant.action} {time_} is savepointed: a savepointed commit cannot be "
+                            "rolled back (its savepoint would be lost with it); delete the savepoint first "
+                            "(Hudi's `savepoint delete`; airflow-lake has none yet). Nothing was changed")
         if instant.action != COMPACTION:
             _check_not_compacting(timeline, instant, uri)
     return instant
