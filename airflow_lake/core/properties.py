@@ -7,7 +7,7 @@ import zlib
 from datetime import datetime, timezone
 
 from .config import TableConfig
-from .errors import InvalidTableError, TableNotFoundError
+from .errors import InvalidTableError, TableExistsError, TableNotFoundError
 from .storage import Storage
 
 PROPERTIES = ".hoodie/hoodie.properties"
@@ -143,7 +143,8 @@ def save(storage: Storage, config: TableConfig, *, create: bool = False) -> None
     text = render_properties(config.props).encode("latin-1")
     if create:
         if not storage.create(PROPERTIES, text):
-            raise InvalidTableError(f"table {storage.uri}: {PROPERTIES} already exists")
+            raise TableExistsError(f"{storage.uri} already holds a Hudi table ({PROPERTIES} appeared meanwhile: "
+                                   "another writer created it)")
         return
     if storage.exists(PROPERTIES_BACKUP):
         storage.write(PROPERTIES, storage.read(PROPERTIES_BACKUP))

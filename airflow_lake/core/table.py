@@ -240,7 +240,10 @@ class Table:
         try:
             table = Table.open(path, options=options, engine=engine, storage_options=storage_options)
         except TableNotFoundError:
-            return Table._create_from(path, settings, options, storage_options, engine), True
+            try:
+                return Table._create_from(path, settings, options, storage_options, engine), True
+            except TableExistsError:  # another writer created it meanwhile: taken as if it had been there
+                table = Table.open(path, options=options, engine=engine, storage_options=storage_options)
         check_table_settings(table.storage.uri, table.config, options=options, **settings)
         return table, False
 

@@ -106,3 +106,47 @@ def test_a_missing_table_is_created_from_the_settings(tmp_path):
     table, created = Table.open_or_create(path, record_key="id", table_type="mor", partition_fields=["part"])
     assert created and table.config.name == "trips" and table.config.table_type == "MERGE_ON_READ"
     assert table.config.partition_fields == ["part"]
+
+
+def test_a_table_another_writer_creates_meanwhile_is_opened_not_an_error(tmp_path, monkeypatch):
+    """Two writers `open_or_create` the same new table at once (two Airflow upserts with
+    `create_if_missing`): the one that finds it created meanwhile (its own create refused: the
+    properties' conditional create or the check before) opens it as if it had been there, and
+    its settings are still compared; it once failed with 'hoodie.properties already exists'."""
+    import multiprocessing
+
+    from airflow_lake.core import properties
+    from airflow_lake.core.errors import TableExistsError
+    from airflow_lake.core.storage import open_storage
+
+    path = str(tmp_path / "t")
+    theirs, _ = Table.open_or_create(path, table_type="MERGE_ON_READ", record_key="id")
+    with pytest.raises(TableExistsError, match="already holds a Hudi table"):
+        properties.save(open_storage(path), theirs.config, create=True)
+    real, calls = Table.open, []
+
+    def not_yet(*args, **kwargs):  # (the first look found nothing: the other writer was not done)
+        calls.append(1)
+        if len(calls) == 1:
+            raise TableNotFoundError(f"table {path}: not there yet")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(Table, "open", staticmethod(not_yet))
+    ours, created = Table.open_or_create(path, table_type="MERGE_ON_READ", record_key="id")
+    assert not created and ours.config.table_type == "MERGE_ON_READ" and len(calls) == 2
+    calls.clear()
+    with pytest.raises(InvalidOptionError, match="COPY_ON_WRITE"):
+        Table.open_or_create(path, table_type="COPY_ON_WRITE", record_key="id")
+    monkeypatch.undo()
+    # and for real: processes racing to create one table, each round a new one
+    ctx = multiprocessing.get_context("spawn")
+    for round_ in range(3):
+        target = str(tmp_path / f"race{round_}")
+        with ctx.Pool(2) as pool:
+            results = pool.map(_open_or_create, [target, target])
+        assert sorted(results) == [False, True], results
+        assert Table.open(target).config.table_type == "MERGE_ON_READ"
+
+
+def _open_or_create(path: str) -> bool:
+    return Table.open_or_create(path, table_type="MERGE_ON_READ", record_key="id")[1]
