@@ -15,17 +15,19 @@ services then run with.
 
 from __future__ import annotations
 
+import posixpath
 import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 from .config import ServiceOptions
 from .errors import InvalidOptionError
 from .health import FIGURES, TableHealth, breaches
 from .services.compaction import trigger_holds
 from .timeline.instant import COMPACTION
-from .vocabulary import CLEAN_POLICIES, COMPACTION_TRIGGERS
+from .vocabulary import CLEAN_POLICIES, COMPACTION_TRIGGERS, is_table_option
 
 NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,199}")
 
@@ -215,11 +217,28 @@ def policies_from_config(config: Mapping[str, Any], where: str = "maintenance co
     policies = [table_policy(name, _merge(defaults, entry or {}, f"{where}: table {name!r}"), where)
                 for name, entry in config["tables"].items()]
     seen: dict[str, str] = {}
-    for p in policies:
-        if p.path in seen:
-            raise InvalidOptionError(f"{where}: tables {seen[p.path]!r} and {p.name!r} have the same path {p.path}")
-        seen[p.path] = p.name
+    base = config.get("base_path")
+    for p in policies:  # (one table, however its path is spelled: `/lake/t/`, `/lake/./t`, `file:///lake/t`)
+        place = _place(p.path, base if isinstance(base, str) else None)
+        if place in seen:
+            raise InvalidOptionError(f"{where}: tables {seen[place]!r} and {p.name!r} have the same path {p.path} "
+                                     "(two DAGs would maintain one table)")
+        seen[place] = p.name
     return policies
+
+
+def _place(path: str, base: str | None) -> str:
+    """A table path in one spelling: a relative one under `base`, `file://` as a path, dots,
+    doubled and trailing slashes gone, the scheme in lower case."""
+    if "://" not in path and not path.startswith("/") and base:
+        path = base.rstrip("/") + "/" + path
+    if "://" not in path:
+        return posixpath.normpath(path)
+    parts = urlsplit(path)
+    scheme = parts.scheme.lower()
+    if scheme == "file":
+        return posixpath.normpath(parts.path)
+    return f"{scheme}://{parts.netloc}{posixpath.normpath(parts.path) if parts.path.strip('/') else ''}"
 
 
 def _merge(defaults: Mapping[str, Any], entry: Any, where: str) -> dict[str, Any]:
@@ -261,11 +280,18 @@ def table_policy(name: str, doc: Mapping[str, Any], where: str = "maintenance co
             if not isinstance(doc[key], Mapping) or not all(isinstance(k, str) for k in doc[key]):
                 raise InvalidOptionError(f"{here}: {key} must be a mapping with string keys, got {doc[key]!r}")
             kwargs[key] = dict(doc[key])
+    bad = next((k for k in kwargs.get("table_options", {}) if not is_table_option(k)), None)
+    if bad is not None:  # (refused when the DAG file is read, not when a service is first due)
+        raise InvalidOptionError(f"{here}: table_options key {bad!r} is not a hoodie.* or airflow_lake.* key "
+                                 "(storage options go in storage_options)")
+    bad = next((k for k in kwargs.get("storage_options", {}) if is_table_option(k)), None)
+    if bad is not None:
+        raise InvalidOptionError(f"{here}: storage_options key {bad!r} is a table option (it goes in table_options)")
     for key, limit in kwargs.get("thresholds", {}).items():
         if key not in FIGURES:
             raise InvalidOptionError(f"{here}: thresholds: {key!r} is not a health figure; known: {sorted(FIGURES)}")
-        if isinstance(limit, bool) or not isinstance(limit, (int, float)):
-            raise InvalidOptionError(f"{here}: thresholds[{key!r}] must be a number, got {limit!r}")
+        if isinstance(limit, bool) or not isinstance(limit, (int, float)) or limit < 0:
+            raise InvalidOptionError(f"{here}: thresholds[{key!r}] must be a number of at least 0, got {limit!r}")
     for key, cls in _SECTIONS.items():
         if key in doc:
             kwargs[key] = _section(cls, doc[key], f"{here}: {key}")

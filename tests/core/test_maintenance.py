@@ -58,6 +58,14 @@ def test_a_config_gives_each_table_its_entry_over_the_defaults():
     ({"tables": {"t": {"path": "/a", "thresholds": {"backlog_size": 3}}}}, "'backlog_size' is not a health figure"),
     ({"tables": {"t": {"path": "/a", "thresholds": {"log_files": "many"}}}}, "must be a number"),
     ({"tables": {"t": {"path": "/a"}, "u": {"path": "/a"}}}, "same path /a"),
+    # one table however its path is spelled; keys and limits refused when the file is read
+    ({"tables": {"t": {"path": "/lake/t"}, "u": {"path": "/lake/./t/"}}}, "same path /lake/./t/"),
+    ({"tables": {"t": {"path": "/lake/t"}, "u": {"path": "file:///lake/t"}}}, "same path file:///lake/t"),
+    ({"tables": {"t": {"path": "s3://b/lake/t"}, "u": {"path": "S3://b/lake//t/"}}}, "same path S3://b/lake//t/"),
+    ({"base_path": "/lake", "tables": {"t": {"path": "/lake/t"}, "u": {"path": "t"}}}, "same path t"),
+    ({"tables": {"t": {"path": "/a", "table_options": {"foo": 1}}}}, "table_options key 'foo' is not a hoodie"),
+    ({"tables": {"t": {"path": "/a", "storage_options": {"hoodie.x": 1}}}}, "storage_options key 'hoodie.x' is a"),
+    ({"tables": {"t": {"path": "/a", "thresholds": {"stale_instants": -1}}}}, "must be a number of at least 0"),
     ({"tables": {"bad name": {"path": "/a"}}}, "table name 'bad name'"),
     ({"tables": {"t": {"path": "/a", "rollback_stale": "yes"}}}, "rollback_stale must be true or false"),
 ])
