@@ -56,7 +56,7 @@ class CompactionScheduleOperator(LakeJobOperator):
         self.skip_if_no_plan = skip_if_no_plan
 
     def job_args(self) -> list[str]:
-        self.check_merge_on_read()
+        check_merge_on_read(self)
         args = ["--strategy", self.strategy] if self.strategy else []
         for flag, name, minimum in (("--max-delta-commits", "max_delta_commits", 1),
                                     ("--max-delta-seconds", "max_delta_seconds", 0),
@@ -65,17 +65,6 @@ class CompactionScheduleOperator(LakeJobOperator):
             if value is not None:
                 args += [flag, str(value)]
         return args
-
-    def check_merge_on_read(self) -> None:
-        """A COPY_ON_WRITE table has no log files to compact: a misconfigured DAG, failed here
-        before anything is submitted (a path holding no table yet is left to the job)."""
-        try:
-            config = self.hook.get_table(self.table_path, self.table_options).config
-        except TableNotFoundError:
-            return
-        problem = not_merge_on_read(config)
-        if problem:
-            raise self.invalid(problem)
 
     def to_xcom(self, result: dict[str, Any], context: Context) -> str | None:
         instant = result.get("instant")
@@ -100,7 +89,8 @@ class CompactionExecuteOperator(LakeJobOperator):
     `instants` is empty. The table's Asset gets an event carrying the instant and counts
     (none when nothing was pending: a run that changed nothing emits no event).
 
-    Failure: a plan being executed by another task (live heartbeat) fails this task clearly
+    Failure: a COPY_ON_WRITE table (before submitting anything, naming it); a plan being
+    executed by another task (live heartbeat) fails this task clearly
     (`WriteConflictError` in the job's message), it is never run twice; a plan left inflight
     by a dead job is rolled back and run again; an unknown `instant` fails naming it. A retry
     returns the plans its first try completed.
@@ -125,9 +115,12 @@ class CompactionExecuteOperator(LakeJobOperator):
             try:
                 check_instant_time(str(instant))
             except Exception as e:
-                raise self.invalid(f"instant {instant!r} is not an instant time: {e}") from None
-            return ["--instant", str(instant)]
-        return ["--order", self.order, "--max-plans", str(count(self, "max_plans", self.max_plans, minimum=1))]
+                raise self.invalid(f"instant {e}") from None
+            args = ["--instant", str(instant)]
+        else:
+            args = ["--order", self.order, "--max-plans", str(count(self, "max_plans", self.max_plans, minimum=1))]
+        check_merge_on_read(self)  # (after the arguments: a mistake in them is named first)
+        return args
 
     def get_job_result(self, external_id: Any, context: Context) -> dict[str, Any] | None:
         result = super().get_job_result(external_id, context)
@@ -159,3 +152,15 @@ class CompactionExecuteOperator(LakeJobOperator):
 
     def event_extra(self, result: dict[str, Any]) -> dict[str, Any]:
         return {**super().event_extra(result), "instants": result.get("plans") or []}
+
+
+def check_merge_on_read(op: LakeJobOperator) -> None:
+    """A COPY_ON_WRITE table has no log files to compact: a misconfigured DAG, failed here
+    before anything is submitted (a path holding no table yet is left to the job)."""
+    try:
+        config = op.hook.get_table(op.table_path, op.table_options).config
+    except TableNotFoundError:
+        return
+    problem = not_merge_on_read(config)
+    if problem:
+        raise op.invalid(problem)

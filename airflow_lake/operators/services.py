@@ -24,7 +24,7 @@ def _instant(op: LakeJobOperator, value: Any, *, required: bool = True) -> str |
     try:
         return check_instant_time(str(value))
     except Exception as e:
-        raise op.invalid(f"instant {value!r} is not an instant time: {e}") from None
+        raise op.invalid(f"instant {e}") from None  # (its text: the value and what an instant time is)
 
 
 class CleanOperator(LakeJobOperator):

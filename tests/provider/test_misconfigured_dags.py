@@ -30,14 +30,17 @@ def test_a_cow_compaction_and_a_missing_spark_connection_fail_before_submitting(
     mor.write(batch([1, 2]))
     dag = load_dag(airflow_db, "lake_misconfigured", f"""
         CompactionScheduleOperator(task_id="schedule_cow", table_path={cow.storage.uri!r})
+        CompactionExecuteOperator(task_id="execute_cow", table_path={cow.storage.uri!r})
         CleanOperator(task_id="clean", table_path={mor.storage.uri!r})
     """)
     dr = dag.test()
-    assert states(dr) == {"schedule_cow": "failed", "clean": "failed"}
+    assert states(dr) == {"schedule_cow": "failed", "execute_cow": "failed", "clean": "failed"}
     out = capfd.readouterr()
     text = out.out + out.err
     assert (f"CompactionScheduleOperator schedule_cow: table {cow.storage.uri}: is a COPY_ON_WRITE table: "
             "compaction applies to MERGE_ON_READ tables only") in text
+    assert (f"CompactionExecuteOperator execute_cow: table {cow.storage.uri}: is a COPY_ON_WRITE table: "
+            "compaction applies to MERGE_ON_READ tables only") in text  # (it submitted a job that did nothing)
     assert (f"CleanOperator clean: table {mor.storage.uri}: the Spark connection 'spark_default' is not defined, "
             "so the Spark provider would submit to YARN") in text
     assert "AIRFLOW_CONN_SPARK_DEFAULT=" in text
