@@ -341,11 +341,18 @@ def check_health(health: TableHealth) -> list[Finding]:
     return found
 
 
-def check_archive(table: Table) -> list[Finding]:
+def check_archive(table: Table, timeline: ActiveTimeline) -> list[Finding]:
     try:
         archived = ArchivedTimeline(table.storage, table.config.archive_folder)
     except LakeError as e:
         return [Finding("archive", "error", str(e), "readers of archived instants (time travel, run tokens) fail")]
+    commits = [e.instant for e in archived.entries if e.instant.action in COMMIT_ACTIONS and e.instant.is_completed]
+    if commits and not timeline.commits().completed().instants:
+        # (readers count an archived commit's files as committed only before the first active commit)
+        return [Finding("archive", "error", f"{len(commits)} commits are archived and none is left on the active "
+                        "timeline: every reader (Java's, hudi-rs, ours) sees no row of the table",
+                        "the archived commits' files count again once a commit follows them: any write brings "
+                        "them back; until then reads return nothing")]
     if archived.corrupt_blocks:
         return [Finding("archive", "warn", f"{archived.corrupt_blocks} archived log blocks are unreadable",
                         "their instants are missing from the archived timeline")]
@@ -372,7 +379,7 @@ def doctor(path: str, options: dict, as_json: bool) -> None:
         findings += check_version(table) + check_metadata_table(table, timeline) + check_lock(table) \
             + check_health(health) + check_pending(table, timeline, path) \
             + check_archival(table, timeline, path) + check_cleaning(table, timeline, path) \
-            + check_files(table, timeline) + check_archive(table)
+            + check_files(table, timeline) + check_archive(table, timeline)
     worst = max((LEVELS.index(f.level) for f in findings), default=0)
     doc = {"table": path, "healthy": worst < LEVELS.index("warn"), "findings": [asdict(f) for f in findings],
            "health": health.as_dict() if health is not None else None}

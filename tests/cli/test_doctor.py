@@ -192,3 +192,29 @@ def test_hudi1x_tables_say_their_version_and_whether_they_are_written(tmp_path):
     listing, *_ = by_check(doc)["metadata"]
     assert listing["level"] == "warn" and "misses 1 data files on storage (region=us/stray.parquet)" in \
         listing["message"]
+
+
+def test_an_archived_table_without_an_active_commit_reads_empty_and_says_so(tmp_path):
+    """Archived commits whose active successors were all rolled back (a Java writer can; ours
+    refuses the last one): every reader counts an archived commit's files as committed only
+    before the first active commit, so the table reads empty. `doctor` says so (it said
+    healthy) and how it heals: the next write, after which hudi-rs reads the rows again."""
+    from tests.conftest import hudi_read
+
+    path = str(tmp_path / "t")
+    t = Table.create(path, name="t", record_key="id", precombine_field="ts")
+    for i in range(6):
+        t.write(pa.table({"id": [f"k{i}"], "ts": [1]}), operation="insert")
+    t.archive(min_commits=1, max_commits=2)
+    txn = Table.open(path).transaction()
+    with txn.lock():  # (the transaction's own rollback: no service check stands in its way)
+        timeline = txn.timeline
+        txn.rollback(timeline, timeline.commits().completed().last)
+    assert Table.open(path).read().num_rows == 0 and hudi_read(path).num_rows == 0
+    doc = invoke_json("doctor", path, code=3)
+    (finding,) = by_check(doc)["archive"]
+    assert finding["level"] == "error" and "none is left on the active timeline" in finding["message"]
+    assert "any write brings them back" in finding["advice"]
+    Table.open(path).write(pa.table({"id": ["new"], "ts": [1]}), operation="insert")
+    assert len(hudi_read(path)) == Table.open(path).read().num_rows == 6  # k0-k4 back, k5 rolled back, new
+    assert invoke_json("doctor", path)["healthy"]
