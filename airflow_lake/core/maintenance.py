@@ -272,6 +272,9 @@ def table_policy(name: str, doc: Mapping[str, Any], where: str = "maintenance co
             value = doc[key]
             if value is not None and not isinstance(value, str):
                 raise InvalidOptionError(f"{here}: {key} must be a string, got {value!r}")
+            if key == "schedule" and value is not None and not _is_schedule(value):
+                raise InvalidOptionError(f"{here}: schedule {value!r} is neither one of Airflow's presets "
+                                         f"({', '.join(SCHEDULE_PRESETS)}) nor a cron expression (5 fields)")
             kwargs[key] = value
     if "rollback_stale" in doc:
         kwargs["rollback_stale"] = _flag(doc["rollback_stale"], f"{here}: rollback_stale")
@@ -309,6 +312,21 @@ def table_policy(name: str, doc: Mapping[str, Any], where: str = "maintenance co
                                  f"clean.retained ({retained}): hoodie.keep.min.commits must exceed "
                                  "hoodie.cleaner.commits.retained")
     return policy
+
+
+SCHEDULE_PRESETS = ("@once", "@continuous", "@hourly", "@daily", "@weekly", "@monthly", "@quarterly", "@yearly",
+                    "@annually", "@midnight")
+_CRON_FIELD = re.compile(r"^[0-9A-Za-z*/,?LW#-]+$")
+
+
+def _is_schedule(value: str) -> bool:
+    """Whether `value` can be a DAG's schedule: a preset, or five cron fields of cron's
+    characters (Airflow takes a misspelt preset without a word, and the DAG never runs)."""
+    text = value.strip()
+    if text.startswith("@"):
+        return text.lower() in SCHEDULE_PRESETS
+    fields = text.split()
+    return len(fields) == 5 and all(_CRON_FIELD.match(f) for f in fields)
 
 
 def _section(cls, doc: Any, where: str):

@@ -66,6 +66,8 @@ def test_a_config_gives_each_table_its_entry_over_the_defaults():
     ({"tables": {"t": {"path": "/a", "table_options": {"foo": 1}}}}, "table_options key 'foo' is not a hoodie"),
     ({"tables": {"t": {"path": "/a", "storage_options": {"hoodie.x": 1}}}}, "storage_options key 'hoodie.x' is a"),
     ({"tables": {"t": {"path": "/a", "thresholds": {"stale_instants": -1}}}}, "must be a number of at least 0"),
+    ({"tables": {"t": {"path": "/a", "schedule": "@hourlyy"}}}, "schedule '@hourlyy' is neither"),
+    ({"tables": {"t": {"path": "/a", "schedule": "every hour"}}}, "nor a cron expression"),
     ({"tables": {"bad name": {"path": "/a"}}}, "table name 'bad name'"),
     ({"tables": {"t": {"path": "/a", "rollback_stale": "yes"}}}, "rollback_stale must be true or false"),
 ])
