@@ -161,7 +161,6 @@ class Reader:
         check_instant_time(start, self.storage.uri)
         filters = check_filters(filters, self.full_schema, self.storage.uri)
         timeline = self.timeline
-        self._check_retained(timeline, start, "an incremental read from")
         first = timeline.commits().first
         archived = []  # commits archived after `start`: read from the archived timeline (LSM history)
         if (first is None or start < first.time) and has_archived(self.storage, self.table.config.archive_folder):
@@ -207,6 +206,8 @@ class Reader:
                 touched |= {(p, s["fileId"]) for p, items in stats.items() for s in items or () if s.get("fileId")}
         view = FileSystemView(self.storage, timeline, None if by_completion else end,
                               completed_by=end if by_completion else None)
+        if selected:  # (the rows are read from the file versions as of `end`: those the cleaner must have kept)
+            self._check_retained(timeline, view.as_of, f"an incremental read ({start}, {end}], as of")
         groups = [g for g in view.file_groups() if (g.partition, g.file_id) in touched]
         groups = self._prune(view, groups, filters)
         # without meta fields there is no per-row commit time: as hudi-rs does, a row's is that
