@@ -443,7 +443,9 @@ def check_filters(filters, schema: pa.Schema, uri: str):
                                      f"{', '.join(FILTER_OPS)}")
         if op.lower() in ("in", "not in") and (isinstance(value, (str, bytes)) or not hasattr(value, "__iter__")):
             raise InvalidOptionError(f"table {uri}: filter {_shown(term)}: {op!r} needs a list of values")
-    return _bound([[tuple(t) for t in conj] for conj in disjuncts], filters, schema, uri)
+    dnf = [[(c, op, pa.array([], schema.field(c).type)) if op.lower() in ("in", "not in") and not len(v) else (c, op, v)
+            for c, op, v in conj] for conj in disjuncts]  # (an empty list typed as its column: it matches no row)
+    return _bound(dnf, filters, schema, uri)
 
 
 def _bound(filters, given, schema: pa.Schema, uri: str):

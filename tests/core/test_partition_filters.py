@@ -163,6 +163,9 @@ def test_filters_that_cannot_apply_are_errors_naming_the_table_and_the_filter(ta
     assert t.read(filters=pc.field("ts") > 1).column("id").to_pylist() == ["b"]
     assert t.read(filters=[]).num_rows == 2
     assert t.read(filters=[("ts", "in", [1, 2]), ("ts", ">", 1.5)]).column("id").to_pylist() == ["b"]
+    # an empty list matches no row (it failed: "Array type doesn't match type of values set")
+    assert t.read(filters=[("part", "in", [])]).num_rows == 0 and t.read(filters=[("ts", "in", [])]).num_rows == 0
+    assert t.read(filters=[("part", "not in", [])]).num_rows == 2
     # pyarrow's other forms: terms as lists, a disjunction of conjunctions
     assert t.read(filters=[["part", "=", "y"]], columns=["id"]).column("id").to_pylist() == ["b"]
     assert sorted(t.read(filters=[[("part", "=", "x")], [["ts", "=", 2]]]).column("id").to_pylist()) == ["a", "b"]
