@@ -9,6 +9,7 @@ import os
 
 import fastavro
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 from airflow_lake.core import LakeError, Table
@@ -66,8 +67,12 @@ def test_clean_keep_latest_commits(table_path):
     assert rows(hudi_read(table_path), COLS) == history[times[-1]]
     with pytest.raises(LakeError, match="cleaner"):
         t.read(as_of=times[0])
+    # an incremental read returns its rows as of its end: one from before the window to now
+    # reads, as hudi-rs does; one that ends before the window is refused
+    assert rows(t.read_incremental(times[0]), COLS) == rows(hudi_read(table_path, **{
+        "hoodie.read.query.type": "incremental", "hoodie.read.start.timestamp": times[0]}), COLS)
     with pytest.raises(LakeError, match="cleaner"):
-        t.read_incremental(times[0])
+        t.read_incremental(times[0], times[1])
     assert t.clean(retained=3).instant is None  # nothing more to clean
 
 
@@ -130,7 +135,11 @@ def test_archive_moves_oldest_instants(table_path):
         assert rows(t.read(as_of=i), COLS) == rows(hudi_read(table_path, **{"hoodie.read.as.of.timestamp": i}),
                                                    COLS)
     with pytest.raises(LakeError, match="archived|cleaner"):
-        t.read_incremental(times[0])
+        t.read_incremental(times[0], times[1])
+    # to now, through the archived commits: the rows whose latest commit follows the start
+    now = t.read()
+    later = now.filter(pc.greater(now["_hoodie_commit_time"], times[0]))
+    assert rows(t.read_incremental(times[0]), COLS) == rows(later, COLS)
     # a second run has nothing to do below the bound
     assert t.archive(min_commits=3, max_commits=5).archived == []
 
