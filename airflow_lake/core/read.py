@@ -443,9 +443,16 @@ def check_filters(filters, schema: pa.Schema, uri: str):
                                      f"{', '.join(FILTER_OPS)}")
         if op.lower() in ("in", "not in") and (isinstance(value, (str, bytes)) or not hasattr(value, "__iter__")):
             raise InvalidOptionError(f"table {uri}: filter {_shown(term)}: {op!r} needs a list of values")
-    dnf = [[(c, op, pa.array([], schema.field(c).type)) if op.lower() in ("in", "not in") and not len(v) else (c, op, v)
-            for c, op, v in conj] for conj in disjuncts]  # (an empty list typed as its column: it matches no row)
+    dnf = [[(c, op, _values(v, schema.field(c).type)) if op.lower() in ("in", "not in") else (c, op, v)
+            for c, op, v in conj] for conj in disjuncts]
     return _bound(dnf, filters, schema, uri)
+
+
+def _values(values, arrow_type: pa.DataType):
+    """The values of an `in` term as a list (any iterable taken once); an empty one typed as its
+    column, so that it matches no row."""
+    values = values if isinstance(values, pa.Array) else list(values)
+    return values if len(values) else pa.array([], arrow_type)
 
 
 def _bound(filters, given, schema: pa.Schema, uri: str):
