@@ -232,7 +232,6 @@ class Reader:
             if unknown:
                 raise InvalidOptionError(f"table {self.storage.uri}: no column {unknown[0]!r}; "
                                          f"columns: {schema.names}")
-        expression(filters)  # a malformed filter fails here, on the driver
         read_cols = None
         if columns is not None:
             extra = sorted(_filter_columns(filters))
