@@ -62,7 +62,8 @@ def _typed(raw: str, kind: pa.DataType, text: str, uri: str) -> Any:
 @click.option("--columns", "-c", help="columns to return, comma separated (default: all, meta columns too)")
 @click.option("--filter", "-f", "filters", multiple=True, metavar="'COL OP VALUE'",
               help="keep rows where COL OP VALUE (=, !=, <, <=, >, >=, in, not in; repeatable, AND)")
-@click.option("--limit", "-n", type=int, help=f"at most N rows (a table shows {TABLE_ROWS} without it)")
+@click.option("--limit", "-n", type=click.IntRange(min=0),
+              help=f"at most N rows (a table shows {TABLE_ROWS} without it)")
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "csv", "parquet"]), default="table",
               show_default=True)
 @click.option("--output", type=click.Path(dir_okay=False), help="write to this file (required for parquet)")

@@ -17,7 +17,7 @@ from .app import common, open_table
 @common
 @click.option("--all-states", is_flag=True, help="every state file (requested, inflight, completed) with its time")
 @click.option("--archived", is_flag=True, help="include the archived timeline")
-@click.option("--limit", type=int, help="only the newest N instants of the listing")
+@click.option("--limit", type=click.IntRange(min=0), help="only the newest N instants of the listing")
 @click.option("--svg", "svg", type=click.Path(dir_okay=False), help="draw the timeline into this SVG file")
 @click.option("--png", "png", type=click.Path(dir_okay=False), help="draw the timeline into this PNG file")
 def timeline(path: str, options: dict, as_json: bool, all_states: bool, archived: bool, limit: int | None,
@@ -89,7 +89,7 @@ def commit_summary(time_: str, action: str, meta) -> dict:
 
 @click.command("commits")
 @common
-@click.option("--limit", type=int, default=None, help="only the newest N commits")
+@click.option("--limit", type=click.IntRange(min=0), default=None, help="only the newest N commits")
 def commits(path: str, options: dict, as_json: bool, limit: int | None) -> None:
     """Completed commits, deltacommits and replacecommits (compactions complete as commits),
     newest first: operation, partitions and files written, records, bytes."""

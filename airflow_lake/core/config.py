@@ -8,7 +8,10 @@ from typing import Any
 
 from .errors import InvalidOptionError, UnsupportedFeatureError, UnsupportedTableVersionError
 from .vocabulary import (
+    CLEAN_POLICIES,
+    COMPACTION_TRIGGERS,
     COPY_ON_WRITE,
+    INDEX_TYPES,
     KEEP_LATEST_BY_HOURS,
     KEEP_LATEST_COMMITS,
     KEEP_LATEST_FILE_VERSIONS,
@@ -40,53 +43,120 @@ AVRO_RECORD_MERGER = "org.apache.hudi.common.model.HoodieAvroRecordMerger"
 # -- typed options ------------------------------------------------------------------------
 
 
+# every `Option` by key, as defined (`check_option_values` parses what a caller gives)
+OPTIONS: dict[str, Option] = {}
+
+
 @dataclass(frozen=True, slots=True)
 class Option:
-    """One `hoodie.*` option: its key, default and value type."""
+    """One `hoodie.*` option: its key, default and value type, and what values it takes (at
+    least `minimum`; one of `choices`, in any case)."""
 
     key: str
     default: Any
     kind: type = str
     doc: str = ""
+    minimum: float | None = None
+    choices: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        OPTIONS.setdefault(self.key, self)
 
     def get(self, props: dict[str, str]) -> Any:
         raw = props.get(self.key)
         if raw is None or raw == "":
             return self.default
+        return self.parse(raw)
+
+    def parse(self, raw: Any, where: str | None = None, argument: str | None = None) -> Any:
+        """`raw` (text, or a value of the option's type) as the option's value, else an
+        `InvalidOptionError` naming `where` (the table), the option (or the `argument` that
+        stands for it) and the value."""
+        what = f"{argument}={raw!r}" if argument else f"option {self.key}={raw!r}"
+        prefix = f"{where}: " if where else ""
         try:
-            if self.kind is bool:
-                if str(raw).lower() not in ("true", "false"):
-                    raise ValueError(raw)
-                return str(raw).lower() == "true"
-            return self.kind(raw)
-        except (TypeError, ValueError) as e:
-            raise InvalidOptionError(f"option {self.key}={raw!r} is not a valid {self.kind.__name__}") from e
+            value = _typed(self.kind, raw)
+        except (TypeError, ValueError):
+            raise InvalidOptionError(f"{prefix}{what} is not a valid {self.kind.__name__}") from None
+        if self.minimum is not None and value < self.minimum:
+            raise InvalidOptionError(f"{prefix}{what} is below its minimum {self.minimum:g}")
+        if self.choices and str(value).strip().lower() not in (c.lower() for c in self.choices):
+            raise InvalidOptionError(f"{prefix}{what} is not one of {', '.join(self.choices)}")
+        return value
+
+
+def _typed(kind: type, raw: Any) -> Any:
+    """`raw` as a `kind` (bool, int, float or str): text as Hudi's properties hold it, or a
+    value of that type (not a bool for a number, not a fraction for an int)."""
+    if kind is str:
+        if not isinstance(raw, (str, int, float)):
+            raise TypeError(raw)
+        return str(raw)
+    if kind is bool:
+        if isinstance(raw, bool):
+            return raw
+        if not isinstance(raw, str) or raw.strip().lower() not in ("true", "false"):
+            raise ValueError(raw)
+        return raw.strip().lower() == "true"
+    if isinstance(raw, bool) or not isinstance(raw, (str, int, float)):
+        raise TypeError(raw)
+    if kind is int and isinstance(raw, float):
+        if not raw.is_integer():
+            raise ValueError(raw)
+        return int(raw)
+    value = kind(raw.strip() if isinstance(raw, str) else raw)
+    if kind is float and value != value:  # NaN
+        raise ValueError(raw)
+    return value
+
+
+def check_option_values(where: str, *sources: dict[str, Any] | None) -> None:
+    """Refuse, naming `where` (the table), the key and the value, any known option among
+    `sources` whose value is not one it takes, before anything is written."""
+    for source in sources:
+        for key, value in (source or {}).items():
+            option = OPTIONS.get(key)
+            if option is not None and value is not None and value != "":
+                option.parse(value, where)
+
+
+def pyarrow_codec(codec: str) -> str:
+    """pyarrow's name of a parquet codec as Hudi names it (`uncompressed` is `none`)."""
+    name = codec.strip().lower()
+    return "none" if name == "uncompressed" else name
 
 
 class MetadataOptions:
     """Write options of a Hudi 1.x table's metadata table."""
 
-    COMPACT_MAX_DELTA_COMMITS = Option("hoodie.metadata.compact.max.delta.commits", 10, int)
+    COMPACT_MAX_DELTA_COMMITS = Option("hoodie.metadata.compact.max.delta.commits", 10, int, minimum=1)
     # the record-level index: true builds it (from a scan), false switches it off (Java's keys;
     # 1.2 also reads `hoodie.metadata.global.record.level.index.*`)
     RECORD_INDEX_ENABLE = Option("hoodie.metadata.record.index.enable", "")
-    RECORD_INDEX_MIN_GROUPS = Option("hoodie.metadata.record.index.min.filegroup.count", 10, int)
-    RECORD_INDEX_MAX_GROUPS = Option("hoodie.metadata.record.index.max.filegroup.count", 10000, int)
+    RECORD_INDEX_MIN_GROUPS = Option("hoodie.metadata.record.index.min.filegroup.count", 10, int, minimum=1)
+    RECORD_INDEX_MAX_GROUPS = Option("hoodie.metadata.record.index.max.filegroup.count", 10000, int,
+                                     minimum=1)
     RECORD_INDEX_GROWTH = Option("hoodie.metadata.record.index.growth.factor", 2.0, float)
-    RECORD_INDEX_MAX_GROUP_BYTES = Option("hoodie.metadata.record.index.max.filegroup.size", 1 << 30, int)
+    RECORD_INDEX_MAX_GROUP_BYTES = Option("hoodie.metadata.record.index.max.filegroup.size", 1 << 30, int,
+                                          minimum=1)
     # the partitioned record index (Hudi 1.1's RECORD_LEVEL_INDEX): file groups per data partition
     PARTITIONED_RECORD_INDEX_ENABLE = Option("hoodie.metadata.record.level.index.enable", "")
-    PARTITIONED_RECORD_INDEX_MIN_GROUPS = Option("hoodie.metadata.record.level.index.min.filegroup.count", 1, int)
-    PARTITIONED_RECORD_INDEX_MAX_GROUPS = Option("hoodie.metadata.record.level.index.max.filegroup.count", 10, int)
+    PARTITIONED_RECORD_INDEX_MIN_GROUPS = Option("hoodie.metadata.record.level.index.min.filegroup.count", 1, int,
+                                                 minimum=1)
+    PARTITIONED_RECORD_INDEX_MAX_GROUPS = Option("hoodie.metadata.record.level.index.max.filegroup.count", 10, int,
+                                                 minimum=1)
     # column and partition stats: true builds them (from the latest file slices), false switches
     # them off; the columns indexed: the list, else the first `max.columns.to.index` and the
     # record key, partition path and commit time
     COLUMN_STATS_ENABLE = Option("hoodie.metadata.index.column.stats.enable", "")
     PARTITION_STATS_ENABLE = Option("hoodie.metadata.index.partition.stats.enable", "")
     COLUMN_STATS_COLUMNS = Option("hoodie.metadata.index.column.stats.column.list", "")
-    COLUMN_STATS_MAX_COLUMNS = Option("hoodie.metadata.index.column.stats.max.columns.to.index", 32, int)
-    COLUMN_STATS_GROUPS = Option("hoodie.metadata.index.column.stats.file.group.count", 2, int)
-    PARTITION_STATS_GROUPS = Option("hoodie.metadata.index.partition.stats.file.group.count", 1, int)
+    COLUMN_STATS_MAX_COLUMNS = Option("hoodie.metadata.index.column.stats.max.columns.to.index", 32, int,
+                                      minimum=0)
+    COLUMN_STATS_GROUPS = Option("hoodie.metadata.index.column.stats.file.group.count", 2, int,
+                                 minimum=1)
+    PARTITION_STATS_GROUPS = Option("hoodie.metadata.index.partition.stats.file.group.count", 1, int,
+                                    minimum=1)
     # reads: skip partitions and file groups by the column and partition stats (Hudi's Spark option)
     DATA_SKIPPING = Option("hoodie.enable.data.skipping", True, bool)
 
@@ -122,36 +192,37 @@ class TableOptions:
 class WriteOptions:
     """Write-time options (not persisted): passed as `options=` to create or write."""
 
-    INDEX_TYPE = Option("hoodie.index.type", "BLOOM")
-    BUCKET_NUM = Option("hoodie.bucket.index.num.buckets", 256, int)
+    INDEX_TYPE = Option("hoodie.index.type", "BLOOM", choices=INDEX_TYPES.spellings)
+    BUCKET_NUM = Option("hoodie.bucket.index.num.buckets", 256, int, minimum=1)
     BUCKET_HASH_FIELD = Option("hoodie.bucket.index.hash.field", "")
-    LOG_BLOCK_FORMAT = Option("hoodie.logfile.data.block.format", "parquet")
+    LOG_BLOCK_FORMAT = Option("hoodie.logfile.data.block.format", "parquet", choices=("parquet", "avro"))
     SIMPLE_UPDATE_PARTITION_PATH = Option("hoodie.simple.index.update.partition.path", True, bool)
     BLOOM_UPDATE_PARTITION_PATH = Option("hoodie.bloom.index.update.partition.path", True, bool)
     RECORD_INDEX_UPDATE_PARTITION_PATH = Option("hoodie.record.index.update.partition.path", False, bool)
-    MAX_FILE_SIZE = Option("hoodie.parquet.max.file.size", 120 * 1024 * 1024, int)
-    SMALL_FILE_LIMIT = Option("hoodie.parquet.small.file.limit", 100 * 1024 * 1024, int)
-    RECORD_SIZE_ESTIMATE = Option("hoodie.copyonwrite.record.size.estimate", 1024, int)
+    MAX_FILE_SIZE = Option("hoodie.parquet.max.file.size", 120 * 1024 * 1024, int, minimum=1)
+    SMALL_FILE_LIMIT = Option("hoodie.parquet.small.file.limit", 100 * 1024 * 1024, int, minimum=0)
+    RECORD_SIZE_ESTIMATE = Option("hoodie.copyonwrite.record.size.estimate", 1024, int, minimum=1)
     # Deliberate deviation: Hudi 0.14 defaults to gzip; snappy is several times faster and
     # every reader accepts it. Set the key to `gzip` to match Spark byte for byte.
-    COMPRESSION = Option("hoodie.parquet.compression.codec", "snappy")
+    COMPRESSION = Option("hoodie.parquet.compression.codec", "snappy", choices=(
+        "snappy", "gzip", "zstd", "lz4", "lz4_raw", "brotli", "uncompressed", "none"))
     COMBINE_BEFORE_INSERT = Option("hoodie.combine.before.insert", False, bool)
     # an upsert whose batch lacks table columns: refused, unless they may become null (Java's key)
     NULL_FOR_MISSING_COLUMNS = Option("hoodie.write.set.null.for.missing.columns", False, bool)
     INSERT_DROP_DUPLICATES = Option("hoodie.datasource.write.insert.drop.duplicates", False, bool)
-    BLOOM_NUM_ENTRIES = Option("hoodie.index.bloom.num_entries", 60000, int)
+    BLOOM_NUM_ENTRIES = Option("hoodie.index.bloom.num_entries", 60000, int, minimum=1)
     BLOOM_FPP = Option("hoodie.index.bloom.fpp", 1e-9, float)
-    BLOOM_FILTER_TYPE = Option("hoodie.bloom.index.filter.type", "DYNAMIC_V0")
-    BLOOM_DYNAMIC_MAX_ENTRIES = Option("hoodie.bloom.index.filter.dynamic.max.entries", 100000, int)
-    HEARTBEAT_INTERVAL_MS = Option("hoodie.client.heartbeat.interval_in_ms", 60000, int)
-    HEARTBEAT_TOLERABLE_MISSES = Option("hoodie.client.heartbeat.tolerable.misses", 2, int)
-    LOCK_EXPIRE_MINUTES = Option("hoodie.write.lock.filesystem.expire", 1.0, float)
-    LOCK_WAIT_MS = Option("hoodie.write.lock.wait_time_ms", 60000, int)
+    BLOOM_FILTER_TYPE = Option("hoodie.bloom.index.filter.type", "DYNAMIC_V0", choices=("DYNAMIC_V0", "SIMPLE"))
+    BLOOM_DYNAMIC_MAX_ENTRIES = Option("hoodie.bloom.index.filter.dynamic.max.entries", 100000, int, minimum=1)
+    HEARTBEAT_INTERVAL_MS = Option("hoodie.client.heartbeat.interval_in_ms", 60000, int, minimum=1)
+    HEARTBEAT_TOLERABLE_MISSES = Option("hoodie.client.heartbeat.tolerable.misses", 2, int, minimum=0)
+    LOCK_EXPIRE_MINUTES = Option("hoodie.write.lock.filesystem.expire", 1.0, float, minimum=0)
+    LOCK_WAIT_MS = Option("hoodie.write.lock.wait_time_ms", 60000, int, minimum=0)
     # several writers at once (OPTIMISTIC_CONCURRENCY_CONTROL) need an atomic create-if-absent
     # from the store, or a lock provider outside it (lock.table_lock)
     CONCURRENCY_MODE = Option("hoodie.write.concurrency.mode", "SINGLE_WRITER")
     LOCK_PROVIDER = Option("hoodie.write.lock.provider", "")
-    PARALLELISM = Option("airflow_lake.parallelism", 0, int)
+    PARALLELISM = Option("airflow_lake.parallelism", 0, int, minimum=0)
     DROP_METADATA_TABLE = Option("airflow_lake.metadata.table.drop", True, bool)
     # new naive timestamp columns: false = Avro timestamp-* (UTC instants, Spark's TimestampType,
     # read by every engine), true = local-timestamp-* (hudi-rs 0.5 cannot read those)
@@ -165,17 +236,18 @@ class ServiceOptions:
     """Table service options (cleaner, compaction trigger): a call's own argument wins, then
     the table's options, then Hudi's default."""
 
-    CLEAN_POLICY = Option("hoodie.cleaner.policy", KEEP_LATEST_COMMITS)
+    CLEAN_POLICY = Option("hoodie.cleaner.policy", KEEP_LATEST_COMMITS, choices=CLEAN_POLICIES.spellings)
     RETAINED = {
-        KEEP_LATEST_COMMITS: Option("hoodie.cleaner.commits.retained", 10, int),
-        KEEP_LATEST_FILE_VERSIONS: Option("hoodie.cleaner.fileversions.retained", 3, int),
-        KEEP_LATEST_BY_HOURS: Option("hoodie.cleaner.hours.retained", 24, int),
+        KEEP_LATEST_COMMITS: Option("hoodie.cleaner.commits.retained", 10, int, minimum=1),
+        KEEP_LATEST_FILE_VERSIONS: Option("hoodie.cleaner.fileversions.retained", 3, int, minimum=1),
+        KEEP_LATEST_BY_HOURS: Option("hoodie.cleaner.hours.retained", 24, int, minimum=0),
     }
-    COMPACTION_TRIGGER = Option("hoodie.compact.inline.trigger.strategy", NUM_COMMITS)
-    MAX_DELTA_COMMITS = Option("hoodie.compact.inline.max.delta.commits", 5, int)
-    MAX_DELTA_SECONDS = Option("hoodie.compact.inline.max.delta.seconds", 3600, int)
-    KEEP_MIN_COMMITS = Option("hoodie.keep.min.commits", 20, int)  # archival: keep this many active
-    KEEP_MAX_COMMITS = Option("hoodie.keep.max.commits", 30, int)  # archive once more are active
+    COMPACTION_TRIGGER = Option("hoodie.compact.inline.trigger.strategy", NUM_COMMITS,
+                                choices=COMPACTION_TRIGGERS.spellings)
+    MAX_DELTA_COMMITS = Option("hoodie.compact.inline.max.delta.commits", 5, int, minimum=0)
+    MAX_DELTA_SECONDS = Option("hoodie.compact.inline.max.delta.seconds", 3600, int, minimum=0)
+    KEEP_MIN_COMMITS = Option("hoodie.keep.min.commits", 20, int, minimum=1)  # archival: keep this many active
+    KEEP_MAX_COMMITS = Option("hoodie.keep.max.commits", 30, int, minimum=2)  # archive once more are active
 
 
 # Writer settings given at create time become the table's defaults: kept in hoodie.properties

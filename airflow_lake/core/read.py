@@ -49,6 +49,7 @@ from .timeline.archived import has_archived
 from .timeline.clock import as_of_instant
 from .timeline.instant import COMMIT_ACTIONS, SAVEPOINT, check_instant_time
 from .view import FileSystemView
+from .vocabulary import HOLES_POLICIES
 
 log = logging.getLogger(__name__)
 QUERY_TYPES = ("snapshot", "read_optimized")
@@ -137,6 +138,7 @@ class Reader:
             raise InvalidOptionError(f"table {self.storage.uri}: unknown query_type {query_type!r}; "
                                      f"one of {QUERY_TYPES}")
         filters = check_filters(filters, self.full_schema, self.storage.uri)
+        columns = check_columns(columns, self.storage.uri)
         timeline = self.timeline
         if as_of is not None:
             as_of = as_of_instant(as_of, self.table.config.timezone, self.storage.uri)
@@ -160,6 +162,8 @@ class Reader:
     def _incremental_plan(self, start, end, columns, filters, holes):
         check_instant_time(start, self.storage.uri)
         filters = check_filters(filters, self.full_schema, self.storage.uri)
+        columns = check_columns(columns, self.storage.uri)
+        policy = HOLES_POLICIES.parse(holes, f"table {self.storage.uri}", "holes")
         timeline = self.timeline
         first = timeline.commits().first
         archived = []  # commits archived after `start`: read from the archived timeline (LSM history)
@@ -181,15 +185,11 @@ class Reader:
         pending = [i for i in timeline.writes().pending()
                    if start < i.time <= end and i.action != "compaction"]
         if pending:
-            policy = holes.upper()
             if policy == "FAIL":
                 raise LakeError(f"table {self.storage.uri}: instant {pending[0].time} in ({start}, {end}] is "
                                 "still pending; retry later or use holes='BLOCK'")
-            if policy == "BLOCK":
-                earlier = [i.time for i in completed if i.time < pending[0].time]
-                end = min(end, earlier[-1]) if earlier else start
-            else:
-                raise InvalidOptionError(f"unknown holes resolution policy {holes!r} (FAIL or BLOCK)")
+            earlier = [i.time for i in completed if i.time < pending[0].time]  # BLOCK
+            end = min(end, earlier[-1]) if earlier else start
         touched: set[tuple[str, str]] = set()
         selected = [i for i in completed if start < (i.completion or i.time) <= end] if by_completion else \
             completed.between(start, end).instants
@@ -407,6 +407,15 @@ def _typed_candidates(values: list[str | None] | None, arrow_type: pa.DataType) 
 
 
 FILTER_OPS = ("=", "==", "!=", "<", ">", "<=", ">=", "in", "not in")
+
+
+def check_columns(columns, uri: str) -> list[str] | None:
+    """The columns a read asks for (None: all), as a list: column names, in a list or tuple."""
+    if columns is None:
+        return None
+    if isinstance(columns, (list, tuple)) and all(isinstance(c, str) for c in columns):
+        return list(columns)
+    raise InvalidOptionError(f"table {uri}: columns={columns!r} is not a list of column names")
 
 
 def check_filters(filters, schema: pa.Schema, uri: str):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import logging
 import re
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pyarrow as pa
@@ -23,6 +24,7 @@ from .config import (
     TableConfig,
     TableOptions,
     WriteOptions,
+    check_option_values,
     options_value,
     unsupported_merge,
 )
@@ -44,7 +46,7 @@ from .paths import Deleter
 from .read import Reader
 from .schema import NAME_RULE, from_avro, is_avro_name
 from .services import archive, clean, compaction, indexing, rollback, savepoint
-from .settings import check_table_settings
+from .settings import check_table_settings, table_type_name
 from .storage import Storage, open_storage
 from .timeline.active import ActiveTimeline, timeline_folder
 from .timeline.archived import ArchivedTimeline
@@ -95,7 +97,7 @@ class Table:
 
     # -- lifecycle -------------------------------------------------------------------------
     @staticmethod
-    def create(path: str, *, name: str, table_type: str = COPY_ON_WRITE, record_key: str | list[str],
+    def create(path: str, *, name: str, table_type: str | None = None, record_key: str | list[str],
                precombine_field: str | list[str] | None = None, partition_fields: str | list[str] | tuple = (),
                hive_style_partitioning: bool = False, options: dict[str, Any] | None = None,
                storage_options: dict[str, Any] | None = None) -> Table:
@@ -108,7 +110,9 @@ class Table:
         (`precombine_field="a,b"` or a list, compared as a tuple) need table version 9
         (`hoodie.write.table.version=9`). `hoodie.metadata.enable=true` (or an MDT index's
         `*.enable=true`) builds the metadata table and that index now (version 8 or 9; refused on
-        version 6). `storage_options` configure the file system as in `open`."""
+        version 6). A table setting among `options` (`hoodie.table.type`, `hoodie.table.recordkey.fields`...,
+        or the Spark writer's key) fills an argument not given and must equal one given; the type is
+        COPY_ON_WRITE unless given. `storage_options` configure the file system as in `open`."""
         storage = open_storage(path, storage_options)
         blocker = storage.file_in_the_way()
         if blocker is not None:
@@ -116,19 +120,26 @@ class Table:
                                      "regular file, not a folder")
         if storage.exists(".hoodie/hoodie.properties"):
             raise TableExistsError(f"{storage.uri} already holds a Hudi table")
-        table_type = TABLE_TYPES.parse(table_type, f"table {storage.uri}", "table_type")
-        options = dict(options or {})
-        if precombine_field is not None and not isinstance(precombine_field, str):
-            precombine_field = ",".join(_as_list(precombine_field))
-        precombine_field = _writer_alias(storage.uri, options, "hoodie.datasource.write.precombine.field",
-                                         precombine_field, "precombine_field")
-        ordering = _as_list(precombine_field)
+        uri = storage.uri
+        options = _options_dict(uri, options)
+        table_type = _writer_alias(uri, options, ("hoodie.datasource.write.table.type", TableOptions.TYPE.key),
+                                   table_type, "table_type", same=table_type_name)
+        table_type = TABLE_TYPES.parse(table_type or COPY_ON_WRITE, f"table {uri}", "table_type")
+        name = _writer_alias(uri, options, ("hoodie.datasource.write.table.name", TableOptions.NAME.key), name, "name")
+        precombine_keys = ("hoodie.datasource.write.precombine.field", TableOptions.PRECOMBINE_FIELD.key,
+                           TableOptions.ORDERING_FIELDS.key)
+        precombine_field = ",".join(_as_list(uri, "precombine_field", precombine_field))
+        precombine_field = _writer_alias(uri, options, precombine_keys, precombine_field, "precombine_field")
+        ordering = _as_list(uri, "precombine_field", precombine_field)
         precombine_field = ",".join(ordering) or None
-        _writer_alias(storage.uri, options, "hoodie.datasource.write.recordkey.field",
-                      ",".join(_as_list(record_key)), "record_key")
-        _writer_alias(storage.uri, options, WRITE_PARTITION_FIELD, ",".join(
-            n for n, _ in split_typed_fields(",".join(_as_list(partition_fields)))), "partition_fields",
-            names_only=True, keep=True)
+        record_key = _writer_alias(uri, options, ("hoodie.datasource.write.recordkey.field",
+                                                  TableOptions.RECORD_KEY_FIELDS.key),
+                                   ",".join(_as_list(uri, "record_key", record_key)), "record_key")
+        partition_fields = ",".join(_as_list(uri, "partition_fields", partition_fields))
+        partition_fields = _writer_alias(uri, options, (TableOptions.PARTITION_FIELDS.key,), partition_fields,
+                                         "partition_fields", names_only=True)
+        partition_fields = _writer_alias(uri, options, (WRITE_PARTITION_FIELD,), partition_fields, "partition_fields",
+                                         names_only=True, keep=True)
         for writer_key, table_key in _WRITER_TABLE_KEYS.items():  # the writer's names for table settings
             if writer_key in options:
                 value = str(options.pop(writer_key))
@@ -136,8 +147,8 @@ class Table:
                     raise InvalidOptionError(f"table {storage.uri}: {writer_key}={value!r} contradicts "
                                              f"{table_key}={options[table_key]!r}")
                 options[table_key] = value
-        keys = _as_list(record_key)
-        typed = split_typed_fields(",".join(_as_list(partition_fields)))
+        keys = _as_list(uri, "record_key", record_key)
+        typed = split_typed_fields(partition_fields)
         parts = [name for name, _ in typed]
         if not keys:
             raise InvalidOptionError(f"table {storage.uri}: record_key is required")
@@ -179,6 +190,8 @@ class Table:
                 write_options[key] = value
         _complete_keygen_props(storage.uri, props)
         version = write_table_version(storage.uri, write_options)
+        _check_derived(uri, options, version)
+        check_option_values(f"table {uri}", options)
         asked = metadata_asked(write_options)
         if asked and version == 6:
             raise UnsupportedFeatureError(f"table {storage.uri}: {asked[0]}=true: airflow-lake keeps no metadata table "
@@ -212,6 +225,7 @@ class Table:
         `storage_options` configure the file system (`aws_access_key_id`, `aws_region`,
         `aws_endpoint_url`... or pyarrow's S3/GCS/HDFS/Azure keywords; docs/object-stores.md)."""
         storage = open_storage(path, storage_options)
+        options = _options_dict(storage.uri, options)
         if not storage.exists(".hoodie"):
             raise TableNotFoundError(f"{storage.uri} is not a Hudi table: no .hoodie folder")
         config = properties.load(storage)
@@ -254,7 +268,7 @@ class Table:
             raise TableNotFoundError(f"table {path}: there is no table there to open, and creating one needs "
                                      "a record key")
         name = settings["name"] or path.rstrip("/").rsplit("/", 1)[-1] or "table"
-        table = Table.create(path, name=name, table_type=settings["table_type"] or COPY_ON_WRITE,
+        table = Table.create(path, name=name, table_type=settings["table_type"],
                              record_key=settings["record_key"], precombine_field=settings["precombine_field"],
                              partition_fields=settings["partition_fields"] or (),
                              hive_style_partitioning=bool(settings["hive_style_partitioning"]), options=options,
@@ -308,8 +322,16 @@ class Table:
                 "refusing rather than merging differently from Apache Hudi"
                 + ("" if write else "; read-optimized reads work"))
 
+    def check_options(self) -> None:
+        """Refuse, before an operation touches the timeline, an option value it cannot take
+        (this handle's options, and the writer settings the table keeps as its defaults)."""
+        kept = {k: v for k, v in self.config.props.items() if k in TABLE_WRITE_DEFAULTS}
+        check_option_values(f"table {self.storage.uri}", kept, self.options)
+
     def check_write_support(self) -> None:
-        """Before a write touches the timeline: key generator and merge settings we implement."""
+        """Before a write touches the timeline: option values, the key generator and merge
+        settings we implement."""
+        self.check_options()
         self.check_merge_support("a write", write=True)
         asked = self.options.get(WRITE_TABLE_VERSION)
         if asked is not None and str(asked).strip() != str(self.config.version):
@@ -358,6 +380,7 @@ class Table:
                         target_io_mb: int | None = None,
                         extra_metadata: dict[str, str] | None = None) -> compaction.CompactionDecision:
         """Schedule a compaction plan if due; the decision says which instant, or why not."""
+        self.check_options()
         self.check_merge_support("compaction")
         return compaction.schedule(self.transaction(), instant=instant, strategy=strategy,
                                    max_delta_commits=max_delta_commits, max_delta_seconds=max_delta_seconds,
@@ -374,6 +397,7 @@ class Table:
     def run_compaction(self, instant: str | None = None, *, order: str = "FIFO",
                        extra_metadata: dict[str, str] | None = None) -> compaction.CompactionResult:
         """Execute the given pending compaction plan, or the oldest (FIFO) / newest (LIFO)."""
+        self.check_options()
         self.check_merge_support("compaction")
         return compaction.run(self.transaction(), instant, order=order, extra_metadata=extra_metadata)
 
@@ -382,6 +406,7 @@ class Table:
               extra_metadata: dict[str, str] | None = None) -> clean.CleanResult:
         """Delete file slices outside the retained window (plan, delete, `T.clean`); `policy`
         (default: `hoodie.cleaner.policy`, else KEEP_LATEST_COMMITS) in any case."""
+        self.check_options()
         return clean.clean(self.transaction(), policy=policy, retained=retained, dry_run=dry_run,
                            extra_metadata=extra_metadata)
 
@@ -389,6 +414,7 @@ class Table:
     def archive(self, *, min_commits: int = 20, max_commits: int = 30, batch: int = 10,
                 extra_metadata: dict[str, str] | None = None) -> archive.ArchiveResult:
         """Move the oldest completed instants to the archived timeline."""
+        self.check_options()
         return archive.archive(self.transaction(), min_commits=min_commits, max_commits=max_commits, batch=batch,
                                extra_metadata=extra_metadata)
 
@@ -470,12 +496,41 @@ def _check_names(uri: str, name: str, fields: list[str]) -> None:
                                      f"{bad!r} is not)")
 
 
-def _as_list(value) -> list[str]:
+def _as_list(uri: str, argument: str, value: Any) -> list[str]:
+    """Field names given as text (comma separated) or a list of texts."""
     if value is None:
         return []
     if isinstance(value, str):
         return [v.strip() for v in value.split(",") if v.strip()]
-    return [str(v) for v in value]
+    if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+        return [v.strip() for v in value if v.strip()]
+    raise InvalidOptionError(f"table {uri}: {argument}={value!r} is not a field name or a list of them")
+
+
+def _options_dict(uri: str, options: Any) -> dict[str, Any]:
+    """`options` as a dict with text keys (None: none)."""
+    if options is None:
+        return {}
+    if not isinstance(options, Mapping) or not all(isinstance(k, str) for k in options):
+        raise InvalidOptionError(f"table {uri}: options={options!r} is not a mapping of option keys to values")
+    return dict(options)
+
+
+# table properties airflow-lake derives, which a caller may not set to anything else
+_DERIVED = (TableOptions.VERSION.key, TableOptions.TIMELINE_LAYOUT.key, TableOptions.METADATA_PARTITIONS.key,
+            "hoodie.table.metadata.partitions.inflight", TableOptions.CHECKSUM.key)
+
+
+def _check_derived(uri: str, options: dict[str, Any], version: int) -> None:
+    """Refuse a table property among `options` that airflow-lake derives, unless it is what
+    the table gets (its version from `hoodie.write.table.version`, the layout that version has)."""
+    derived = {TableOptions.VERSION.key: str(version), TableOptions.TIMELINE_LAYOUT.key: "1" if version == 6 else "2"}
+    for key in _DERIVED:
+        if key in options and str(options[key]).strip() != derived.get(key):
+            how = (f"; the table version is chosen by {WRITE_TABLE_VERSION} (6, 8 or 9), and sets the timeline "
+                   "layout (1 for 6, 2 for 8 and 9)" if key in derived else "; the metadata table's writer keeps it")
+            raise InvalidOptionError(f"table {uri}: {key}={options[key]!r} is not a setting to give at creation{how}; "
+                                     "nothing was created")
 
 
 # Write settings given at create time are kept with the table as its defaults (config.py).
@@ -509,20 +564,26 @@ _WRITER_TABLE_PROPERTIES = {"hoodie.datasource.write.hive_style_partitioning",
                             "hoodie.datasource.write.drop.partition.columns", WRITE_PARTITION_FIELD}
 
 
-def _writer_alias(uri: str, options: dict[str, Any], key: str, given: str | None, argument: str, *,
-                  names_only: bool = False, keep: bool = False) -> str | None:
-    """A writer option naming what an argument names: it fills a missing argument and must
-    agree with a given one. Returns the argument's value."""
-    if key not in options:
-        return given
-    value = str(options[key]) if keep else str(options.pop(key))
-    if names_only:
-        value_names = ",".join(n for n, _ in split_typed_fields(value))
-    else:
-        value_names = value
-    if given and value_names.replace(" ", "") != given.replace(" ", ""):
-        raise InvalidOptionError(f"table {uri}: {key}={value!r} contradicts {argument}={given!r}")
-    return given or value
+def _writer_alias(uri: str, options: dict[str, Any], keys: tuple[str, ...], given: str | None, argument: str, *,
+                  names_only: bool = False, keep: bool = False, same: Callable[[str], str] | None = None) -> str | None:
+    """Options (the writer's key, the table's) naming what an argument names: each fills the
+    argument when it is not given and must agree with it when it is (or with the option that
+    filled it). Returns the argument's value; the options are removed unless `keep`."""
+    source = argument
+    for key in keys:
+        if key not in options:
+            continue
+        value = str(options[key]) if keep else str(options.pop(key))
+        if same is not None:
+            value_names, given_names = same(value), same(given or "")
+        else:
+            value_names = ",".join(n for n, _ in split_typed_fields(value)) if names_only else value
+            given_names = ",".join(n for n, _ in split_typed_fields(given or "")) if names_only else (given or "")
+        if given and value_names.replace(" ", "") != given_names.replace(" ", ""):
+            raise InvalidOptionError(f"table {uri}: {key}={value!r} contradicts {source}={given!r}")
+        if not given:
+            given, source = value, key
+    return given
 
 
 def _is_table_property(key: str) -> bool:

@@ -79,6 +79,9 @@ CLEAN_POLICIES = Names("cleaner policy", (KEEP_LATEST_COMMITS, KEEP_LATEST_FILE_
 COMPACTION_TRIGGERS = Names("compaction trigger", (NUM_COMMITS, "NUM_COMMITS_AFTER_LAST_REQUEST", "TIME_ELAPSED",
                                                    "NUM_AND_TIME", "NUM_OR_TIME"))
 COMPACTION_ORDERS = Names("compaction plan order", ("FIFO", "LIFO"))
+# an incremental read over a pending instant: fail, or stop before it (Hudi's
+# `hoodie.read.timeline.holes.resolution.policy`; its USE_TRANSITION_TIME is not implemented)
+HOLES_POLICIES = Names("holes resolution policy", ("FAIL", "BLOCK"))
 
 
 def is_table_option(key: str) -> bool:

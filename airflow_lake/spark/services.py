@@ -8,8 +8,9 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from airflow_lake.core.config import Option, ServiceOptions
+from airflow_lake.core.config import ServiceOptions
 from airflow_lake.core.errors import InvalidOptionError, TableNotFoundError
+from airflow_lake.core.services.archive import ARCHIVE_BATCH
 from airflow_lake.core.services.runs import (
     CLEAN,
     COMMIT,
@@ -28,7 +29,6 @@ from airflow_lake.spark.job import JobRun, log
 
 MIN_COMMITS = ServiceOptions.KEEP_MIN_COMMITS
 MAX_COMMITS = ServiceOptions.KEEP_MAX_COMMITS
-BATCH = Option("hoodie.commits.archival.batch", 10, int)
 SOURCE_FORMATS = ("parquet", "json", "csv", "orc", "avro", "sql", "table")
 
 
@@ -40,7 +40,7 @@ def archive(run: JobRun) -> dict[str, Any]:
     table = run.open_table()
     low = a.min_commits if a.min_commits is not None else table.option(MIN_COMMITS)
     high = a.max_commits if a.max_commits is not None else table.option(MAX_COMMITS)
-    batch = a.batch if a.batch is not None else table.option(BATCH)
+    batch = a.batch if a.batch is not None else table.option(ARCHIVE_BATCH)
     log.info("archive: selecting instants (keep %d, archive beyond %d)", low, high)
     result = table.archive(min_commits=low, max_commits=high, batch=batch, extra_metadata=run.extra_metadata)
     log.info("archive: archived %d instants%s", len(result.archived),

@@ -61,9 +61,14 @@ def test_a_misspelled_name_is_refused_naming_the_table_and_the_value(tmp_path, c
 
 
 def test_an_unknown_index_type_in_the_options_names_its_key(tmp_path):
-    table = Table.create(str(tmp_path / "t"), name="t", record_key="id", options={"hoodie.index.type": "HASH"})
-    with pytest.raises(InvalidOptionError, match=r"index type 'HASH' \(hoodie.index.type\)"):
-        table.write(BATCH)
+    path = str(tmp_path / "t")
+    with pytest.raises(InvalidOptionError, match=r"hoodie.index.type='HASH' is not one of BLOOM"):
+        Table.create(path, name="t", record_key="id", options={"hoodie.index.type": "HASH"})
+    assert not (tmp_path / "t" / ".hoodie").exists()
+    Table.create(path, name="t", record_key="id")
+    with pytest.raises(InvalidOptionError, match=r"hoodie.index.type='HASH' is not one of BLOOM"):
+        Table.open(path, options={"hoodie.index.type": "HASH"}).write(BATCH)
+    assert Table.open(path).timeline.instants == []
 
 
 def test_services_take_their_names_in_any_case(tmp_path):

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from dataclasses import asdict, dataclass, field
 
-from ..config import Option, TableConfig
+from ..config import Option, ServiceOptions, TableConfig
 from ..context import TableContext
 from ..errors import InvalidOptionError
 from ..formats.log import DataBlock, read_log_file
@@ -47,8 +47,11 @@ log = logging.getLogger(__name__)
 
 BEYOND_SAVEPOINT = Option("hoodie.archive.beyond.savepoint", False, bool)
 MERGE_ENABLE = Option("hoodie.archive.merge.enable", False, bool)
-MERGE_BATCH = Option("hoodie.archive.merge.files.batch.size", 10, int)
-MERGE_SMALL_FILE = Option("hoodie.archive.merge.small.file.limit.bytes", 20 * 1024 * 1024, int)
+ARCHIVE_BATCH = Option("hoodie.commits.archival.batch", 10, int, minimum=1)  # instants per archive file
+KEEP_MIN_COMMITS, KEEP_MAX_COMMITS = ServiceOptions.KEEP_MIN_COMMITS, ServiceOptions.KEEP_MAX_COMMITS
+MERGE_BATCH = Option("hoodie.archive.merge.files.batch.size", 10, int, minimum=1)
+MERGE_SMALL_FILE = Option("hoodie.archive.merge.small.file.limit.bytes", 20 * 1024 * 1024, int,
+                          minimum=0)
 TOKEN = "1-0-1"
 _STAT_FIELDS = ["fileId", "path", "prevCommit", "numWrites", "numDeletes", "numUpdateWrites", "totalWriteBytes",
                 "totalWriteErrors", "partitionPath", "totalLogRecords", "totalUpdatedRecordsCompacted", "numInserts",
@@ -197,14 +200,17 @@ def _lsm_instant(timeline, instant: Instant) -> lsm.LsmInstant:
 def archive(txn: Transaction, *, min_commits: int = 20, max_commits: int = 30, batch: int = 10,
             extra_metadata: dict[str, str] | None = None) -> ArchiveResult:
     uri = txn.storage.uri
-    if max_commits <= min_commits or min_commits < 1 or batch < 1:
+    min_commits = KEEP_MIN_COMMITS.parse(min_commits, f"table {uri}", "min_commits")
+    max_commits = KEEP_MAX_COMMITS.parse(max_commits, f"table {uri}", "max_commits")
+    batch = ARCHIVE_BATCH.parse(batch, f"table {uri}", "batch")
+    if max_commits <= min_commits:
         raise InvalidOptionError(f"table {uri}: need max_commits > min_commits >= 1 and batch >= 1 "
                                  f"(got {min_commits}, {max_commits}, {batch})")
     lsm_history = txn.config.timeline_layout == 2  # versions 8 and 9: the LSM history (v8 spec §3.3)
     folder = txn.config.archive_folder
     storage = txn.storage
     result = ArchiveResult()
-    token = tokens.token_of(extra_metadata)
+    token = tokens.token_of(extra_metadata, f"table {uri}")
     with txn.start(token, (tokens.ARCHIVE,)) as (timeline, done):
         if not lsm_history:
             _recover_merge(storage, folder)

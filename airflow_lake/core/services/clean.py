@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from ..clean_planner import files_to_clean
 from ..config import ServiceOptions
-from ..errors import InvalidOptionError, WriteConflictError
+from ..errors import WriteConflictError
 from ..paths import absolute_path, relative_path
 from ..timeline import tokens
 from ..timeline.instant import CLEAN, Instant, State
@@ -24,7 +24,7 @@ from ..timeline.payloads import ActionInstant, CleanerPlan, CleanMetadata
 from ..txn.heartbeat import beating
 from ..txn.transaction import Transaction
 from ..view import FileSystemView
-from ..vocabulary import CLEAN_POLICIES, KEEP_LATEST_BY_HOURS
+from ..vocabulary import CLEAN_POLICIES
 
 log = logging.getLogger(__name__)
 
@@ -55,13 +55,12 @@ def clean(txn: Transaction, *, policy: str | None = None, retained: int | None =
     uri = txn.storage.uri
     key = None if policy else ServiceOptions.CLEAN_POLICY.key
     policy = CLEAN_POLICIES.parse(policy or txn.option(ServiceOptions.CLEAN_POLICY), f"table {uri}", key)
-    retained = retained if retained is not None else txn.option(RETAINED[policy])
-    if retained < 1 and policy != KEEP_LATEST_BY_HOURS:
-        raise InvalidOptionError(f"table {uri}: {policy} needs retained >= 1, not {retained}")
+    retained = txn.option(RETAINED[policy]) if retained is None else \
+        RETAINED[policy].parse(retained, f"table {uri}", f"retained ({policy})")
     if dry_run:
         files, earliest = plan(txn, txn.timeline, policy, retained)
         return CleanResult(None, policy, earliest.time if earliest else None, _names(files), dry_run=True)
-    token = tokens.token_of(extra_metadata)
+    token = tokens.token_of(extra_metadata, f"table {uri}")
     with txn.start(token, (CLEAN,)) as (timeline, done):
         if done is not None:  # a retry: this run's clean is already done
             return _stored_result(timeline, done, policy)

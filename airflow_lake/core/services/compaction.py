@@ -20,7 +20,7 @@ from functools import partial
 
 import pyarrow as pa
 
-from ..config import Option, ServiceOptions, TableOptions, WriteOptions
+from ..config import Option, ServiceOptions, TableOptions, WriteOptions, pyarrow_codec
 from ..context import TableContext
 from ..errors import CorruptLogError, InstantNotFoundError, InvalidOptionError, WriteConflictError
 from ..formats.log import DataBlock
@@ -48,8 +48,8 @@ log = logging.getLogger(__name__)
 TRIGGER = ServiceOptions.COMPACTION_TRIGGER
 MAX_DELTA_COMMITS = ServiceOptions.MAX_DELTA_COMMITS
 MAX_DELTA_SECONDS = ServiceOptions.MAX_DELTA_SECONDS
-TARGET_IO_MB = Option("hoodie.compaction.target.io", 512000, int)
-LOG_SIZE_THRESHOLD = Option("hoodie.compaction.logfile.size.threshold", 0, int)
+TARGET_IO_MB = Option("hoodie.compaction.target.io", 512000, int, minimum=0)
+LOG_SIZE_THRESHOLD = Option("hoodie.compaction.logfile.size.threshold", 0, int, minimum=0)
 SKIP_CORRUPT = Option("airflow_lake.compaction.skip.corrupt.blocks", False, bool,
                       "compact past damaged log blocks of completed instants (their records are lost); "
                       "Java's scanner has no such switch: it always skips them")
@@ -191,12 +191,15 @@ def schedule(txn: Transaction, *, instant: str | None = None, strategy: str | No
     check_merge_on_read(txn.config, uri)
     strategy = COMPACTION_TRIGGERS.parse(strategy or txn.option(TRIGGER), f"table {uri}",
                                          None if strategy else TRIGGER.key)
-    max_commits = max_delta_commits if max_delta_commits is not None else txn.option(MAX_DELTA_COMMITS)
-    max_seconds = max_delta_seconds if max_delta_seconds is not None else txn.option(MAX_DELTA_SECONDS)
-    io = target_io_mb if target_io_mb is not None else txn.option(TARGET_IO_MB)
+    where = f"table {uri}"
+    max_commits = txn.option(MAX_DELTA_COMMITS) if max_delta_commits is None else \
+        MAX_DELTA_COMMITS.parse(max_delta_commits, where, "max_delta_commits")
+    max_seconds = txn.option(MAX_DELTA_SECONDS) if max_delta_seconds is None else \
+        MAX_DELTA_SECONDS.parse(max_delta_seconds, where, "max_delta_seconds")
+    io = txn.option(TARGET_IO_MB) if target_io_mb is None else TARGET_IO_MB.parse(target_io_mb, where, "target_io_mb")
     if instant is not None:
         check_instant_time(instant, txn.storage.uri)
-    token = tokens.token_of(extra_metadata)
+    token = tokens.token_of(extra_metadata, f"table {uri}")
     with txn.start(token, (COMMIT,), pending_done=True) as (timeline, done):
         if done is not None:
             return CompactionDecision(done.time, "already scheduled by this run")
@@ -238,7 +241,7 @@ def run(txn: Transaction, instant: str | None = None, *, order: str = "FIFO",
     """Execute a compaction plan (the given one, else the oldest or newest pending one)."""
     uri = txn.storage.uri
     check_merge_on_read(txn.config, uri)
-    token = tokens.token_of(extra_metadata)
+    token = tokens.token_of(extra_metadata, f"table {uri}")
     with txn.start(token, (COMMIT,)) as (timeline, done):
         pending = timeline.actions(COMPACTION).pending().instants
         if done is not None and instant in (None, done.time):  # a retry: this run's compaction is done
@@ -315,8 +318,9 @@ def compact_operation(job: CompactionJob, indexed: tuple[int, CompactionOperatio
     if job.bloom is not None and base_name and not read.base_rows_dropped:
         prior = prior_keys(storage, prefix + base_name, read.base_rows, job.bloom)
     footers: list | None = [] if job.stats_columns else None
+    codec = pyarrow_codec(ctx.option(WriteOptions.COMPRESSION))
     size = write_base_file(storage, new.path, merged, with_meta_fields(job.avro), bloom=job.bloom,
-                           compression=ctx.option(WriteOptions.COMPRESSION), prior=prior, collect=footers)
+                           compression=codec, prior=prior, collect=footers)
     log_records = sum(b.records([META_FIELDS[2]]).num_rows if isinstance(b, DataBlock) else len(b.keys)
                       for b in read.blocks)
     stat = WriteStat(op.file_id, partition, new.path, op.base_instant or "null",

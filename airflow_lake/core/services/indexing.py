@@ -42,7 +42,7 @@ def create_index(txn: Transaction, name: str, column: str, *,
     partition = partition_of(name)
     if not re.fullmatch(r"[A-Za-z0-9_]+", partition[len(PREFIX):] or "-"):
         raise InvalidOptionError(f"table {uri}: index name {name!r} must be letters, digits and _")
-    token = tokens.token_of(extra_metadata)
+    token = tokens.token_of(extra_metadata, f"table {uri}")
     with txn.start(token, (INDEXING,)) as (timeline, done):
         if done is not None:
             return IndexResult(done.time, partition, column, 0)

@@ -19,7 +19,7 @@ def rollback(txn: Transaction, instant: str, *, extra_metadata: dict[str, str] |
     in `extra_metadata` is recorded in the token index (rollback metadata has no field for it)."""
     uri = txn.storage.uri
     check_instant_time(instant, uri)
-    token = tokens.token_of(extra_metadata)
+    token = tokens.token_of(extra_metadata, f"table {uri}")
     with txn.start(token, (ROLLBACK,)) as (timeline, done):
         if done is not None:
             return RollbackResult.stored(timeline, done, instant)

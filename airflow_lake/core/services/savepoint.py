@@ -29,7 +29,7 @@ def savepoint(txn: Transaction, instant: str, *, user: str | None = None, commen
     (a retry with the same run token: the one its first call savepointed)."""
     uri = txn.storage.uri
     check_instant_time(instant, uri)
-    token = tokens.token_of(extra_metadata)
+    token = tokens.token_of(extra_metadata, f"table {uri}")
     with txn.start(token, (SAVEPOINT,)) as (timeline, done):
         if done is not None:
             return done.time
@@ -63,7 +63,7 @@ def restore(txn: Transaction, instant: str, *, extra_metadata: dict[str, str] | 
     a retry finds its completed restore and returns it."""
     uri = txn.storage.uri
     check_instant_time(instant, uri)
-    token = tokens.token_of(extra_metadata)
+    token = tokens.token_of(extra_metadata, f"table {uri}")
     with txn.start(token, (RESTORE,)) as (timeline, done):
         if done is not None:
             return _stored_result(timeline, done, instant)

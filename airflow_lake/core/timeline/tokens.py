@@ -16,9 +16,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from typing import Any
 
+from ..errors import InvalidOptionError
 from ..storage import Storage
+from ..values import describe_value
 from .instant import INSTANT_TIME
 
 TOKEN_KEY = "airflow_lake.token"
@@ -46,8 +49,25 @@ def entries(storage: Storage, token: str) -> list[tuple[str, str]]:
     return sorted(found, reverse=True)
 
 
-def token_of(extra_metadata: dict[str, str] | None) -> str | None:
-    return (extra_metadata or {}).get(TOKEN_KEY) or None
+def check_extra_metadata(where: str, extra_metadata: Any) -> dict[str, str]:
+    """`extra_metadata` as a commit keeps it (Hudi's `extraMetadata` is a Map<String, String>),
+    else an `InvalidOptionError` naming `where` (the table), the key and the value."""
+    if extra_metadata is None:
+        return {}
+    if not isinstance(extra_metadata, Mapping):
+        raise InvalidOptionError(f"{where}: extra_metadata={describe_value(extra_metadata)} is not a mapping of "
+                                 "text keys to text values")
+    for key, value in extra_metadata.items():
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise InvalidOptionError(
+                f"{where}: extra_metadata[{describe_value(key)}]={describe_value(value)} ({type(value).__name__}): "
+                "commit metadata maps text keys to text values (Hudi's Map<String, String>); nothing was written")
+    return dict(extra_metadata)
+
+
+def token_of(extra_metadata: dict[str, str] | None, where: str) -> str | None:
+    """The run token of `extra_metadata` (checked: `check_extra_metadata`), if any."""
+    return check_extra_metadata(where, extra_metadata).get(TOKEN_KEY) or None
 
 
 def record_result(storage: Storage, token: str | None, time: str, action: str, result: dict[str, Any]) -> None:

@@ -14,7 +14,7 @@ import logging
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
-from ..config import DEFAULT_PAYLOAD, WriteOptions
+from ..config import DEFAULT_PAYLOAD, WriteOptions, pyarrow_codec
 from ..engine import Engine
 from ..errors import InvalidOptionError
 from ..formats.parquet import BloomSettings
@@ -179,9 +179,9 @@ class WriteClient:
                               self.opt(WriteOptions.BLOOM_FILTER_TYPE).upper(),
                               self.opt(WriteOptions.BLOOM_DYNAMIC_MAX_ENTRIES)) if cfg.populate_meta_fields else None
         arrow = from_avro(avro_schema)
-        return WriteContext(self.storage, instant, avro_schema, arrow, bloom,
-                            self.opt(WriteOptions.COMPRESSION), cfg.populate_meta_fields, tuple(cfg.ordering_fields),
-                            cfg.payload_class == DEFAULT_PAYLOAD, self.table.keygen,
+        codec = pyarrow_codec(self.opt(WriteOptions.COMPRESSION))
+        return WriteContext(self.storage, instant, avro_schema, arrow, bloom, codec, cfg.populate_meta_fields,
+                            tuple(cfg.ordering_fields), cfg.payload_class == DEFAULT_PAYLOAD, self.table.keygen,
                             log_by_instant=cfg.timeline_layout == 2,
                             stats_columns=stats_columns(self.storage, cfg.props, arrow) if cfg.version >= 8 else None)
 

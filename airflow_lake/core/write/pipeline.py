@@ -39,6 +39,7 @@ from ..model import WriteStat
 from ..ordering import ordering_column
 from ..slice_reader import SliceQuery, SliceRead, Visibility
 from ..timeline.clock import instant_epoch_ms
+from ..timeline.tokens import check_extra_metadata
 from ..txn.conflicts import KeyClash
 from ..txn.heartbeat import beating
 from ..view import FileSystemView
@@ -190,7 +191,7 @@ def write_frame(table, ops: FrameOps, data: Any, operation: str = "upsert",
     index_type = check_index_type(table.option(WriteOptions.INDEX_TYPE), where)
     is_global = global_index(index_type)
     client = WriteClient(table, table.engine)
-    extra = dict(extra_metadata or {})
+    extra = check_extra_metadata(where, extra_metadata)
     inputs: list[_Input] = []
     try:
         if ops.eager:  # under the lock, against the timeline `begin` lists: one listing less
