@@ -116,7 +116,7 @@ class LakeHook(BaseHook):
         instant = timeline.find_by_metadata(TOKEN_KEY, token)
         if instant is None:
             return None
-        meta = timeline.commit_metadata(instant)
+        meta = timeline.stored_commit_metadata(instant)  # active, or archived since
         stats = meta.stats()
         return {
             "instant": instant.time,
@@ -304,7 +304,7 @@ class LakeHook(BaseHook):
         """An instant's result as the jobs print it, from the timeline: counts for commits."""
         result: dict[str, Any] = {"table": timeline.storage.uri, "instant": instant.time, "action": instant.action}
         if instant.is_completed and instant.comparable_action in ("commit", "deltacommit", "replacecommit"):
-            meta = timeline.commit_metadata(instant)
+            meta = timeline.stored_commit_metadata(instant)  # active, or archived since
             stats = meta.stats()
             result.update(
                 operation=(meta.operation_type or "").lower() or None,

@@ -79,3 +79,24 @@ def test_rollback_restore_savepoint_and_archive_emit_only_when_they_did_somethin
 
     assert ArchiveOperator.changed_table({"instant": None, "archived": 2})
     assert not ArchiveOperator.changed_table({"instant": None, "archived": 0})
+
+
+@pytest.mark.parametrize("version", ["6", "9"])
+def test_a_retry_finds_its_result_after_its_commit_was_archived(tmp_path, lake_conn, version):
+    """A cleared task of an old run whose commit the maintenance DAG archived since: its result
+    is read from the archived timeline (the commit file is gone from the active one)."""
+    from airflow_lake.hooks import LakeHook
+
+    t = Table.create(str(tmp_path / "t"), name="t", record_key="id", precombine_field="ts",
+                     partition_fields=["part"], options={"hoodie.write.table.version": version})
+    t.write(rows([1, 2]), extra_metadata={TOKEN_KEY: TOKEN})
+    t.write(rows([3, 4], "b"), operation="insert_overwrite", extra_metadata={TOKEN_KEY: TOKEN + "x"})
+    for i in range(5, 11):
+        t.write(rows([i]))
+    first = LakeHook(lake_conn).find_result("t", TOKEN)
+    overwrite = LakeHook(lake_conn).find_result("t", TOKEN + "x")
+    assert t.archive(min_commits=2, max_commits=3).archived
+    assert first["instant"] not in {i.time for i in t.timeline.instants}
+    hook = LakeHook(lake_conn)
+    assert hook.find_result("t", TOKEN) == first and first["inserts"] == 2
+    assert hook.find_result("t", TOKEN + "x") == overwrite and overwrite["operation"] == "insert_overwrite"

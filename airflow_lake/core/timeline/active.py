@@ -36,10 +36,6 @@ def timeline_folder(props: dict[str, str]) -> str:
     return f"{META}/{(props.get('hoodie.timeline.path') or 'timeline').strip('/')}"
 
 
-def _folder_of(storage: Storage) -> str:
-    from ..properties import load
-
-    return timeline_folder(load(storage).props)
 
 
 class Timeline:
@@ -256,7 +252,8 @@ class Timeline:
         if payload is None:
             return self.commit_metadata(instant)
         return CommitMetadata(payload.get("operationType") or "UNKNOWN", payload.get("partitionToWriteStats") or {},
-                              dict(payload.get("extraMetadata") or {}))
+                              dict(payload.get("extraMetadata") or {}), bool(payload.get("compacted")),
+                              payload.get("partitionToReplaceFileIds"))
 
     def stored_avro_metadata(self, instant: Instant) -> dict:
         """The Avro metadata (clean, rollback, restore, savepoint) of a completed instant
@@ -284,7 +281,12 @@ class ActiveTimeline(Timeline):
 
     def __init__(self, storage: Storage, files: list[tuple[str, int | None]] | None = None,
                  details: dict[str, bytes] | None = None, *, folder: str | None = None):
-        folder = _folder_of(storage) if folder is None else folder
+        config = None
+        if folder is None:  # the table's: where its timeline, its archive and its clock are
+            from ..properties import load
+
+            config = load(storage)
+            folder = timeline_folder(config.props)
         files = storage.list_names(folder) if files is None else files
         self._by_time: dict[str, dict[str, Instant]] = {}  # time -> state file name -> instant
         mtimes: dict[str, int] = {}  # where the listing gave them; others are read on demand
@@ -304,6 +306,9 @@ class ActiveTimeline(Timeline):
         kept = {n for names in self._by_time.values() for n in names if n in (details or {})}
         super().__init__(storage, self._raw.values(), mtimes, {n: details[n] for n in kept} if details else None,
                          folder=folder)
+        if config is not None:
+            self.archive_folder = config.archive_folder
+            self.zone = "UTC" if config.timezone == "UTC" else "LOCAL"
 
     def _keep_highest(self, instant: Instant) -> None:
         key = (instant.time, instant.comparable_action)
