@@ -18,7 +18,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
-from pyspark.sql.types import StructType
+from pyspark.sql.types import DataType, DateType, StringType, StructType, TimestampNTZType, TimestampType
 
 from airflow_lake.core.errors import InvalidOptionError, SchemaError
 from airflow_lake.core.schema import from_avro
@@ -61,7 +61,7 @@ def read_source(spark: SparkSession, source: str, fmt: str, *, storage_options: 
         reader = spark.read.format(fmt).options(**options)
         df = (reader.schema(given) if given is not None else reader).load(source)
     if fmt in TEXT_FORMATS and table_schema is not None:
-        df = conform_to_table(df, table_schema, f"{where}: source {source}")
+        df = conform_to_table(df, table_schema, f"{where}: source {source}", options)
     return df
 
 
@@ -74,18 +74,21 @@ def _ddl(spark: SparkSession, schema: str, where: str) -> StructType:
                                  f"(e.g. 'id STRING, ts LONG'): {' '.join(str(e).split())[:300]}") from None
 
 
-def conform_to_table(df: DataFrame, table_schema: pa.Schema, where: str) -> DataFrame:
+def conform_to_table(df: DataFrame, table_schema: pa.Schema, where: str,
+                     reader_options: dict[str, str] | None = None) -> DataFrame:
     """`df` with each column the table has (names matched as Spark matches them, ignoring case)
-    cast to the table's type where it differs; a value that does not cast (text that is no
-    number, a number out of range) is a `SchemaError` naming the column, the value and both
-    types, found in one pass over the source before anything is written. Other columns stay
-    as read."""
+    cast to the table's type where it differs (text to a date or timestamp by the reader's
+    `dateFormat` / `timestampFormat` when given, as Spark's reader parses them); a value that
+    does not cast (text that is no number, a number out of range) is a `SchemaError` naming the
+    column, the value and both types, found in one pass over the source before anything is
+    written. Other columns stay as read."""
     target = {f.name.lower(): f.dataType for f in spark_schema(table_schema).fields}
     casts = {f.name: target[f.name.lower()] for f in df.schema.fields
              if f.name.lower() in target and f.dataType != target[f.name.lower()]}
     if not casts:
         return df
-    cast = {name: F.col(f"`{name}`").try_cast(kind) for name, kind in casts.items()}
+    formats = {k.lower(): v for k, v in (reader_options or {}).items()}
+    cast = {name: _cast(F.col(f"`{name}`"), df.schema[name].dataType, kind, formats) for name, kind in casts.items()}
     lost = [F.first(F.when(F.col(f"`{name}`").isNotNull() & cast[name].isNull(), F.col(f"`{name}`").cast("string")),
                     ignorenulls=True).alias(name) for name in casts]
     found = df.select(*lost).first()
@@ -94,6 +97,18 @@ def conform_to_table(df: DataFrame, table_schema: pa.Schema, where: str) -> Data
             raise SchemaError(f"{where}: column {name!r} value {found[name]!r} cannot be cast from "
                               f"{df.schema[name].dataType.simpleString()} to the table's {kind.simpleString()}")
     return df.withColumns(cast)
+
+
+def _cast(column, source: DataType, kind: DataType, formats: dict[str, str]):
+    """`column` cast to `kind`, None where it does not cast; text to a date or timestamp by the
+    reader's format option for it when given (Spark's pattern letters)."""
+    if isinstance(source, StringType):
+        if isinstance(kind, DateType) and formats.get("dateformat"):
+            return F.try_to_date(column, formats["dateformat"])
+        pattern = formats.get("timestampntzformat" if isinstance(kind, TimestampNTZType) else "timestampformat")
+        if isinstance(kind, (TimestampType, TimestampNTZType)) and pattern:
+            return F.try_to_timestamp(column, F.lit(pattern)).cast(kind)
+    return column.try_cast(kind)
 
 
 def read_by_core(path: str, fmt: str) -> bool:

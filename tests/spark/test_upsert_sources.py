@@ -82,3 +82,23 @@ def test_files_the_core_reads_take_the_tables_types_too(spark, tmp_path, orders)
     df = conform_to_table(read_files(spark, str(folder), "csv", text=True), orders.schema(), "t")
     assert [tuple(r) for r in df.collect()] == [("007", 2, "2024-01-01", 5)]
     assert [f.dataType.simpleString() for f in df.schema.fields] == ["string", "bigint", "string", "int"]
+
+
+def test_the_readers_date_and_timestamp_formats_cast_text_to_the_tables_types(spark, tmp_path, table_path):
+    """docs/operators.md's `{"sep": ";", "dateFormat": "dd.MM.yyyy"}` into an existing table:
+    csv is read as text, then cast by the reader's formats (a plain cast knows only ISO text)."""
+    import datetime as dt
+
+    table = Table.create(table_path, name="people", record_key="pid", precombine_field="ts")
+    table.write(pa.table({"pid": ["p1"], "ts": pa.array([1], pa.int64()), "born": [dt.date(2024, 1, 1)],
+                          "seen": pa.array([dt.datetime(2024, 1, 1, 8, 0)], pa.timestamp("us", "UTC"))}))
+    csv = _file(tmp_path, "people.csv", "pid;ts;born;seen\np2;1;01.02.2020;01.02.2020 10:30\n")
+    options = ["--source-option", "sep=;", "--source-option", "dateFormat=dd.MM.yyyy",
+               "--source-option", "timestampFormat=dd.MM.yyyy HH:mm"]
+    load("upsert").main(["--table", table_path, "--source", csv, *options])
+    got = {r["pid"]: (r["born"], r["seen"]) for r in hudi_read(table_path).to_pylist()}
+    assert got["p2"][0] == dt.date(2020, 2, 1)
+    assert got["p2"][1].replace(tzinfo=None) == dt.datetime(2020, 2, 1, 10, 30)
+    bad = _file(tmp_path, "bad.csv", "pid;ts;born;seen\np3;1;2020-13-45;01.02.2020 10:30\n")
+    with pytest.raises(JobError, match="column 'born' value '2020-13-45' cannot be cast"):
+        load("upsert").main(["--table", table_path, "--source", bad, *options])
