@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_lake.core.errors import LakeError, StorageNotFoundError, StorageUnavailableError
+from airflow_lake.core.errors import InvalidOptionError, LakeError, StorageNotFoundError, StorageUnavailableError
 from airflow_lake.core.storage import Storage
 from airflow_lake.core.timeline.active import ActiveTimeline
 from airflow_lake.core.timeline.instant import (
@@ -42,6 +42,7 @@ from airflow_lake.core.timeline.instant import (
     Instant,
     check_instant_time,
 )
+from airflow_lake.core.values import describe_value
 
 DATA_ACTIONS = (COMMIT, DELTA_COMMIT, REPLACE_COMMIT)
 KNOWN_ACTIONS = frozenset({COMMIT, DELTA_COMMIT, REPLACE_COMMIT, COMPACTION, LOG_COMPACTION, CLEAN, ROLLBACK,
@@ -94,9 +95,16 @@ class Baseline:
             except LakeError as e:
                 raise LakeError(f"{where}: baseline {e}") from e
         if isinstance(value, dict):
+            if "watermark" not in value:
+                raise InvalidOptionError(
+                    f"{where}: baseline {describe_value(value)} is not an InstantSensor result (it has no "
+                    "'watermark'); to start after one instant, give its time (e.g. the upsert's result['instant'])")
             watermark = value.get("watermark")
             if watermark is not None:
-                check_instant_time(watermark)
+                try:
+                    check_instant_time(watermark)
+                except LakeError as e:
+                    raise InvalidOptionError(f"{where}: baseline watermark: {e}") from None
             seen = value.get("completed_after_watermark") or []
             return Baseline(watermark, frozenset(str(s) for s in seen))
         raise LakeError(f"{where}: baseline must be an instant time, a previous result dict or None; "

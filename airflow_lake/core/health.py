@@ -9,6 +9,7 @@ by it. Ages are seconds at `checked_at_ms`; `as_dict` is JSON-ready."""
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -215,17 +216,36 @@ FIGURES = frozenset(("latest_commit_age_s", "delta_commits_since_compaction", "s
 """The figures of a `TableHealth` a threshold may name (numbers, and lists by their length)."""
 
 
+def check_thresholds(thresholds: Any) -> dict[str, float]:
+    """Thresholds as health figure -> the largest acceptable value, a number at least 0 (text
+    holding one, as Airflow renders a template, is taken); else ValueError naming the figure
+    and the value."""
+    if not isinstance(thresholds, Mapping):
+        raise ValueError(f"thresholds must map health figures to numbers, got {thresholds!r}")
+    checked = {}
+    for name, limit in thresholds.items():
+        if name not in FIGURES:
+            raise ValueError(f"{name!r} is not a health figure; known: {sorted(FIGURES)}")
+        try:
+            value = float(limit) if isinstance(limit, (int, float, str)) and not isinstance(limit, bool) else -1.0
+        except ValueError:
+            value = -1.0
+        if not value >= 0:  # (NaN too)
+            raise ValueError(f"thresholds[{name!r}] must be a number of at least 0, got {limit!r}")
+        checked[name] = value
+    return checked
+
+
 def breaches(health: TableHealth, thresholds: dict[str, float]) -> list[str]:
     """One line per figure of `health` above its threshold (a list counts its items), naming
-    the table, the figure, its value and what to do. Unknown names raise ValueError."""
-    unknown = sorted(set(thresholds) - FIGURES)
-    if unknown:
-        raise ValueError(f"unknown health figures {unknown}; known: {sorted(FIGURES)}")
+    the table, the figure, its value and what to do. Thresholds `check_thresholds` refuses
+    raise ValueError."""
     lines = []
+    checked = check_thresholds(thresholds)
     for name, limit in thresholds.items():
         value = getattr(health, name)
         figure = len(value) if isinstance(value, list) else value
-        if isinstance(figure, (int, float)) and figure > float(limit):
+        if isinstance(figure, (int, float)) and figure > checked[name]:
             shown = f"{figure}" + (f" ({', '.join(_names(value))})" if isinstance(value, list) and value else "")
             lines.append(f"table {health.table}: {name} is {shown}, above {limit}: "
                          f"{ADVICE.get(name, 'see airflow-lake doctor')}")

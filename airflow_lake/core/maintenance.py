@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 
 from .config import ServiceOptions
 from .errors import InvalidOptionError
-from .health import FIGURES, TableHealth, breaches
+from .health import TableHealth, breaches, check_thresholds
 from .services.compaction import trigger_holds
 from .timeline.instant import COMPACTION
 from .vocabulary import CLEAN_POLICIES, COMPACTION_TRIGGERS, is_table_option
@@ -204,6 +204,16 @@ def check_config(config: Mapping[str, Any], where: str) -> None:
         raise InvalidOptionError(f"{where}: unknown key(s) {unknown}; known: {sorted(_TOP)}")
     if not isinstance(config.get("tables"), Mapping) or not config["tables"]:
         raise InvalidOptionError(f"{where}: 'tables' must map table names to their policies (at least one)")
+    if config.get("dry_run") is not None:
+        _flag(config["dry_run"], f"{where}: dry_run")
+    for key in ("pool", "dag_id_prefix", "base_path"):
+        value = config.get(key)
+        if value is not None and (not isinstance(value, str) or not value.strip()):
+            raise InvalidOptionError(f"{where}: {key} must be a non-empty string, got {value!r}")
+    tags = config.get("tags")
+    if tags is not None and not isinstance(tags, str) and not (
+            isinstance(tags, list) and all(isinstance(t, str) for t in tags)):
+        raise InvalidOptionError(f"{where}: tags must be a string or a list of strings, got {tags!r}")
 
 
 def policies_from_config(config: Mapping[str, Any], where: str = "maintenance config") -> list[TablePolicy]:
@@ -290,11 +300,10 @@ def table_policy(name: str, doc: Mapping[str, Any], where: str = "maintenance co
     bad = next((k for k in kwargs.get("storage_options", {}) if is_table_option(k)), None)
     if bad is not None:
         raise InvalidOptionError(f"{here}: storage_options key {bad!r} is a table option (it goes in table_options)")
-    for key, limit in kwargs.get("thresholds", {}).items():
-        if key not in FIGURES:
-            raise InvalidOptionError(f"{here}: thresholds: {key!r} is not a health figure; known: {sorted(FIGURES)}")
-        if isinstance(limit, bool) or not isinstance(limit, (int, float)) or limit < 0:
-            raise InvalidOptionError(f"{here}: thresholds[{key!r}] must be a number of at least 0, got {limit!r}")
+    try:
+        check_thresholds(kwargs.get("thresholds", {}))
+    except ValueError as e:
+        raise InvalidOptionError(f"{here}: thresholds: {e}") from None
     for key, cls in _SECTIONS.items():
         if key in doc:
             kwargs[key] = _section(cls, doc[key], f"{here}: {key}")

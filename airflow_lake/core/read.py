@@ -52,6 +52,8 @@ from .view import FileSystemView
 from .vocabulary import HOLES_POLICIES
 
 log = logging.getLogger(__name__)
+# an incremental read from None: from before the first instant (a sensor's first watermark)
+BEGINNING = "0" * 17
 QUERY_TYPES = ("snapshot", "read_optimized")
 
 
@@ -160,7 +162,7 @@ class Reader:
                         self.storage.uri, as_of, first.time)
 
     def _incremental_plan(self, start, end, columns, filters, holes):
-        check_instant_time(start, self.storage.uri)
+        start = BEGINNING if start is None else check_instant_time(start, self.storage.uri)
         filters = check_filters(filters, self.full_schema, self.storage.uri)
         columns = check_columns(columns, self.storage.uri)
         policy = HOLES_POLICIES.parse(holes, f"table {self.storage.uri}", "holes")

@@ -368,9 +368,10 @@ class Table:
                                                   query_type=query_type)
 
     @_counted
-    def read_incremental(self, start: str, end: str | None = None, *, columns: list[str] | None = None,
+    def read_incremental(self, start: str | None, end: str | None = None, *, columns: list[str] | None = None,
                          filters=None, holes: str = "FAIL") -> pa.Table:
-        """Rows whose latest write is a commit in (start, end]."""
+        """Rows whose latest write is a commit in (start, end]; start None: from the beginning
+        (an `InstantSensor`'s first `previous_watermark`), end None: to the latest commit."""
         return Reader(self, self.engine).incremental(start, end, columns=columns, filters=filters, holes=holes)
 
     # -- table services --------------------------------------------------------------------

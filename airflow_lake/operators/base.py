@@ -133,7 +133,7 @@ class LakeJobOperator(ResumableJobMixin, BaseOperator):
         self.env_vars = env_vars
         self.asset = asset
         self.wait_timeout = wait_timeout
-        self.fast_start = fast_start
+        self.fast_start = flag(self, "fast_start", fast_start)
         self._token: str | None = None
         self._result: dict[str, Any] | None = None
         self._outcome: dict[str, Any] | None = None  # the finished job's result (for the metrics)
@@ -185,7 +185,9 @@ class LakeJobOperator(ResumableJobMixin, BaseOperator):
         storage = mapping(self, "storage_options", self.storage_options, secret=True)
         table = mapping(self, "table_options", self.table_options, secret=True)
         mapping(self, "spark_conf", self.spark_conf)
+        mapping(self, "spark_args", self.spark_args)
         mapping(self, "env_vars", self.env_vars, secret=True)
+        seconds(self, "wait_timeout", self.wait_timeout)
         for name in self.text_fields:
             value = getattr(self, name, None)
             if value is not None and not isinstance(value, str):
@@ -264,7 +266,8 @@ class LakeJobOperator(ResumableJobMixin, BaseOperator):
         `{"spark": id}` for a cluster-mode driver the Spark provider tracks, else (client mode,
         the job already finished) `{"token", "result"}`."""
         hook = self.hook
-        done = hook.await_attempt(self.table_path, self._token, timeout=self.wait_timeout,
+        timeout = seconds(self, "wait_timeout", self.wait_timeout)
+        done = hook.await_attempt(self.table_path, self._token, timeout=timeout,
                                   table_options=self.table_options, **self._lookup())
         if done is not None:
             self.log.info("table %s: run token %s already has %s %s: not resubmitting", self.table_path,
@@ -311,7 +314,8 @@ class LakeJobOperator(ResumableJobMixin, BaseOperator):
         if "spark" in external_id:
             self._spark_operator().poll_until_complete(external_id["spark"], context)
             return
-        done = self.hook.await_attempt(self.table_path, self._token, timeout=self.wait_timeout,
+        done = self.hook.await_attempt(self.table_path, self._token,
+                                       timeout=seconds(self, "wait_timeout", self.wait_timeout),
                                        table_options=self.table_options, **self._lookup())
         if done is None:
             raise LakeJobError(f"{self.job}: table {self.table_path}: the attempt of run token {self._token} "
@@ -407,6 +411,38 @@ def fields(op: LakeJobOperator, name: str, value: str | Sequence[str] | None, *,
     if required and not names:
         raise op.invalid(f"{name} is empty")
     return ",".join(names)
+
+
+def as_flag(value: Any) -> bool | None:
+    """True or False for a boolean or its text in any case (as a template renders it), else None."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    return None
+
+
+def flag(op, name: str, value: Any) -> bool:
+    """A boolean argument (`as_flag`), else `InvalidOptionError` naming it: a non-empty string
+    such as "false" is not taken as true."""
+    parsed = as_flag(value)
+    if parsed is None:
+        raise op.invalid(f"{name} must be True or False, got {_short(value)}")
+    return parsed
+
+
+def seconds(op, name: str, value: Any) -> float | None:
+    """An optional number of seconds, at least 0 (templated values arrive as strings)."""
+    value = none_if_empty(value)
+    if value is None:
+        return None
+    try:
+        number = float(value) if not isinstance(value, bool) else -1.0
+    except (TypeError, ValueError):
+        number = -1.0
+    if not number >= 0:
+        raise op.invalid(f"{name} must be a number of seconds, at least 0, got {_short(value)}")
+    return number
 
 
 def count(op: LakeJobOperator, name: str, value: Any, *, minimum: int = 0) -> int | None:

@@ -12,11 +12,23 @@ from airflow_lake.core.errors import TableNotFoundError
 from airflow_lake.core.services.compaction import not_merge_on_read
 from airflow_lake.core.timeline.instant import check_instant_time
 from airflow_lake.core.vocabulary import COMPACTION_ORDERS, COMPACTION_TRIGGERS
-from airflow_lake.operators.base import COMMON_TEMPLATE_FIELDS, LakeJobOperator, choice, count, none_if_empty
+from airflow_lake.operators.base import (
+    COMMON_TEMPLATE_FIELDS,
+    LakeJobOperator,
+    choice,
+    count,
+    flag,
+    none_if_empty,
+)
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
+
+
+# the job's count flags: (flag, argument, minimum)
+_COUNTS = (("--max-delta-commits", "max_delta_commits", 1), ("--max-delta-seconds", "max_delta_seconds", 0),
+           ("--target-io-mb", "target_io_mb", 1))
 
 
 class CompactionScheduleOperator(LakeJobOperator):
@@ -53,17 +65,18 @@ class CompactionScheduleOperator(LakeJobOperator):
         self.max_delta_commits = max_delta_commits
         self.max_delta_seconds = max_delta_seconds
         self.target_io_mb = target_io_mb
-        self.skip_if_no_plan = skip_if_no_plan
+        self.skip_if_no_plan = flag(self, "skip_if_no_plan", skip_if_no_plan)
+        for _, name, minimum in _COUNTS:  # (a template is checked once rendered)
+            if not isinstance(getattr(self, name), str):
+                count(self, name, getattr(self, name), minimum=minimum)
 
     def job_args(self) -> list[str]:
         check_merge_on_read(self)
         args = ["--strategy", self.strategy] if self.strategy else []
-        for flag, name, minimum in (("--max-delta-commits", "max_delta_commits", 1),
-                                    ("--max-delta-seconds", "max_delta_seconds", 0),
-                                    ("--target-io-mb", "target_io_mb", 1)):
+        for option, name, minimum in _COUNTS:
             value = count(self, name, getattr(self, name), minimum=minimum)
             if value is not None:
-                args += [flag, str(value)]
+                args += [option, str(value)]
         return args
 
     def to_xcom(self, result: dict[str, Any], context: Context) -> str | None:
@@ -152,6 +165,11 @@ class CompactionExecuteOperator(LakeJobOperator):
 
     def event_extra(self, result: dict[str, Any]) -> dict[str, Any]:
         return {**super().event_extra(result), "instants": result.get("plans") or []}
+
+    @classmethod
+    def changed_table(cls, result: dict[str, Any]) -> bool:
+        """As every job's, except that a plan another run had completed was not changed by this one."""
+        return not result.get("completed_elsewhere") and super().changed_table(result)
 
 
 def check_merge_on_read(op: LakeJobOperator) -> None:

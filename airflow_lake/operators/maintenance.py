@@ -163,6 +163,23 @@ class NewPlanExecuteOperator(CompactionExecuteOperator):
         return super().execute(context)
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's safe loader refusing a key given twice in one mapping (YAML requires unique keys;
+    the plain loader keeps the last, so a table written twice would lose its first policy)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if not isinstance(key, (str, int, float, bool)):
+                continue  # (an unhashable key: the loader's own error)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key {key!r} is given twice in one mapping", key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep)
+
+
 def load_config(source: str | os.PathLike | Mapping[str, Any]) -> tuple[Mapping[str, Any], str]:
     """A maintenance config and where it came from (for messages): a mapping as given, or a
     YAML file read."""
@@ -170,7 +187,7 @@ def load_config(source: str | os.PathLike | Mapping[str, Any]) -> tuple[Mapping[
         return source, "maintenance config"
     path = Path(source)
     try:
-        doc = yaml.safe_load(path.read_text())
+        doc = yaml.load(path.read_text(), Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader)
     except (OSError, yaml.YAMLError) as e:
         raise InvalidOptionError(f"maintenance config {path}: cannot be read: {type(e).__name__}: {e}") from None
     return doc, f"maintenance config {path}"
@@ -212,7 +229,11 @@ def maintenance_dags(config: str | os.PathLike | Mapping[str, Any], *, base_path
     the config named by `[lake] maintenance_config` (docs/run-a-lake.md)."""
     tables, doc, where = managed_tables(config, base_path=base_path, dag_id_prefix=dag_id_prefix)
     pool = pool if pool is not None else doc.get("pool")
-    dry_run = bool(dry_run if dry_run is not None else doc.get("dry_run", False))
+    if pool is not None and (not isinstance(pool, str) or not pool.strip()):
+        raise InvalidOptionError(f"{where}: pool must be a pool's name, got {pool!r}")
+    dry_run = dry_run if dry_run is not None else bool(doc.get("dry_run"))  # (checked: True, False or none)
+    if not isinstance(dry_run, bool):
+        raise InvalidOptionError(f"{where}: dry_run must be True or False, got {dry_run!r}")
     start = start_date or _start_date(doc.get("start_date"), where)
     tags = tags if tags is not None else doc.get("tags") or ["airflow-lake", "maintenance"]
     tags = [tags] if isinstance(tags, str) else [str(t) for t in tags]

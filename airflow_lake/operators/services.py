@@ -8,7 +8,15 @@ from typing import TYPE_CHECKING, Any
 from airflow_lake.core.errors import InstantNotFoundError
 from airflow_lake.core.timeline.instant import check_instant_time
 from airflow_lake.core.vocabulary import CLEAN_POLICIES
-from airflow_lake.operators.base import COMMON_TEMPLATE_FIELDS, LakeJobOperator, choice, count, none_if_empty
+from airflow_lake.operators.base import (
+    COMMON_TEMPLATE_FIELDS,
+    LakeJobOperator,
+    as_flag,
+    choice,
+    count,
+    flag,
+    none_if_empty,
+)
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -52,12 +60,12 @@ class CleanOperator(LakeJobOperator):
 
     def __init__(self, *, table_path: str, policy: str | None = None, retained: int | None = None,
                  dry_run: bool = False, **kwargs) -> None:
-        if dry_run and kwargs.get("asset") is None:
+        if as_flag(dry_run) and kwargs.get("asset") is None:
             kwargs["asset"] = False  # a dry run changes nothing: no outlet, no event
         super().__init__(table_path=table_path, **kwargs)
         self.policy = choice(self, "policy", policy, CLEAN_POLICIES.spellings, CLEAN_POLICIES.find)
         self.retained = retained
-        self.dry_run = bool(dry_run)
+        self.dry_run = flag(self, "dry_run", dry_run)
         if not isinstance(retained, str):
             count(self, "retained", retained, minimum=1)
 

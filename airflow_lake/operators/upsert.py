@@ -13,6 +13,7 @@ from airflow_lake.operators.base import (
     LakeJobOperator,
     choice,
     fields,
+    flag,
     mapping,
     none_if_empty,
 )
@@ -86,8 +87,8 @@ class UpsertOperator(LakeJobOperator):
         self.precombine_field = precombine_field
         self.partition_fields = partition_fields
         self.table_type = choice(self, "table_type", table_type, TABLE_TYPES.spellings, TABLE_TYPES.find)
-        self.create_if_missing = bool(create_if_missing)
-        self.hive_style_partitioning = bool(hive_style_partitioning)
+        self.create_if_missing = flag(self, "create_if_missing", create_if_missing)
+        self.hive_style_partitioning = flag(self, "hive_style_partitioning", hive_style_partitioning)
         self.table_name = table_name
         if self.create_if_missing and not record_key:
             raise self.invalid("create_if_missing=True needs record_key (the new table's key field)")

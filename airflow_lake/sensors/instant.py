@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import Asset, BaseSensorOperator, PokeReturnValue, conf
 from airflow.sdk.exceptions import AirflowException, AirflowSensorTimeout, AirflowSkipException
 
-from airflow_lake.core.errors import InstantNotFoundError, TableNotFoundError
+from airflow_lake.core.errors import InstantNotFoundError, InvalidOptionError, LakeError, TableNotFoundError
 from airflow_lake.hooks.lake import LakeHook, table_asset, with_asset
 from airflow_lake.location import is_absolute
-from airflow_lake.operators.base import TimelineReadLineage
+from airflow_lake.operators.base import TimelineReadLineage, as_flag, count, flag, seconds
 from airflow_lake.triggers.instant import RETRY_TIMEOUT, LakeInstantTrigger, refuse_secrets
 from airflow_lake.watch import Baseline, Observation, TimelineWatch, actions_key, is_permanent, normalize_actions
 
@@ -66,32 +66,40 @@ class InstantSensor(TimelineReadLineage, BaseSensorOperator):
                  track_watermark: bool = True, asset: Asset | None = None, state_key: str | None = None,
                  deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
                  wait_for_table: bool = False, retry_timeout: float = RETRY_TIMEOUT, **kwargs) -> None:
-        if deferrable:
-            refuse_secrets(f"InstantSensor {kwargs.get('task_id')}: table {table_path}", storage_options)
-        self.actions = normalize_actions(actions)
-        if int(min_new_instants) < 1:
-            raise ValueError(f"min_new_instants must be at least 1, got {min_new_instants}")
-        if track_watermark and asset is None:
+        where = f"{type(self).__name__} {kwargs.get('task_id')}: table {table_path}"
+        if as_flag(deferrable):
+            refuse_secrets(where, storage_options)
+        try:
+            self.actions = normalize_actions(actions)
+        except LakeError as e:
+            raise InvalidOptionError(f"{where}: actions: {e}") from None
+        if as_flag(track_watermark) and asset is None:
             asset = _default_asset(table_path, kwargs.get("task_id"))
         if asset is not None:
             with_asset(kwargs, "inlets", asset)
         super().__init__(**kwargs)
         self.table_path = table_path
         self.baseline = baseline
-        self.min_new_instants = int(min_new_instants)
+        self.min_new_instants = count(self, "min_new_instants", min_new_instants, minimum=1)
+        if self.min_new_instants is None:
+            raise self.invalid("min_new_instants must be a whole number of at least 1, got None")
         self.lake_conn_id = lake_conn_id
         self.storage_options = storage_options
-        self.track_watermark = track_watermark
+        self.track_watermark = flag(self, "track_watermark", track_watermark)
         self.asset = asset
         self.state_key = state_key
-        self.deferrable = deferrable
-        self.wait_for_table = bool(wait_for_table)
-        self.retry_timeout = float(retry_timeout)
+        self.deferrable = flag(self, "deferrable", deferrable)
+        self.wait_for_table = flag(self, "wait_for_table", wait_for_table)
+        self.retry_timeout = seconds(self, "retry_timeout", retry_timeout) or 0.0
         self._failing_since: float | None = None
 
     @cached_property
     def hook(self) -> LakeHook:
         return LakeHook(self.lake_conn_id, self.storage_options)
+
+    def invalid(self, message: str) -> InvalidOptionError:
+        """A bad argument, naming the task and the table."""
+        return InvalidOptionError(f"{type(self).__name__} {self.task_id}: table {self.table_path}: {message}")
 
     @cached_property
     def watch(self) -> TimelineWatch:

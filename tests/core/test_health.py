@@ -97,5 +97,5 @@ def test_the_metadata_table_and_what_a_clean_and_archive_would_do(tmp_path):
     assert h.active_commits == 5 and h.archivable_commits == 0 and "metadata table" in h.archival_blocked_by
     t.clean()
     assert table_health(t).clean_would_delete == 0
-    with pytest.raises(ValueError, match="unknown health figures"):
+    with pytest.raises(ValueError, match="is not a health figure"):
         breaches(h, {"no_such_figure": 1})

@@ -70,6 +70,11 @@ def test_a_config_gives_each_table_its_entry_over_the_defaults():
     ({"tables": {"t": {"path": "/a", "schedule": "every hour"}}}, "nor a cron expression"),
     ({"tables": {"bad name": {"path": "/a"}}}, "table name 'bad name'"),
     ({"tables": {"t": {"path": "/a", "rollback_stale": "yes"}}}, "rollback_stale must be true or false"),
+    # the file's own keys: a quoted "false" would have made every DAG a dry run
+    ({"dry_run": "false", "tables": {"t": {"path": "/a"}}}, "dry_run must be true or false, got 'false'"),
+    ({"pool": 4, "tables": {"t": {"path": "/a"}}}, "pool must be a non-empty string, got 4"),
+    ({"dag_id_prefix": ["x"], "tables": {"t": {"path": "/a"}}}, "dag_id_prefix must be a non-empty string"),
+    ({"tags": {"a": 1}, "tables": {"t": {"path": "/a"}}}, "tags must be a string or a list of strings"),
 ])
 def test_every_mistake_in_a_config_is_named(config, message):
     with pytest.raises(InvalidOptionError, match=message):

@@ -100,3 +100,21 @@ def test_a_retry_finds_its_result_after_its_commit_was_archived(tmp_path, lake_c
     hook = LakeHook(lake_conn)
     assert hook.find_result("t", TOKEN) == first and first["inserts"] == 2
     assert hook.find_result("t", TOKEN + "x") == overwrite and overwrite["operation"] == "insert_overwrite"
+
+
+def test_executing_a_plan_another_run_completed_changes_nothing(tmp_path, lake_conn):
+    from airflow_lake.operators import CompactionExecuteOperator
+
+    t = Table.create(str(tmp_path / "t"), name="t", record_key="id", precombine_field="ts",
+                     table_type="MERGE_ON_READ")
+    t.write(rows([1, 2]))
+    t.write(rows([1]))
+    plan = t.plan_compaction(max_delta_commits=1).instant
+    done = t.run_compaction(plan, extra_metadata={TOKEN_KEY: "maintenance/run/execute/-1"})
+    assert not done.already_done and not done.completed_elsewhere
+    again = t.run_compaction(plan, extra_metadata={TOKEN_KEY: "mine/run/execute/-1"})
+    assert again.already_done and again.completed_elsewhere and again.records_written == done.records_written
+    line = {"instant": plan, "records_written": again.records_written, "already_done": True,
+            "completed_elsewhere": again.completed_elsewhere}
+    assert not CompactionExecuteOperator.changed_table(line)
+    assert CompactionExecuteOperator.changed_table({**line, "completed_elsewhere": False})  # a retry of its own

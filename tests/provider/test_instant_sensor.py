@@ -149,10 +149,16 @@ def test_bad_arguments_name_the_table(table_path):
     cow(table_path)
     with pytest.raises(LakeError, match=f"table {table_path}: baseline 'yesterday' is not an instant time"):
         poke(sensor(table_path, baseline="yesterday"))
-    with pytest.raises(LakeError, match="unknown timeline action 'upsert'"):
+    with pytest.raises(LakeError, match=f"table {table_path}: actions: unknown timeline action 'upsert'"):
         sensor(table_path, actions=["upsert"])
-    with pytest.raises(ValueError, match="min_new_instants"):
+    with pytest.raises(LakeError, match=f"table {table_path}: min_new_instants must be a whole number of at least 1"):
         sensor(table_path, min_new_instants=0)
+    # an upsert's result is no sensor result: refused, not read as "from the beginning"
+    upserted = {"instant": "20240101000000000", "inserts": 1}
+    with pytest.raises(LakeError, match=f"table {table_path}: baseline .* is not an InstantSensor result"):
+        poke(sensor(table_path, baseline=upserted))
+    with pytest.raises(LakeError, match="baseline watermark: 'x' is not an instant time"):
+        poke(sensor(table_path, baseline={"watermark": "x"}))
     with pytest.raises(ValueError, match="relative or templated"):
         InstantSensor(task_id="w", table_path="orders")
     missing = table_path + "-missing"
@@ -252,3 +258,17 @@ def test_deltacommit_pending_blocks_like_reads(table_path):
     assert t.read_incremental(first, later, holes="BLOCK").num_rows == 0
     complete_pending(t, hole, DELTA_COMMIT)
     assert TimelineWatch(t.storage).observe(seen.baseline).watermark == later
+
+
+def test_a_first_results_watermarks_pull_the_new_rows_as_the_docs_show(table_path):
+    """docs/operators.md: `read_incremental(previous_watermark, watermark)`; a first run's
+    previous watermark is None: from the beginning."""
+    t = cow(table_path)
+    t.write(batch([1, 2]))
+    first = poke(sensor(table_path))
+    assert first["previous_watermark"] is None
+    assert sorted(t.read_incremental(first["previous_watermark"], first["watermark"])["id"].to_pylist()) == [1, 2]
+    t.write(batch([3]))
+    second = poke(sensor(table_path, baseline=first))
+    assert t.read_incremental(second["previous_watermark"], second["watermark"])["id"].to_pylist() == [3]
+    assert sorted(t.read_incremental(None)["id"].to_pylist()) == [1, 2, 3]

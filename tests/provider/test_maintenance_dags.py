@@ -115,6 +115,16 @@ def test_a_bad_config_fails_when_the_dags_are_built_naming_the_table(tmp_path):
     bad.write_text("tables: [oops\n")
     with pytest.raises(InvalidOptionError, match="cannot be read: ParserError"):
         maintenance_dags(bad)
+    # a table pasted twice under one name: YAML keys are unique, the first table would have no DAG
+    bad.write_text("tables:\n  orders: {path: /lake/orders}\n  orders: {path: /lake/orders_eu}\n")
+    with pytest.raises(InvalidOptionError, match="key 'orders' is given twice in one mapping"):
+        maintenance_dags(bad)
+    good = tmp_path / "good.yaml"
+    good.write_text("tables:\n  orders: {path: /lake/orders}\n")
+    with pytest.raises(InvalidOptionError, match="pool must be a pool's name, got 4"):
+        maintenance_dags(good, pool=4)
+    with pytest.raises(InvalidOptionError, match="dry_run must be True or False, got 'false'"):
+        maintenance_dags(good, dry_run="false")
 
 
 def test_every_spark_job_runs_in_the_lake_pool_and_a_table_compacts_one_plan_at_a_time(tmp_path):

@@ -129,3 +129,75 @@ def test_a_savepoint_without_an_instant_takes_the_latest_completed_commit(tmp_pa
     table.write(pa.table({"id": ["a"]}), operation="insert")
     last = table.write(pa.table({"id": ["b"]}), operation="insert").instant
     assert op.job_args() == ["--instant", last, "--comments", "before the backfill"]
+
+
+@pytest.mark.parametrize("make, fragment", [
+    (lambda ops, p: ops.UpsertOperator(task_id="u", table_path=p, source=p, create_if_missing="yes",
+                                       record_key="id"), "create_if_missing must be True or False, got 'yes'"),
+    (lambda ops, p: ops.UpsertOperator(task_id="u", table_path=p, source=p, hive_style_partitioning=1),
+     "hive_style_partitioning must be True or False, got 1"),
+    (lambda ops, p: ops.CleanOperator(task_id="c", table_path=p, dry_run="maybe"), "dry_run must be True or False"),
+    (lambda ops, p: ops.CompactionScheduleOperator(task_id="s", table_path=p, skip_if_no_plan="no"),
+     "skip_if_no_plan must be True or False, got 'no'"),
+    (lambda ops, p: ops.CompactionScheduleOperator(task_id="s", table_path=p, max_delta_commits=-3),
+     "max_delta_commits must be a whole number of at least 1, got -3"),
+    (lambda ops, p: ops.ArchiveOperator(task_id="a", table_path=p, fast_start="fast"), "fast_start must be True"),
+    (lambda ops, p: ops.InstantSensor(task_id="i", table_path=p, min_new_instants="x"),
+     "min_new_instants must be a whole number of at least 1, got 'x'"),
+    (lambda ops, p: ops.InstantSensor(task_id="i", table_path=p, actions=["comit"]),
+     "actions: unknown timeline action 'comit'"),
+    (lambda ops, p: ops.InstantSensor(task_id="i", table_path=p, retry_timeout="later"),
+     "retry_timeout must be a number of seconds"),
+    (lambda ops, p: ops.InstantSensor(task_id="i", table_path=p, wait_for_table="false "),
+     None),  # text of a boolean is taken (a template renders one so)
+])
+def test_arguments_given_at_parse_time_are_checked_naming_the_task_and_the_table(tmp_path, make, fragment):
+    import airflow_lake.operators as operators
+    import airflow_lake.sensors as sensors
+
+    class Ops:  # the operators and the sensor, by name
+        def __getattr__(self, name):
+            return getattr(operators, name, None) or getattr(sensors, name)
+
+    path = str(tmp_path / "t")
+    if fragment is None:
+        assert make(Ops(), path).wait_for_table is False
+        return
+    with pytest.raises(InvalidOptionError) as info:
+        make(Ops(), path)
+    assert fragment in str(info.value) and f"table {path}" in str(info.value)
+
+
+def test_text_flags_are_taken_as_the_booleans_they_spell(tmp_path):
+    from airflow_lake.operators import CleanOperator, CompactionScheduleOperator, UpsertOperator
+
+    path = str(tmp_path / "t")
+    upsert = UpsertOperator(task_id="u", table_path=path, source=path, create_if_missing="False",
+                            hive_style_partitioning="false")
+    assert (upsert.create_if_missing, upsert.hive_style_partitioning) == (False, False)
+    clean = CleanOperator(task_id="c", table_path=path, dry_run="false")
+    assert clean.dry_run is False and clean.asset in clean.outlets  # a real clean: it declares its outlet
+    assert CleanOperator(task_id="d", table_path=path, dry_run="TRUE").asset is None
+    assert CompactionScheduleOperator(task_id="s", table_path=path, skip_if_no_plan="false").skip_if_no_plan is False
+
+
+def test_rendered_timeouts_and_spark_args_are_checked_before_submitting(airflow_db, tmp_path, monkeypatch, capfd):
+    monkeypatch.setenv("PATH", "/nonexistent")
+    path = str(tmp_path / "t")
+    t = Table.create(path, name="t", record_key="id", precombine_field="ts")
+    t.write(batch([1]))
+    dag = load_dag(airflow_db, "lake_bad_timeouts", f"""
+        CleanOperator(task_id="wait", table_path={path!r}, asset=False, wait_timeout="soon")
+        CleanOperator(task_id="args", table_path={path!r}, asset=False, spark_args="x")
+        TableHealthOperator(task_id="health", table_path={path!r}, thresholds={{"stale_instants": -1}})
+    """)
+    dr = dag.test()
+    assert states(dr) == {"wait": "failed", "args": "failed", "health": "failed"}
+    text = "".join(capfd.readouterr())
+    for message in [
+        f"CleanOperator wait: table {path}: wait_timeout must be a number of seconds, at least 0, got 'soon'",
+        f"CleanOperator args: table {path}: spark_args must be a dict, got str 'x'",
+        "thresholds['stale_instants'] must be a number of at least 0, got -1"]:
+        assert message in text, message
+    assert "is 0, above -1" not in text  # no false alarm
+    assert len(t.timeline.instants) == 1

@@ -15,7 +15,7 @@ import json
 import logging
 import posixpath
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 
 import pyarrow as pa
@@ -74,6 +74,8 @@ class CompactionResult:
     log_records: int = 0
     files: list[str] = field(default_factory=list)
     already_done: bool = False
+    # the plan named was completed before, not by this run (its token): this call changed nothing
+    completed_elsewhere: bool = False
 
 
 def _completed_compactions(timeline) -> list[str]:
@@ -249,7 +251,8 @@ def run(txn: Transaction, instant: str | None = None, *, order: str = "FIFO",
         if instant is not None:
             check_instant_time(instant, uri)
             if instant in _completed_compactions(timeline):
-                return _stored_result(timeline.commit_metadata(timeline.get(instant)), instant)
+                return replace(_stored_result(timeline.commit_metadata(timeline.get(instant)), instant),
+                               completed_elsewhere=True)
             chosen = next((i for i in pending if i.time == instant), None)
             if chosen is None:
                 raise InstantNotFoundError(f"table {uri}: no pending compaction {instant}")
