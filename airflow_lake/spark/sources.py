@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 
 import fastavro
 import pyarrow as pa
+from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
@@ -59,7 +60,15 @@ def read_source(spark: SparkSession, source: str, fmt: str, *, storage_options: 
                         schema=to_arrow_schema(given) if given is not None else None, text=text)
     else:
         reader = spark.read.format(fmt).options(**options)
-        df = (reader.schema(given) if given is not None else reader).load(source)
+        try:
+            df = (reader.schema(given) if given is not None else reader).load(source)
+        except AnalysisException as e:
+            if "UNABLE_TO_INFER_SCHEMA" not in str(e):
+                raise
+            if table_schema is None or not len(table_schema):  # a new table: nothing says its columns
+                raise InvalidOptionError(f"{where}: source {source}: no {fmt} file there to read (an empty folder?), "
+                                         "so no schema to create the table with; give a source schema") from None
+            df = reader.schema(spark_schema(table_schema)).load(source)  # no rows: the table's columns
     if fmt in TEXT_FORMATS and table_schema is not None:
         df = conform_to_table(df, table_schema, f"{where}: source {source}", options)
     return df

@@ -102,3 +102,19 @@ def test_the_readers_date_and_timestamp_formats_cast_text_to_the_tables_types(sp
     bad = _file(tmp_path, "bad.csv", "pid;ts;born;seen\np3;1;2020-13-45;01.02.2020 10:30\n")
     with pytest.raises(JobError, match="column 'born' value '2020-13-45' cannot be cast"):
         load("upsert").main(["--table", table_path, "--source", bad, *options])
+
+
+def test_an_empty_landing_folder_writes_nothing_into_a_table_or_names_itself(spark, tmp_path, orders, table_path):
+    """A day without files: Spark cannot infer a schema from an empty folder. Into an existing
+    table the folder is read with the table's columns (no rows, as an empty file); for a table
+    still to be created it is refused naming the source."""
+    empty = tmp_path / "landing" / "2024-01-02"
+    empty.mkdir(parents=True)
+    for fmt in ("parquet", "csv", "json"):
+        result = load("upsert").main(["--table", table_path, "--source", str(empty), "--source-format", fmt])
+        assert (result["records_written"], result["inserts"]) == (0, 0)
+    assert rows(hudi_read(table_path), COLS) == [("007", 1, "2024-01-01", 1)]
+    new = str(tmp_path / "new")
+    with pytest.raises(JobError, match=f"source {empty}: no parquet file there to read"):
+        load("upsert").main(["--table", new, "--source", str(empty), "--source-format", "parquet",
+                             "--create-if-missing", "--record-key", "id"])
