@@ -157,6 +157,11 @@ class LakeJobOperator(ResumableJobMixin, BaseOperator):
         return table_asset(table_path)
 
     # -- what subclasses give ------------------------------------------------------------------
+    @property
+    def writes_table(self) -> bool:
+        """Whether a run may change the table (its lineage output): the job writes files."""
+        return self.writes_files
+
     def job_args(self) -> list[str]:
         """The job's own flags, from the rendered arguments (raise `InvalidOptionError`)."""
         return []

@@ -75,7 +75,7 @@ def operator_lineage(op: LakeJobOperator, result: dict[str, Any] | None) -> Oper
     table = _resolve(op, op.table_path)
     inputs = [_dataset(_resolve(op, x)) for x in op.lineage_inputs()]
     outputs = [OutputDataset(namespace=n, name=p, facets={}, outputFacets={})
-               for n, p in [dataset_name(table)]] if op.writes_files else []
+               for n, p in [dataset_name(table)]] if op.writes_table else []
     opened = _open(op) if result is not None else None
     schema = _schema(op, opened) if opened is not None else None
     if schema is not None:

@@ -69,6 +69,10 @@ class CleanOperator(LakeJobOperator):
         if not isinstance(retained, str):
             count(self, "retained", retained, minimum=1)
 
+    @property
+    def writes_table(self) -> bool:
+        return not self.dry_run  # a dry run lists what a clean would delete, and deletes nothing
+
     def job_args(self) -> list[str]:
         args = ["--policy", self.policy] if self.policy else []
         retained = count(self, "retained", self.retained, minimum=1)

@@ -101,3 +101,12 @@ def test_timeline_readers_give_the_table_as_their_input(tmp_path):
         for lineage in (op.get_openlineage_facets_on_start(), op.get_openlineage_facets_on_complete(None),
                         op.get_openlineage_facets_on_failure(None)):
             assert [(d.namespace, d.name) for d in lineage.inputs] == [("file", path)] and not lineage.outputs
+
+
+def test_a_dry_run_clean_writes_no_dataset(tmp_path):
+    from airflow_lake.operators import CleanOperator
+
+    path = str(tmp_path / "t")
+    dry = CleanOperator(task_id="dry", table_path=path, dry_run=True).get_openlineage_facets_on_start()
+    real = CleanOperator(task_id="real", table_path=path).get_openlineage_facets_on_start()
+    assert dry.outputs == [] and [(d.namespace, d.name) for d in real.outputs] == [("file", path)]
