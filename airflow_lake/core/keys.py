@@ -12,6 +12,7 @@ from dataclasses import field as dataclass_field
 from functools import cached_property
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -332,12 +333,54 @@ def _as_string(col: pa.ChunkedArray) -> pa.Array:
         return pc.if_else(col, "true", "false")
     if pa.types.is_string(col.type):
         return col
-    text = col.cast(pa.string())
+    if pa.types.is_timestamp(col.type):
+        return _timestamp_long(col).cast(pa.string())
     if pa.types.is_floating(col.type):
-        # Java's Double.toString keeps ".0" on whole numbers (1.0, not 1)
-        plain = pc.invert(pc.match_substring_regex(text, r"[.eEn]"))
-        text = pc.if_else(pc.fill_null(plain, False), pc.binary_join_element_wise(text, ".0", ""), text)
-    return text
+        return _java_floats(col)
+    return col.cast(pa.string())
+
+
+def _timestamp_long(col: pa.Array) -> pa.Array:
+    """A timestamp as Java's Avro path keys it (`HoodieAvroUtils.getNestedFieldValAsString`,
+    `...keygenerator.consistent.logical.timestamp.enabled=false`, the default): the long it
+    is written as, milliseconds for `timestamp[ms]` (timestamp-millis), else microseconds
+    (timestamp-micros). Independent of the column's (or a Spark session's) time zone."""
+    longs = col.cast(pa.int64())
+    if col.type.unit == "s":
+        return pc.multiply(longs, 1_000_000)
+    if col.type.unit == "ns":
+        return pc.divide(longs, 1000)  # (nanoseconds are written only when whole microseconds)
+    return longs
+
+
+def _java_floats(col: pa.Array) -> pa.Array:
+    """Floating values as Java's `Double.toString` / `Float.toString` print them: the shortest
+    digits, plain with at least one decimal from 10^-3 to 10^7 (`1.0`, `0.001`), else
+    `1.0E7` / `1.0E-4`; `NaN`, `Infinity`, `-Infinity`. Vectorised for plain values; the rare
+    others are formatted one by one."""
+    text = col.cast(pa.string())
+    plain = pc.invert(pc.match_substring_regex(text, r"[.eEn]"))  # whole numbers: "1" -> "1.0"
+    text = pc.if_else(pc.fill_null(plain, False), pc.binary_join_element_wise(text, ".0", ""), text)
+    magnitude = pc.abs(col)
+    other = pc.invert(pc.or_kleene(pc.and_(pc.greater_equal(magnitude, 1e-3), pc.less(magnitude, 1e7)),
+                                   pc.equal(col, 0))).fill_null(False)
+    if not pc.any(other).as_py():
+        return text
+    where = np.flatnonzero(other.to_numpy(zero_copy_only=False))
+    values = col.to_numpy(zero_copy_only=False)
+    out = text.to_pylist()
+    for i in where:  # (outside Java's plain range: few values in practice)
+        out[i] = _java_scientific(values[i])
+    return pa.array(out, pa.string())
+
+
+def _java_scientific(value: np.floating) -> str:
+    if np.isnan(value):
+        return "NaN"
+    if np.isinf(value):
+        return "Infinity" if value > 0 else "-Infinity"
+    mantissa, exponent = np.format_float_scientific(value, unique=True, trim="0").split("e")
+    return f"{mantissa}E{int(exponent)}"
 
 
 def _combine(arr) -> pa.Array:

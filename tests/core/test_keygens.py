@@ -466,3 +466,23 @@ def test_write_options_naming_other_key_fields_are_refused(table_path):
         with pytest.raises(InvalidOptionError, match=key):
             other.write(pa.table({"id": ["b"], "ts": [1], "p": ["x"]}))
     assert sorted(os.listdir(f"{table_path}/.hoodie")) == before
+
+
+def test_simple_keys_and_partitions_of_timestamps_and_doubles_are_javas(tmp_path):
+    """Java's key generators key a record by `HoodieAvroUtils.getNestedFieldValAsString`: a
+    timestamp as the long it is written as (micros; millis for timestamp-millis), whatever its
+    zone or the writer's (a Spark session's); a double as `Double.toString`."""
+    moment = datetime(2024, 1, 2, 3, 4, 5, 123456, tzinfo=timezone.utc)
+    path = str(tmp_path / "t")
+    table = Table.create(path, name="t", record_key="id,at", precombine_field="ts", partition_fields="x")
+    for zone in ("UTC", "America/New_York"):  # the same instants, another zone on the column
+        table.write(pa.table({"id": ["a", "b"], "ts": [1, 1],
+                              "at": pa.array([moment, moment], pa.timestamp("us", "UTC")).cast(
+                                  pa.timestamp("us", zone)),
+                              "x": pa.array([1e7, 1.5e-4], pa.float64())}))
+    assert rows(hudi_read(path), ["_hoodie_record_key", "_hoodie_partition_path"]) == [
+        ("id:a,at:1704164645123456", "1.0E7"), ("id:b,at:1704164645123456", "1.5E-4")]
+    millis = str(tmp_path / "m")
+    Table.create(millis, name="m", record_key="at").write(
+        pa.table({"at": pa.array([moment], pa.timestamp("ms", "UTC"))}))
+    assert hudi_read(millis).column("_hoodie_record_key").to_pylist() == ["1704164645123"]
