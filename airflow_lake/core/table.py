@@ -153,6 +153,11 @@ class Table:
         if not keys:
             raise InvalidOptionError(f"table {storage.uri}: record_key is required")
         _check_names(storage.uri, name, keys + parts + ordering)
+        nested = [f for f in ordering if "." in f]
+        if nested:
+            raise UnsupportedFeatureError(f"table {uri}: precombine_field {nested[0]!r} is a nested field: "
+                                          "airflow-lake orders records by top-level fields only (nested key and "
+                                          "partition fields work); nothing was created")
         keygen = NONPARTITIONED_KEYGEN if not parts else (
             COMPLEX_KEYGEN if len(keys) > 1 or len(parts) > 1 else SIMPLE_KEYGEN)
         props = {

@@ -147,3 +147,18 @@ def test_the_command_line_refuses_negative_limits(tmp_path, args):
     created(path)
     result = CliRunner().invoke(cli, [a.format(p=path) for a in args])
     assert result.exit_code == 2 and args[-1] in result.output
+
+
+def test_a_nested_ordering_field_is_refused_at_create_and_on_a_write(tmp_path):
+    from airflow_lake.core.errors import UnsupportedFeatureError
+
+    path = str(tmp_path / "t")
+    with pytest.raises(UnsupportedFeatureError, match="precombine_field 'st.y' is a nested field"):
+        Table.create(path, name="t", record_key="id", precombine_field="st.y")
+    assert not os.path.exists(path + "/.hoodie")
+    table = Table.create(path, name="t", record_key="id", precombine_field="ts")
+    table.config.props["hoodie.table.precombine.field"] = "st.y"  # as a table another engine wrote
+    data = pa.table({"id": ["a"], "st": pa.array([{"y": 1}])})
+    with pytest.raises(UnsupportedFeatureError, match="field 'st.y' is a nested field"):
+        table.write(data)
+    assert table.timeline.instants == []

@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..engine import Engine, take_column
-from ..errors import InvalidOptionError, MissingFieldError, SchemaError
+from ..errors import InvalidOptionError, MissingFieldError, SchemaError, UnsupportedFeatureError
 from ..keys import KeyGenerator
 from ..schema import IS_DELETED, known_names
 
@@ -92,6 +92,10 @@ def check_columns(keygen, ordering: Sequence[str], schema: pa.Schema, operation:
     and a boolean `_hoodie_is_deleted` if any."""
     is_delete_op = operation == "delete"
     keygen.check_fields(pa.Table.from_batches([], schema), partition=not (is_delete_op and is_global))
+    nested = [f for f in ordering if f not in schema.names and "." in f]
+    if nested:
+        raise UnsupportedFeatureError(f"{where}: the ordering (precombine) field {nested[0]!r} is a nested field, "
+                                      "which airflow-lake does not order records by (top-level fields only)")
     missing = [f for f in ordering if f not in schema.names]
     if missing and not is_delete_op:
         what = f"precombine field {missing[0]!r}" if len(ordering) == 1 else \
