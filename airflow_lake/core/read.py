@@ -466,9 +466,10 @@ def _values(values, arrow_type: pa.DataType):
 
 
 def _bound(filters, given, schema: pa.Schema, uri: str):
-    """`filters` once bound on the table's schema (the values' types checked, no row read)."""
+    """`filters` once applied to one row of nulls of the table's schema (the values' types
+    checked by the kernels that will compare them; an empty table skips them), no row read."""
     try:
-        schema.empty_table().filter(expression(filters))
+        pa.table({f.name: pa.nulls(1, f.type) for f in schema}, schema=schema).filter(expression(filters))
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, TypeError, ValueError) as e:
         text = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise InvalidOptionError(f"table {uri}: filters {_shown(given)} cannot be applied to its columns "

@@ -169,3 +169,17 @@ def test_filters_that_cannot_apply_are_errors_naming_the_table_and_the_filter(ta
     # pyarrow's other forms: terms as lists, a disjunction of conjunctions
     assert t.read(filters=[["part", "=", "y"]], columns=["id"]).column("id").to_pylist() == ["b"]
     assert sorted(t.read(filters=[[("part", "=", "x")], [["ts", "=", 2]]]).column("id").to_pylist()) == ["a", "b"]
+
+
+def test_a_naive_datetime_against_a_zoned_timestamp_column_is_refused_before_reading(table_path):
+    """pyarrow compares no values on an empty table, so the check binds on a row of nulls."""
+    import datetime as dt
+
+    from airflow_lake.core.errors import InvalidOptionError
+
+    t = Table.create(table_path, name="t", record_key="id")
+    at = dt.datetime(2024, 1, 2, tzinfo=dt.timezone.utc)
+    t.write(pa.table({"id": ["a"], "at": pa.array([at], pa.timestamp("us", "UTC"))}))
+    with pytest.raises(InvalidOptionError, match="cannot be applied to its columns .*timestamp without timezone"):
+        t.read(filters=[("at", ">", dt.datetime(2024, 1, 1))])
+    assert t.read(filters=[("at", ">", dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc))]).num_rows == 1
