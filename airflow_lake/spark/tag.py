@@ -333,8 +333,17 @@ def _locations(spec: LookupSpec, partition: str, file_id: str, live: pa.Table, n
         stored = ordering_key(live, fields, spec.ordering_types)
     else:  # (one field: its stored type; Spark compares it with the incoming one)
         stored = live.column(fields[0]) if fields else pa.nulls(n, pa.string())
+    names = spec.out_schema.names
     out = pa.table([live.column(KEY), pa.repeat(pa.scalar(partition, pa.string()), n),
-                    pa.repeat(pa.scalar(file_id, pa.string()), n), stored], names=spec.out_schema.names)
+                    pa.repeat(pa.scalar(file_id, pa.string()), n), stored], names=names)
+    if n and pc.count_distinct(out.column(0)).as_py() < n:
+        # a key stored twice in the group (an insert may write that): one location, or the join
+        # would double the incoming row; the smallest stored value (null the smallest), so that
+        # no stored copy misses its update (the group's writer compares each copy)
+        once = out.group_by(names[0], use_threads=False).aggregate(
+            [(names[1], "first"), (names[2], "first"), (names[3], "min", pc.ScalarAggregateOptions(skip_nulls=False))])
+        out = pa.table([once.column(names[0]), once.column(f"{names[1]}_first"), once.column(f"{names[2]}_first"),
+                        once.column(f"{names[3]}_min")], names=names)
     return out.cast(spec.out_schema)
 
 
