@@ -471,8 +471,8 @@ def test_a_key_stored_twice_in_a_group_is_updated_and_deleted_as_the_local_engin
         table = Table.create(path, name="t", table_type=table_type, record_key="id", precombine_field="ts",
                              partition_fields="p", options={"hoodie.index.type": index})
         table.write(twice, operation="insert")
-        run = (lambda data, op: table.write(data, operation=op)) if engine == "local" else \
-            (lambda data, op: write(table, spark.createDataFrame(data.to_pandas()), op))
+        run = (lambda data, op, t=table: t.write(data, operation=op)) if engine == "local" else \
+            (lambda data, op, t=table: write(t, spark.createDataFrame(data.to_pandas()), op))
         result = run(update, "upsert")
         assert (result.num_inserts, result.num_updates) == (0, 1), engine
         got[engine] = rows(table.read(), ["id", "ts", "v"])
