@@ -314,6 +314,8 @@ class LakeHook(BaseHook):
                 files_written=len([s for s in stats if s.path]),
                 records_written=sum(s.num_writes for s in stats),
                 replaced_file_groups=len(meta.replaced_file_ids()))
+            if meta.compacted:
+                result["log_records"] = sum(s.log_records for s in stats)
         return result
 
     def test_connection(self) -> tuple[bool, str]:

@@ -153,7 +153,8 @@ class CompactionExecuteOperator(LakeJobOperator):
             found.append(more)
         return {**first, "plans": [r["instant"] for r in found],
                 "file_groups": sum(r.get("files_written") or 0 for r in found),
-                "records_written": sum(r.get("records_written") or 0 for r in found), "log_records": None,
+                "records_written": sum(r.get("records_written") or 0 for r in found),
+                "log_records": sum(r.get("log_records") or 0 for r in found),
                 "files_written": sum(r.get("files_written") or 0 for r in found)}
 
     def to_xcom(self, result: dict[str, Any], context: Context) -> dict[str, Any]:

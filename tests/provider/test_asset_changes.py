@@ -103,6 +103,7 @@ def test_a_retry_finds_its_result_after_its_commit_was_archived(tmp_path, lake_c
 
 
 def test_executing_a_plan_another_run_completed_changes_nothing(tmp_path, lake_conn):
+    from airflow_lake.hooks import LakeHook
     from airflow_lake.operators import CompactionExecuteOperator
 
     t = Table.create(str(tmp_path / "t"), name="t", record_key="id", precombine_field="ts",
@@ -114,6 +115,10 @@ def test_executing_a_plan_another_run_completed_changes_nothing(tmp_path, lake_c
     assert not done.already_done and not done.completed_elsewhere
     again = t.run_compaction(plan, extra_metadata={TOKEN_KEY: "mine/run/execute/-1"})
     assert again.already_done and again.completed_elsewhere and again.records_written == done.records_written
+    # a retry's counts (from the timeline) are the first try's (from the job)
+    summary = LakeHook(lake_conn).find_result("t", "maintenance/run/execute/-1")
+    assert (summary["updates"], summary["log_records"]) == (done.updates, done.log_records) == \
+        (again.updates, again.log_records) == (1, 1)
     line = {"instant": plan, "records_written": again.records_written, "already_done": True,
             "completed_elsewhere": again.completed_elsewhere}
     assert not CompactionExecuteOperator.changed_table(line)
