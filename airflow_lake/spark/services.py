@@ -23,6 +23,7 @@ from airflow_lake.core.services.runs import (
     token_done,
 )
 from airflow_lake.core.settings import check_table_settings
+from airflow_lake.core.storage import open_storage
 from airflow_lake.core.table import Table
 from airflow_lake.core.write.client import WriteResult
 from airflow_lake.spark.job import JobRun, log
@@ -177,6 +178,12 @@ def upsert(run: JobRun) -> dict[str, Any]:
         log.info("upsert: a source of %d bytes: Spark SQL interprets its expressions "
                  "(no whole-stage code generation)", size)
     created = False
+    source = None
+    if a.create_if_missing and not open_storage(a.table, run.storage_options).exists(".hoodie/hoodie.properties"):
+        # a new table: the source is read (its files found, its schema taken) before the table
+        # is created, so that a source that cannot be read leaves no empty table behind
+        source = read_source(spark, a.source, fmt, storage_options=run.storage_options,
+                             reader_options=dict(a.source_option), schema=a.source_schema, where=f"table {a.table}")
     settings = {"name": a.table_name, "table_type": a.table_type, "record_key": a.record_key,
                 "precombine_field": a.precombine_field, "partition_fields": a.partition_fields,
                 "hive_style_partitioning": a.hive_style_partitioning or None}
@@ -193,8 +200,9 @@ def upsert(run: JobRun) -> dict[str, Any]:
     table = run.open_table()
     check_table_settings(table.storage.uri, table.config, **settings)
     log.info("upsert: %s of %s source %s", a.operation, fmt, a.source)
-    df = read_source(spark, a.source, fmt, storage_options=run.storage_options, reader_options=dict(a.source_option),
-                     schema=a.source_schema, table_schema=table.schema(), where=f"table {table.storage.uri}")
+    df = source if source is not None and not len(table.schema()) else read_source(
+        spark, a.source, fmt, storage_options=run.storage_options, reader_options=dict(a.source_option),
+        schema=a.source_schema, table_schema=table.schema(), where=f"table {table.storage.uri}")
     result = table.write(df, operation=a.operation, extra_metadata=run.extra_metadata)  # on the table's SparkEngine
     log.info("upsert: %s %s: %d inserts, %d updates, %d deletes in %d files", a.operation, result.instant,
              result.num_inserts, result.num_updates, result.num_deletes, len(result.files))

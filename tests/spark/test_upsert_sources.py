@@ -118,3 +118,4 @@ def test_an_empty_landing_folder_writes_nothing_into_a_table_or_names_itself(spa
     with pytest.raises(JobError, match=f"source {empty}: no parquet file there to read"):
         load("upsert").main(["--table", new, "--source", str(empty), "--source-format", "parquet",
                              "--create-if-missing", "--record-key", "id"])
+    assert not os.path.exists(new)  # the source is read before a new table is created
