@@ -137,6 +137,19 @@ def _flag(uri: str, key: str, value: Any) -> bool:
     raise InvalidOptionError(f"table {uri}: storage option {shown(key, value)} is not a boolean")
 
 
+def _same(name: str, a: Any, b: Any) -> bool:
+    """Whether two values given for one setting under two names are one value: flags by their
+    truth (`true` and True), endpoints without a trailing slash."""
+    if name in _S3_BOOLS or name in ("allow_http", "anonymous"):
+        try:
+            return _flag("", name, a) == _flag("", name, b)
+        except InvalidOptionError:
+            return False
+    if name == "endpoint" and isinstance(a, str) and isinstance(b, str):
+        return a.rstrip("/") == b.rstrip("/")
+    return a == b
+
+
 def _normalise(uri: str, options: dict[str, Any], keys: dict[str, str], store: str,
                given: dict[str, str]) -> dict[str, Any]:
     """The options under their canonical names; `given` maps each name to the key the user wrote."""
@@ -146,7 +159,7 @@ def _normalise(uri: str, options: dict[str, Any], keys: dict[str, str], store: s
         if name is None:
             known = ", ".join(sorted({k for k in keys if k.startswith(("aws_", "google_"))} or set(keys)))
             raise InvalidOptionError(f"table {uri}: unknown {store} storage option {key!r} (known: {known})")
-        if name in out and out[name] != value:
+        if name in out and not _same(name, out[name], value):
             other = SECRET_SHOWN if is_secret_option(key) else repr(out[name])
             raise InvalidOptionError(f"table {uri}: storage option {shown(key, value)} contradicts "
                                      f"{given[name]} ({other}), another name for {name}")
@@ -272,7 +285,7 @@ class ConditionalPut:
 
     def version(self, bucket_key: str) -> tuple[str, int] | None:
         """(ETag, modification time in ms) of `bucket/key`, None when absent."""
-        from botocore.exceptions import ClientError
+        from botocore.exceptions import BotoCoreError, ClientError
 
         bucket, _, key = bucket_key.partition("/")
         try:
@@ -281,11 +294,13 @@ class ConditionalPut:
             if e.response.get("ResponseMetadata", {}).get("HTTPStatusCode") == 404:
                 return None
             raise OSError(f"HEAD of s3://{bucket_key} failed: {e}") from e
+        except BotoCoreError as e:  # no answer: connection refused or reset, timeouts
+            raise ConnectionError(f"HEAD of s3://{bucket_key} failed: {e}") from e
         return head["ETag"], int(head["LastModified"].timestamp() * 1000)
 
     def put_if_match(self, bucket_key: str, data: bytes, etag: str) -> bool:
         """PUT `bucket/key` only if it is still the version `etag` (`If-Match`); False when it changed."""
-        from botocore.exceptions import ClientError
+        from botocore.exceptions import BotoCoreError, ClientError
 
         bucket, _, key = bucket_key.partition("/")
         try:
@@ -295,6 +310,8 @@ class ConditionalPut:
             status = e.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
             if status in (404, 409, 412):  # gone, or replaced meanwhile: another taker won
                 return False
+            raise OSError(f"conditional PUT of s3://{bucket_key} failed: {e}") from e
+        except BotoCoreError as e:  # (whether the PUT happened is unknown: the caller's to find out)
             raise OSError(f"conditional PUT of s3://{bucket_key} failed: {e}") from e
 
     # The same client also reads and deletes in one request each, where pyarrow's file system
@@ -333,7 +350,7 @@ class ConditionalPut:
 
     def put_if_absent(self, bucket_key: str, data: bytes) -> bool:
         """PUT `bucket/key` unless it exists; False when it existed (or a racing PUT won)."""
-        from botocore.exceptions import ClientError
+        from botocore.exceptions import BotoCoreError, ClientError
 
         bucket, _, key = bucket_key.partition("/")
         for attempt in range(8):
@@ -349,6 +366,8 @@ class ConditionalPut:
                     time.sleep(0.05 * (attempt + 1))  # a concurrent conditional PUT: ask again
                     continue
                 raise OSError(f"conditional PUT of s3://{bucket_key} failed: {e}") from e
+            except BotoCoreError as e:  # (whether the PUT happened is unknown: the caller's to find out)
+                raise OSError(f"conditional PUT of s3://{bucket_key} failed: {e}") from e
         raise OSError(f"conditional PUT of s3://{bucket_key}: still conflicting after 8 attempts")
 
 
@@ -358,7 +377,7 @@ _MISSING = ("AWS Error NO_SUCH_KEY", "AWS Error RESOURCE_NOT_FOUND", "AWS Error 
             "Status(NOT_FOUND", "NOT_FOUND:")
 _TRANSIENT = re.compile(
     r"AWS Error (NETWORK_CONNECTION|SLOW_DOWN|SERVICE_UNAVAILABLE|INTERNAL_FAILURE|REQUEST_TIMEOUT|THROTTLING"
-    r"|REQUEST_TIME_TOO_SKEWED)|HTTP response code:? 5\d\d|Status\((UNAVAILABLE|DEADLINE_EXCEEDED"
+    r"|REQUEST_TIME_TOO_SKEWED)|HTTP (response code:?|status) 5\d\d|Status\((UNAVAILABLE|DEADLINE_EXCEEDED"
     r"|RESOURCE_EXHAUSTED|INTERNAL|ABORTED)|curlCode: (6|7|28|35|52|55|56)\b|Timeout was reached"
     r"|Connection (refused|reset)")
 

@@ -70,8 +70,10 @@ def _inside_text(storage: Storage, path: str) -> str | None:
         return _under_root(storage, located if scheme == "hdfs" else netloc + located)
     if path.startswith("/"):
         return _under_root(storage, path) if _table_scheme(storage) in ("file", "hdfs") else None
-    if storage.is_object_store and path.startswith(storage.root.rstrip("/") + "/"):
-        return _under_root(storage, path)  # `bucket/key` recorded without its scheme
+    if storage.is_object_store and "/" in storage.root.strip("/") and path.startswith(storage.root.rstrip("/") + "/"):
+        # `bucket/prefix/key` recorded without its scheme; at a bucket's root a path starting
+        # with the bucket's name is relative (a partition `acme` of table `s3://acme`)
+        return _under_root(storage, path)
     norm = posixpath.normpath(path) if path else "."
     if norm == ".." or norm.startswith("../"):
         return None

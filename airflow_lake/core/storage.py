@@ -74,7 +74,7 @@ class Storage:
                 uri = os.path.abspath(uri)
                 filesystem, root = pafs.LocalFileSystem(), uri
             else:
-                filesystem, root = pafs.FileSystem.from_uri(uri)
+                filesystem, root = _filesystem_of(uri)
         else:
             root = uri
         self.uri = uri
@@ -523,6 +523,23 @@ class Storage:
     def _ensure_parent(self, path: str) -> None:
         if self.is_local:
             os.makedirs(os.path.dirname(self.full(path)), exist_ok=True)
+
+
+def _filesystem_of(uri: str) -> tuple[pafs.FileSystem, str]:
+    """pyarrow's file system for a URI given without storage options (credentials from the
+    environment), and the path in it. An object store's key is the URI's path as written, as
+    with storage options and as Hadoop takes it (`t%20x` is not `t x`; a space is a character),
+    and `s3a://` is `s3://`."""
+    parts = urlsplit(uri)
+    scheme = parts.scheme.lower()
+    family = {"s3a": "s3", "gcs": "gs"}.get(scheme, scheme)
+    try:
+        if family in ("s3", "gs"):
+            filesystem, _ = pafs.FileSystem.from_uri(f"{family}://{parts.netloc}")
+            return filesystem, posixpath.join(parts.netloc, parts.path.lstrip("/"))
+        return pafs.FileSystem.from_uri(uri)
+    except (pa.ArrowInvalid, ValueError) as e:
+        raise InvalidOptionError(f"table {uri}: no file system for this URI: {e}") from None
 
 
 def open_storage(uri: str, storage_options: dict[str, Any] | None = None) -> Storage:

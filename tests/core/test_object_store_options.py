@@ -36,6 +36,33 @@ def test_s3_aliases_map_to_pyarrow_keywords():
         "https://s3.example.com"
     with pytest.raises(InvalidOptionError, match="table s3://b/t: storage option aws_allow_http='maybe'"):
         s3_settings("s3://b/t", {"aws_allow_http": "maybe"})
+    # one setting under two names with one value (a connection's extra and a task's options)
+    assert s3_settings("s3://b/t", {"aws_allow_http": "true", "allow_http": True,
+                                    "aws_endpoint_url": "http://h:9000", "endpoint_url": "http://h:9000/"}).pyarrow == \
+        {"endpoint_override": "h:9000", "scheme": "http", "allow_delayed_open": True}
+    with pytest.raises(InvalidOptionError, match="allow_http=False contradicts aws_allow_http"):
+        s3_settings("s3://b/t", {"aws_allow_http": "true", "allow_http": False})
+
+
+def test_a_conditional_put_without_an_answer_is_an_oserror():
+    """botocore's own exceptions (a connection closed mid-PUT) are not OSErrors: they escaped
+    `Storage` as raw tracebacks naming no table."""
+    from botocore.exceptions import ConnectionClosedError
+
+    from airflow_lake.core.objectstore import ConditionalPut
+
+    class Closed:
+        def put_object(self, **_):
+            raise ConnectionClosedError(endpoint_url="http://h")
+
+        head_object = put_object
+
+    put = ConditionalPut(s3_settings("s3://b/t", {}))
+    put._client = Closed()
+    for call in (lambda: put.put_if_absent("b/t/x", b""), lambda: put.put_if_match("b/t/x", b"", "e"),
+                 lambda: put.version("b/t/x")):
+        with pytest.raises(OSError, match="s3://b/t/x failed: Connection was closed"):
+            call()
 
 
 def test_gcs_options_and_a_store_without_atomic_create():

@@ -30,7 +30,10 @@ TRANSIENT = ["When reading information for key 'k' in bucket 'b': AWS Error NETW
              "AWS Error SLOW_DOWN during GetObject operation: Please reduce your request rate.",
              "AWS Error SERVICE_UNAVAILABLE during GetObject operation: Service Unavailable",
              "AWS Error UNKNOWN (HTTP status 503) during GetObject operation: HTTP response code: 503",
-             "google::cloud::Status(UNAVAILABLE: Retry policy exhausted)"]
+             "google::cloud::Status(UNAVAILABLE: Retry policy exhausted)",
+             # a HEAD's 5xx has no body: the SDK names no code, only the status
+             "When getting information for key 'trips/.hoodie' in bucket 'lake': AWS Error UNKNOWN (HTTP status 503) "
+             "during HeadObject operation: No response body."]
 OTHER = ["AWS Error ACCESS_DENIED during GetObject operation: Access Denied",
          "google::cloud::Status(PERMISSION_DENIED: denied)"]
 

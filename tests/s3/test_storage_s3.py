@@ -185,3 +185,31 @@ def test_the_cli_creates_a_table_on_s3_with_the_storage_options_given(s3_table, 
     assert again["created"] is False
     Table.open(s3_table, storage_options=s3_options).write(pa.table({"id": ["a", "b"]}), operation="insert")
     assert rows(hudi_read(s3_table, s3_options), ["id"]) == [("a",), ("b",)]
+
+
+def test_a_uri_names_one_table_with_or_without_storage_options(s3_bucket, s3_options, s3_endpoint, monkeypatch):
+    """Without options (credentials from the environment) pyarrow's `from_uri` decoded `%20`,
+    refused a space and did not know `s3a://`; the key is the URI's path as written, as with
+    options and as Hadoop takes it."""
+    for name in ("t%20x", "sales 2024"):
+        Table.create(f"s3://{s3_bucket}/{name}", name="t", record_key="id",
+                     storage_options=s3_options).write(pa.table({"id": ["a", "b"]}))
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_endpoint)
+    for name in ("t%20x", "sales 2024"):
+        for scheme in ("s3", "s3a"):
+            assert Table.open(f"{scheme}://{s3_bucket}/{name}").read().num_rows == 2, (scheme, name)
+
+
+def test_a_rollback_at_a_buckets_root_deletes_files_of_a_partition_named_as_the_bucket(s3_bucket, s3_options):
+    """`acme/...` in a rollback plan of table `s3://acme` is a partition `acme`, not the bucket."""
+    uri = f"s3://{s3_bucket}"
+    t = Table.create(uri, name="t", record_key="id", partition_fields=["tenant"], storage_options=s3_options)
+    t.write(pa.table({"id": ["a"], "tenant": [s3_bucket]}))
+    undone = t.write(pa.table({"id": ["b"], "tenant": [s3_bucket]}), operation="insert")
+    assert t.rollback(undone.instant).files_deleted
+    left = [f for f in t.storage.list_names(s3_bucket) if f[0].endswith(".parquet")]
+    assert len(left) == 1 and undone.instant not in left[0][0]
+    assert rows(hudi_read(uri, s3_options), ["id"]) == [("a",)]
