@@ -23,8 +23,8 @@ class TableContext:
 
     uri: str
     props: dict[str, str]
-    options: dict[str, Any] = field(default_factory=dict)
-    storage_options: dict[str, Any] = field(default_factory=dict)
+    options: dict[str, Any] = field(default_factory=dict, repr=False)  # (may hold Hudi's own credentials)
+    storage_options: dict[str, Any] = field(default_factory=dict, repr=False)  # (credentials)
 
     @staticmethod
     def of(table) -> TableContext:

@@ -13,7 +13,7 @@ import functools
 import re
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -121,7 +121,7 @@ def names_setting(key: str, setting: str) -> bool:
 class S3Settings:
     """Normalised S3 options: pyarrow's keywords plus what the conditional PUT client needs."""
 
-    pyarrow: dict[str, Any]
+    pyarrow: dict[str, Any] = field(repr=False)  # (credentials)
     endpoint_url: str | None  # with its scheme, for boto3
     conditional_put: bool
 

@@ -38,3 +38,14 @@ def test_no_error_about_options_shows_a_secret(s3, gcs):
         except LakeError as e:
             secrets = [v for k, v in given_options.items() if is_secret_option(k)]
             assert not any(v in str(e) for v in secrets), (given_options, str(e))
+
+
+def test_the_values_that_carry_options_show_no_secret_in_their_repr(tmp_path):
+    from airflow_lake.core import Table
+    from airflow_lake.core.context import TableContext
+
+    secret = "SeCrEt-in-a-repr"
+    settings_ = s3_settings("s3://b/t", {"aws_access_key_id": "k", "aws_secret_access_key": secret})
+    table = Table.create(str(tmp_path / "t"), name="t", record_key="id")
+    context = TableContext(table.storage.uri, {}, {"hoodie.aws.secret.key": secret}, {"secret_key": secret})
+    assert secret not in repr(settings_) and secret not in repr(context)
