@@ -284,8 +284,8 @@ class Reader:
         if COLUMN_STATS not in listed or not groups:
             return groups
         columns = set(indexed_columns(self.storage, cfg.props, self.full_schema) or ())
-        disjuncts = [[(c, _SKIP_OPS[op], v) for c, op, v in conj if c in columns and op in _SKIP_OPS]
-                     for conj in all_disjuncts]
+        disjuncts = [[(c, _SKIP_OPS[op], _in_values(v, types[c]) if _SKIP_OPS[op] == "in" else v)
+                      for c, op, v in conj if c in columns and op in _SKIP_OPS] for conj in all_disjuncts]
         if any(not conj for conj in disjuncts):  # a disjunct the statistics say nothing of: it may match
             return groups
         wanted = sorted({c for conj in disjuncts for c, _, _ in conj})
@@ -367,6 +367,16 @@ class Reader:
 
 # filter operators (pyarrow's DNF spellings) -> the statistics' predicate names
 _SKIP_OPS = {"=": "=", "==": "=", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">=", "in": "in"}
+
+
+def _in_values(values, arrow_type: pa.DataType) -> list:
+    """An `in` term's values as pyarrow's `is_in` compares them: cast to the column's type (a
+    float32 column holds 0.1 as float32(0.1)); as given where they do not cast."""
+    try:
+        array = values if isinstance(values, pa.Array) else pa.array(list(values))
+        return array.cast(arrow_type).to_pylist()
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, TypeError, ValueError):
+        return values.to_pylist() if isinstance(values, pa.Array) else list(values)
 
 
 def _may_hold(disjuncts: list[list[tuple[str, str, object]]], ranges_of) -> bool:

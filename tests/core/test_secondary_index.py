@@ -192,7 +192,20 @@ def test_bad_index_requests_are_refused_and_change_nothing(tmp_path):
         assert str(path) in str(e.value)
     with pytest.raises(LakeError, match="no secondary index secondary_index_nope"):
         table.drop_index("nope")
+    for bad in (None, 5):  # (they were AttributeErrors)
+        with pytest.raises(LakeError, match=f"index name {bad!r} must be letters"):
+            table.create_index(bad, "txn_type")
+        with pytest.raises(LakeError, match=f"index name {bad!r} must be letters"):
+            table.drop_index(bad)
     assert snapshot() == before
+    # the partitioned record index: a cell `value$key` would stand for one key's rows in two partitions
+    parted = Table.create(str(tmp_path / "parted"), name="p", record_key="id", precombine_field="ts",
+                          partition_fields="part", options={"hoodie.write.table.version": 9,
+                                                            "hoodie.metadata.record.level.index.enable": "true",
+                                                            "hoodie.index.type": "RECORD_LEVEL_INDEX"})
+    parted.write(pa.table({"id": ["k", "k"], "ts": [1, 1], "part": ["x", "y"], "c": ["v", "v"]}))
+    with pytest.raises(LakeError, match="partitioned"):
+        parted.create_index("by_c", "c")
     # without the record index (its hits are resolved through it)
     plain = Table.create(str(tmp_path / "plain"), name="p", record_key="id", precombine_field="ts",
                          options={"hoodie.write.table.version": 9, "hoodie.metadata.enable": "true"})

@@ -605,12 +605,20 @@ def may_match(r: ColumnRange, op: str, value: Any = None) -> bool:
         return False
     if r.min is None or r.max is None:
         return True
+    lo, hi = r.min, r.max
     try:
-        v = _coerce(value, r.min)
-        orders = _signs(v, r.min, r.max)
+        if isinstance(lo, decimal.Decimal) and isinstance(value, float):
+            lo, hi, v = float(lo), float(hi), value  # (pyarrow compares a decimal column with a float as doubles)
+        else:
+            v = _coerce(value, lo)
+        orders = _signs(v, lo, hi)
     except (TypeError, ValueError, ArithmeticError, OverflowError):
         return True
     if orders is None:
+        return True
+    if op not in ("=", "!=") and _order_unknown(lo, hi):
+        # bounds Java may have taken in UTF-16 (signed byte) order prove nothing about a range
+        # compared in code point (unsigned byte) order: only equality is decided in either order
         return True
     if op == "=":
         return any(a >= 0 and b <= 0 for a, b in orders)
@@ -623,6 +631,17 @@ def may_match(r: ColumnRange, op: str, value: Any = None) -> bool:
     if op == ">":
         return any(b < 0 for _, b in orders)
     return any(b <= 0 for _, b in orders)  # ">="
+
+
+def _order_unknown(lo: Any, hi: Any) -> bool:
+    """Whether bounds may have been taken in another order than the one a filter compares in:
+    strings holding characters at or above U+E000 (UTF-16 and code point orders differ there),
+    bytes at or above 0x80 (signed and unsigned)."""
+    if isinstance(lo, str) and isinstance(hi, str):
+        return max(lo + hi, default="") >= "\ue000"
+    if isinstance(lo, bytes) and isinstance(hi, bytes):
+        return max(lo + hi, default=0) >= 0x80
+    return False
 
 
 def _sign(a: Any, b: Any) -> int:

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from ..errors import InvalidOptionError, LakeError, UnsupportedFeatureError, WriteConflictError
+from ..index.record_index import is_partitioned
 from ..index.secondary_index import PREFIX, SecondaryIndexDef, definitions, supported_type
 from ..metadata_table import RECORD_INDEX, listed_partitions
 from ..metadata_writer import maintained_partitions
@@ -32,6 +34,13 @@ def partition_of(name: str) -> str:
     return name if name.startswith(PREFIX) else PREFIX + name
 
 
+def _checked_partition(uri: str, name: Any) -> str:
+    """The MDT partition of index `name`, refused unless the name is letters, digits and _."""
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_]+", partition_of(name)[len(PREFIX):] or "-"):
+        raise InvalidOptionError(f"table {uri}: index name {name!r} must be letters, digits and _")
+    return partition_of(name)
+
+
 def create_index(txn: Transaction, name: str, column: str, *,
                  extra_metadata: dict[str, str] | None = None) -> IndexResult:
     """Build secondary index `name` on `column` from the table's latest snapshot (refused,
@@ -39,9 +48,7 @@ def create_index(txn: Transaction, name: str, column: str, *,
     on a name taken, or while another write is in flight). A retry with the same run token
     returns the first call's build."""
     uri = txn.storage.uri
-    partition = partition_of(name)
-    if not re.fullmatch(r"[A-Za-z0-9_]+", partition[len(PREFIX):] or "-"):
-        raise InvalidOptionError(f"table {uri}: index name {name!r} must be letters, digits and _")
+    partition = _checked_partition(uri, name)
     token = tokens.token_of(extra_metadata, f"table {uri}")
     with txn.start(token, (INDEXING,)) as (timeline, done):
         if done is not None:
@@ -53,6 +60,13 @@ def create_index(txn: Transaction, name: str, column: str, *,
         if RECORD_INDEX not in maintained_partitions(txn.storage, cfg.props):
             raise LakeError(f"table {uri}: index {partition}: a secondary index is resolved through the record index, "
                             "which this table has not: write once with hoodie.metadata.record.index.enable=true")
+        if is_partitioned(txn.storage, cfg.props):
+            # its cells `value$key` cannot tell one key's rows in two partitions apart: deleting
+            # one would drop the other's cell, and reads would skip a matching row
+            raise UnsupportedFeatureError(f"table {uri}: index {partition}: airflow-lake keeps secondary indexes "
+                                          "with the global record index only, and this table's record index is "
+                                          "partitioned (hoodie.metadata.record.level.index.enable); nothing was "
+                                          "changed")
         if partition in listed_partitions(cfg.props) or \
                 any(d.partition == partition for d in definitions(txn.storage, cfg.props, listed_only=False)):
             raise LakeError(f"table {uri}: index {partition} exists already (drop it first)")
@@ -77,7 +91,7 @@ def create_index(txn: Transaction, name: str, column: str, *,
 def drop_index(txn: Transaction, name: str) -> str:
     """Drop secondary index `name` (its definition, listing and MDT partition); returns its
     partition. Refused when the table has no such index."""
-    partition = partition_of(name)
+    partition = _checked_partition(txn.storage.uri, name)
     with txn.start(None) as _:
         cfg = txn.config
         known = {d.partition for d in definitions(txn.storage, cfg.props, listed_only=False)}

@@ -489,7 +489,8 @@ class MetadataTableSync:
         timeline = writer.timeline()
         for instant in [i for i in timeline.pending() if i.time.startswith(INIT_PREFIX)]:  # one that died
             timeline.delete_instant_files(instant.time)
-        built = [COLUMN_STATS] + ([PARTITION_STATS] if partition_stats else [])
+        # (partition stats are kept for partitioned tables only, as Hudi keeps them: spec §5.5b)
+        built = [COLUMN_STATS] + ([PARTITION_STATS] if partition_stats and self.config.partition_fields else [])
         for partition in built:
             storage.delete_dir(f"{MDT_PATH}/{partition}")
         define_column_stats(storage, self.config, columns)
