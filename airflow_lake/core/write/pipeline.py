@@ -20,7 +20,7 @@ from typing import Any, Protocol
 import pyarrow as pa
 
 from ..config import MetadataOptions, WriteOptions
-from ..errors import InstantNotFoundError, LakeError, RecordKeyError, WriteConflictError
+from ..errors import InstantNotFoundError, LakeError, RecordKeyError, SchemaError, WriteConflictError
 from ..index import check_index_type
 from ..index import is_global as global_index
 from ..index.record_index import RecordIndex
@@ -32,11 +32,26 @@ from ..index.record_index_update import (
     update_for,
     write_index_group,
 )
-from ..index.secondary_index import CHANGES, SLOT, ChangeSpec, IndexWrite, diff_tasks, group_changes, write_changes
+from ..index.secondary_index import (
+    CHANGES,
+    SLOT,
+    ChangeSpec,
+    IndexWrite,
+    diff_tasks,
+    group_changes,
+    supported_type,
+    write_changes,
+)
 from ..merge import KEY
-from ..metadata_writer import MetadataWriter, maintained_record_index, maintained_secondary_indexes
+from ..metadata_writer import (
+    MetadataWriter,
+    maintained_record_index,
+    maintained_secondary_definitions,
+    maintained_secondary_indexes,
+)
 from ..model import WriteStat
 from ..ordering import ordering_column
+from ..schema import arrow_schema_with_meta, from_avro
 from ..slice_reader import SliceQuery, SliceRead, Visibility
 from ..timeline.clock import instant_epoch_ms
 from ..timeline.tokens import check_extra_metadata
@@ -253,6 +268,20 @@ class _Input:
         ops.release(self.frame)
 
 
+def _check_indexed_types(table, avro: dict | None, where: str) -> None:
+    """A write may not turn a column a secondary index keeps into a type the index cannot hold
+    (an integer widened to a floating type): refused before the timeline is touched, rather
+    than the index going stale; widening within the integers is kept."""
+    if table.config.version < 8 or not avro:
+        return
+    schema = from_avro(avro)
+    for defn in maintained_secondary_definitions(table.storage, table.config.props):
+        if defn.column in schema.names and not supported_type(schema.field(defn.column).type):
+            raise SchemaError(f"{where}: this write makes column {defn.column!r} {schema.field(defn.column).type}, "
+                              f"which secondary index {defn.partition} cannot keep (strings, integers, booleans, "
+                              "dates); drop the index first (Table.drop_index), then write; nothing was written")
+
+
 def _input(table, ops: FrameOps, data: Any, operation: str, is_global: bool, index_type: str,
            table_avro: dict | None, where: str) -> _Input:
     """Check the input against the table schema `table_avro`, build its key frame and combine
@@ -261,6 +290,7 @@ def _input(table, ops: FrameOps, data: Any, operation: str, is_global: bool, ind
     and the routes' join then find them in place."""
     cfg = table.config
     plan = plan_input(table, ops.schema(data), operation, is_global, table_avro, where)
+    _check_indexed_types(table, plan.avro, where)
     frame, positions = ops.key_frame(data, plan)
     key = _routing_key(table, operation, is_global)  # (None: the batch is not combined)
     frame = ops.cache(ops.cluster(frame, key) if key and index_type != "BUCKET" else frame)
@@ -473,7 +503,8 @@ def _execute(ops: FrameOps, table, client: WriteClient, routing: Routing, view: 
                              index_type != "BUCKET" and client.looks_up(operation), spared)
     secondary = maintained_secondary_indexes(table.storage, table.config.props, timeline)
     if secondary:
-        index_written += _update_secondary_indexes(ops, table, client, view, secondary, stats, replaced, instant)
+        index_written += _update_secondary_indexes(ops, table, client, view, secondary, stats, replaced, instant,
+                                                   avro)
     touched = client.touched(groups.values(), replaced, bucket=index_type == "BUCKET")
     if operation != "upsert":
         clash = _no_clash
@@ -513,12 +544,13 @@ def _update_record_index(ops: FrameOps, table, client: WriteClient, view: FileSy
 
 def _update_secondary_indexes(ops: FrameOps, table, client: WriteClient, view: FileSystemView, indexes: list,
                               stats: list[WriteStat], replaced: dict[str, list[str]] | None, instant: str,
-                              ) -> list[WriteStat]:
+                              avro: dict) -> list[WriteStat]:
     """The secondary indexes' log files of this write: each touched file group's cells before
     and after it compared in a task (rows stay there), the changes regrouped by index file
-    group, one task per group appending its log file; their write stats."""
+    group, one task per group appending its log file; their write stats. Both sides are read
+    with the write's schema (`avro`: a column it widened reads wide before it too)."""
     kept = tuple((index.defn, index.num_groups) for index in indexes)
-    spec = ChangeSpec(table.context(), client.reader(view).full_schema, kept)
+    spec = ChangeSpec(table.context(), arrow_schema_with_meta(avro), kept)
     changes = ops.task_frame(partial(group_changes, spec), diff_tasks(view, stats, replaced, instant), CHANGES)
     write = IndexWrite(table.context(), instant, MetadataWriter(table.storage).schema_text(), kept)
     written = ops.write_groups(partial(write_changes, write), changes, SLOT, sum(n for _, n in kept))
