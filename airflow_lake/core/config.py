@@ -157,6 +157,12 @@ class MetadataOptions:
                                  minimum=1)
     PARTITION_STATS_GROUPS = Option("hoodie.metadata.index.partition.stats.file.group.count", 1, int,
                                     minimum=1)
+    # column stats asked for at creation, before there is a schema to choose their columns from:
+    # kept in hoodie.properties until the first write that has one builds them (then removed)
+    STATS_ASKED_AT_CREATE = ("hoodie.metadata.index.column.stats.enable",
+                             "hoodie.metadata.index.partition.stats.enable",
+                             "hoodie.metadata.index.column.stats.column.list",
+                             "hoodie.metadata.index.column.stats.max.columns.to.index")
     # reads: skip partitions and file groups by the column and partition stats (Hudi's Spark option)
     DATA_SKIPPING = Option("hoodie.enable.data.skipping", True, bool)
 

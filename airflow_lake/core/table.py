@@ -21,6 +21,7 @@ from .config import (
     SIMPLE_KEYGEN,
     TABLE_WRITE_DEFAULTS,
     TIMESTAMP_KEYGEN,
+    MetadataOptions,
     TableConfig,
     TableOptions,
     WriteOptions,
@@ -206,6 +207,10 @@ class Table:
                                      f"(hoodie.write.table.version=9); version {version} has one precombine field")
         if version != 6:
             props = hudi1x_properties(props, version)
+            if str(write_options.get(MetadataOptions.COLUMN_STATS_ENABLE.key, "")).strip().lower() == "true":
+                # no schema yet to choose their columns from: the first write that has one builds them
+                props.update({k: str(write_options[k]) for k in MetadataOptions.STATS_ASKED_AT_CREATE
+                              if k in write_options})
         props.setdefault(WriteOptions.INDEX_TYPE.key, WriteOptions.INDEX_TYPE.default)  # the index it is written with
         problem = unsupported_merge(props, write_options, write=True)
         if problem:

@@ -315,3 +315,29 @@ def test_a_table_without_partitions_gets_no_partition_stats(tmp_path):
         Table.open(path, options=options).write(pa.table({"id": ["a", "b"], "n": [n, n]}))
     listed = Table.open(path).config.props["hoodie.table.metadata.partitions"].split(",")
     assert COLUMN_STATS in listed and PARTITION_STATS not in listed
+
+
+def test_column_stats_asked_for_at_create_are_built_once_the_table_has_a_schema(tmp_path):
+    """docs/core.md: options given to `Table.create` build the MDT and those indexes for every
+    later writer. Column stats need the schema's columns: the request waits in
+    hoodie.properties until the first write after the table has one (then it is gone)."""
+    options = {"hoodie.write.table.version": "9", "hoodie.metadata.index.column.stats.enable": "true",
+               "hoodie.metadata.index.partition.stats.enable": "true", "hoodie.parquet.small.file.limit": 0}
+    path = str(tmp_path / "t")
+    Table.create(path, name="t", record_key="id", partition_fields="p", options=options)
+    for n in (1, 2, 3):  # writers told nothing (a new file group each)
+        Table.open(path).write(pa.table({"id": [f"a{n}", f"b{n}"], "p": ["x", "y"], "n": [n, n]}))
+    props = Table.open(path).config.props
+    assert {COLUMN_STATS, PARTITION_STATS} <= set(props["hoodie.table.metadata.partitions"].split(","))
+    assert "hoodie.metadata.index.column.stats.enable" not in props
+    stats_agree(tmp_path / "t")
+    reader = Reader(Table.open(path))
+    assert reader.snapshot(as_of=None, columns=None, filters=[("n", "=", 3)]).num_rows == 2
+    assert reader.skipping["file_groups_pruned"] > 0
+    # asked for, then switched off before any was built: not built later
+    other = str(tmp_path / "u")
+    Table.create(other, name="u", record_key="id", options=options)
+    Table.open(other, options={"hoodie.metadata.index.column.stats.enable": "false"}).write(
+        pa.table({"id": ["a"], "n": [1]}))
+    Table.open(other).write(pa.table({"id": ["b"], "n": [2]}))
+    assert COLUMN_STATS not in Table.open(other).config.props["hoodie.table.metadata.partitions"]

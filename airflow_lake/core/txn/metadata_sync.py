@@ -347,10 +347,17 @@ class MetadataTableSync:
         kept = COLUMN_STATS in maintained_partitions(self.storage, self.config.props)
         if column_stats == "true" and not kept and self.quiet("column stats"):
             self.build_column_stats(self.enable_option(MetadataOptions.PARTITION_STATS_ENABLE) != "false")
+        elif column_stats == "false" and not kept and any(k in self.config.props
+                                                          for k in MetadataOptions.STATS_ASKED_AT_CREATE):
+            for key in MetadataOptions.STATS_ASKED_AT_CREATE:  # asked for at creation, not built, now not asked
+                self.config.props.pop(key, None)
+            properties.save(self.storage, self.config)
         elif column_stats == "false" and kept:
             log.warning("table %s: %s=false switches the column and partition stats off (their metadata table "
                         "partitions are deleted, as Apache Hudi's writer does); =true rebuilds them",
                         self.storage.uri, MetadataOptions.COLUMN_STATS_ENABLE.key)
+            for key in MetadataOptions.STATS_ASKED_AT_CREATE:  # (no longer asked for)
+                self.config.props.pop(key, None)
             switch_off(self.storage, self.config, [p for p in (COLUMN_STATS, PARTITION_STATS)
                                                    if p in listed_partitions(self.config.props)])
         kept = RECORD_INDEX in maintained_partitions(self.storage, self.config.props)
@@ -513,6 +520,8 @@ class MetadataTableSync:
             timeline = writer.timeline()
         listed = listed_partitions(self.config.props)
         self.config.props["hoodie.table.metadata.partitions"] = ",".join(sorted(set(listed) | set(built)))
+        for key in MetadataOptions.STATS_ASKED_AT_CREATE:  # (asked for at creation: done)
+            self.config.props.pop(key, None)
         properties.save(storage, self.config)
         log.info("table %s: built the %s of %d columns from %d file statistics", storage.uri, " and ".join(built),
                  len(columns), len(records) // max(1, len(columns)))
