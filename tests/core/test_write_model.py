@@ -255,8 +255,9 @@ HUDI1X_LAYOUTS = [
         "airflow_lake.index.switch.force": "true"})
     for version, names in ((9, ("mor_global_bloom", "global_simple")), (8, ("mor_global_bloom",)))
     for layout in LAYOUTS if layout.name in names
-] + [  # Hudi 1.1's partitioned record index, tagging by it (a key lives once per partition)
-    replace(layout, name=f"v9_prli_{layout.name}", secondary=SECONDARY, options={
+] + [  # Hudi 1.1's partitioned record index, tagging by it (a key lives once per partition; no
+    # secondary index: their cells `value$key` cannot tell one key's rows in two partitions apart)
+    replace(layout, name=f"v9_prli_{layout.name}", options={
         **layout.options, "hoodie.write.table.version": 9, "hoodie.metadata.enable": "true",
         "hoodie.metadata.record.level.index.enable": "true", "hoodie.index.type": "RECORD_LEVEL_INDEX",
         "hoodie.metadata.compact.max.delta.commits": 3})
