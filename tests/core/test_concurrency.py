@@ -222,6 +222,39 @@ def test_a_writer_whose_lock_was_taken_meanwhile_completes_nothing(tmp_path, mon
     assert rows(hudi_read(path), ["id", "ts"]) == sorted([("a1", 0), ("a2", 0), ("b1", 2), ("b2", 0)])
 
 
+@pytest.mark.parametrize("version", ["6", "9"])
+def test_a_writer_that_paused_while_completing_its_instant_does_not_commit_a_rolled_back_write(tmp_path, version):
+    """The pause may come after the last check, inside the completed file's creation (a trial's
+    SIGSTOP harness found it): meanwhile another writer takes the expired lock and rolls the
+    write back. The resumed writer used to answer success with its rows gone. Its completion is
+    now checked once written: undone, a LockError."""
+    from airflow_lake.core.timeline.instant import State
+
+    path = str(tmp_path / "t")
+    t = Table.create(path, name="t", table_type="MERGE_ON_READ", record_key="id", precombine_field="ts",
+                     options={"hoodie.write.table.version": version})
+    t.write(pa.table({"id": ["a"], "ts": [1]}))
+    create = t.storage.create
+
+    def paused(rel, data=b"", *args, **kwargs):  # another writer rolls the write back meanwhile
+        timeline = t.timeline
+        pending = timeline.commits().pending().last
+        name = rel.rsplit("/", 1)[-1]
+        if pending is not None and rel == f"{timeline.folder}/{name}" and name.startswith(pending.time) and \
+                name.endswith(f".{pending.action}"):  # its completed file
+            for state in (State.REQUESTED, State.INFLIGHT):
+                t.storage.delete(f"{timeline.folder}/{pending.to(state).file_name}")
+        return create(rel, data, *args, **kwargs)
+
+    t.storage.create = paused
+    with pytest.raises(LockError, match="was completed after it was lost .*rolled it back"):
+        t.write(pa.table({"id": ["b"], "ts": [1]}))
+    t.storage.create = create
+    assert [i.time for i in Table.open(path).timeline.commits().completed()] == \
+        [i.time for i in t.timeline.commits().completed()][:1]
+    assert rows(hudi_read(path), ["id"]) == [("a",)]
+
+
 def test_take_over_never_removes_a_lock_taken_meanwhile(tmp_path, monkeypatch):
     """A waiter whose look finds no lock file (its holder just let go) must not delete the
     one another waiter creates before it acts: two holders would follow."""

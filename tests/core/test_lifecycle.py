@@ -276,3 +276,27 @@ def test_rollback_refuses_a_write_a_pending_compaction_reads(table_path):
     after = t.write(pa.table({"id": ["k1"], "ts": [50], "part": ["b"], "v": [5.0]}))
     t.rollback(after.instant)
     assert rows(t.read(), COLS) == expected == rows(hudi_read(table_path), COLS)
+
+
+def test_rollback_refuses_while_a_later_write_runs(table_path):
+    """A write started after the commit may have merged its files into new ones (a COW
+    rewrite): rolled back meanwhile, the commit's rows came back when that write completed.
+    Refused, as Apache Hudi refuses ("found in-flight commits after time ..."); once the later
+    write is dead (its heartbeat expired) the rollback goes ahead."""
+    from airflow_lake.core.txn.heartbeat import Heartbeat
+
+    t = cow(table_path)
+    latest = t.timeline.commits().completed().last.time
+    running = Table.open(table_path)
+    running.storage = CrashingStorage(table_path, 6)  # stops after its inflight
+    with pytest.raises(Crash):
+        running.write(pa.table({"id": ["k1"], "ts": [50], "part": ["a"], "v": [5.0]}))
+    later = t.timeline.commits().pending().last
+    Heartbeat(t.storage, later.time, 60_000).beat()  # (as if it were still running)
+    assert later is not None and later.time > latest
+    before = sorted(os.listdir(f"{table_path}/.hoodie"))
+    with pytest.raises(LakeError, match=f"{latest} cannot be rolled back while commit {later.time}"):
+        Table.open(table_path).rollback(latest)
+    assert sorted(os.listdir(f"{table_path}/.hoodie")) == before
+    let_time_pass(table_path, 3600)
+    assert Table.open(table_path).rollback(latest).instant

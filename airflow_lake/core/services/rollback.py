@@ -30,6 +30,14 @@ def rollback(txn: Transaction, instant: str, *, extra_metadata: dict[str, str] |
         target = rollback_target(timeline, instant, uri)
         if target.is_pending and not txn.is_expired(target.time):
             raise WriteConflictError(f"table {uri}: {target} is still running (live heartbeat)")
+        if target.is_completed:  # a later write may have read its files (a COW rewrite): it would bring them back
+            running = [i for i in timeline.writes().pending() if i.time > target.time and i.action != COMPACTION
+                       and not txn.is_expired(i.time)]
+            if running:
+                raise WriteConflictError(
+                    f"table {uri}: {target.action} {target.time} cannot be rolled back while {running[0].action} "
+                    f"{running[0].time}, started after it, runs (it may rewrite its files and bring its rows back, "
+                    "as Apache Hudi refuses: roll back later writes first); nothing was changed")
         return txn.rollback(timeline, target, token=token)
 
 

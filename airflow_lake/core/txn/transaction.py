@@ -22,7 +22,7 @@ from .. import properties
 from ..config import TableOptions, WriteOptions
 from ..context import TableContext
 from ..engine import Engine
-from ..errors import InvalidTableError, TimelineError, WriteConflictError
+from ..errors import InvalidTableError, LockError, TimelineError, WriteConflictError
 from ..lock import LockProvider, lock_provider_name, table_lock
 from ..model import WriteStat
 from ..paths import Deleter
@@ -222,14 +222,33 @@ class Transaction(MetadataTableSync):
                     raise WriteConflictError(conflict)
             self.sync_metadata_table(inflight, content, index_stats, column_ranges)
             self.check_lock()
-            timeline.transition(inflight, State.COMPLETED, content)
+            self._complete(timeline, inflight, content)
         delete_markers(self.storage, inflight.time)
 
     def complete(self, timeline: ActiveTimeline, instant: Instant, content: bytes) -> Instant:
         """Complete `instant` with `content`; the caller holds the table lock."""
         self.sync_metadata_table(instant, content)
         self.check_lock()
-        return timeline.transition(instant, State.COMPLETED, content)
+        return self._complete(timeline, instant, content)
+
+    def _complete(self, timeline: ActiveTimeline, instant: Instant, content: bytes) -> Instant:
+        """The completed state file of `instant`, then, since this process may have paused while
+        it was written (past the lock's expiry, while another writer rolled the instant back),
+        the lock and the instant's pending state file checked again: a completion that lost them
+        is deleted and a `LockError` raised, never a commit whose files are gone."""
+        done = timeline.transition(instant, State.COMPLETED, content)
+        try:
+            self.check_lock()
+            lost = None if self.storage.exists(f"{timeline.folder}/{instant.file_name}") else \
+                f"its {instant.state.name.lower()} file is gone (another writer rolled it back)"
+        except LockError as e:
+            lost = str(e)
+        if lost is not None:
+            timeline.delete_file(done.file_name)
+            raise LockError(f"table {self.storage.uri}: {instant.action} {instant.time} was completed after it was "
+                            f"lost ({lost}; this process paused past the lock's expiry): the completion is undone, "
+                            "nothing was committed; retry")
+        return done
 
     def abort(self, instant: str | None = None) -> undo.RollbackResult | None:
         """Roll back what the pending `instant` (default: this transaction's) wrote, under the
