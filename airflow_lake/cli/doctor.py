@@ -359,6 +359,11 @@ def check_archive(table: Table, timeline: ActiveTimeline) -> list[Finding]:
     return [Finding("archive", "ok", f"{len(archived.entries)} archived instant states readable")]
 
 
+def _damaged(check: str, error: LakeError) -> Finding:
+    return Finding(check, "error", str(error), "a file of the table (named above) cannot be read: restore it from a "
+                   "backup, or roll back or remove the instant it belongs to; other checks were made")
+
+
 @click.command("doctor")
 @common
 def doctor(path: str, options: dict, as_json: bool) -> None:
@@ -375,11 +380,20 @@ def doctor(path: str, options: dict, as_json: bool) -> None:
     health = None
     if table is not None:
         timeline = table.timeline
-        health = table_health(table)
-        findings += check_version(table) + check_metadata_table(table, timeline) + check_lock(table) \
-            + check_health(health) + check_pending(table, timeline, path) \
-            + check_archival(table, timeline, path) + check_cleaning(table, timeline, path) \
-            + check_files(table, timeline) + check_archive(table, timeline)
+        try:
+            health = table_health(table)
+        except LakeError as e:
+            findings.append(_damaged("health", e))
+        checks = [("version", check_version, (table,)), ("metadata", check_metadata_table, (table, timeline)),
+                  ("lock", check_lock, (table,))] + ([("health", check_health, (health,))] if health else []) + [
+            ("pending", check_pending, (table, timeline, path)), ("archival", check_archival, (table, timeline, path)),
+            ("cleaning", check_cleaning, (table, timeline, path)), ("files", check_files, (table, timeline)),
+            ("archive", check_archive, (table, timeline))]
+        for name, check, args in checks:  # one that meets a damaged file reports it; the others still run
+            try:
+                findings += check(*args)
+            except LakeError as e:
+                findings.append(_damaged(name, e))
     worst = max((LEVELS.index(f.level) for f in findings), default=0)
     doc = {"table": path, "healthy": worst < LEVELS.index("warn"), "findings": [asdict(f) for f in findings],
            "health": health.as_dict() if health is not None else None}

@@ -218,3 +218,24 @@ def test_an_archived_table_without_an_active_commit_reads_empty_and_says_so(tmp_
     Table.open(path).write(pa.table({"id": ["new"], "ts": [1]}), operation="insert")
     assert len(hudi_read(path)) == Table.open(path).read().num_rows == 6  # k0-k4 back, k5 rolled back, new
     assert invoke_json("doctor", path)["healthy"]
+
+
+def test_a_damaged_plan_is_named_and_doctor_reports_it(tmp_path):
+    """A pending plan holding garbage: every command's error names the file (it was fastavro's
+    "cannot read header" alone), and doctor reports it among its findings (exit 3) instead of
+    failing."""
+    for version in (6, 9):
+        path = str(tmp_path / f"v{version}")
+        t = Table.create(path, name="t", table_type="MERGE_ON_READ", record_key="k", precombine_field="ts",
+                         options={"hoodie.write.table.version": version})
+        t.write(pa.table({"k": ["a", "b"], "ts": [1, 1]}), operation="insert")
+        t.write(pa.table({"k": ["a"], "ts": [2]}))
+        plan = t.schedule_compaction(max_delta_commits=1)
+        name = f"{t.timeline.folder}/{Instant(plan, 'compaction', State.REQUESTED).file_name}"
+        with open(os.path.join(path, name), "wb") as f:
+            f.write(b"garbage")
+        for args in (["compaction", "list", path], ["files", path], ["clean", path, "--dry-run"]):
+            assert f"{name} is not a readable Avro file" in invoke(*args, code=1).stderr, args
+        doc = invoke_json("doctor", path, code=3)
+        assert any(name in f["message"] and f["level"] == "error" for f in doc["findings"])
+        assert by_check(doc)["properties"]  # the other checks were made

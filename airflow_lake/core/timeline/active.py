@@ -21,7 +21,7 @@ from ..storage import Storage
 from . import tokens
 from .clock import next_instant
 from .instant import CLEAN, COMMIT_ACTIONS, REPLACE_COMMIT, WRITE_ACTIONS, Instant, State
-from .metadata import CommitMetadata, read_avro
+from .metadata import CommitMetadata, StateFileContent, read_avro
 
 META = ".hoodie"
 
@@ -149,9 +149,10 @@ class Timeline:
         if data is None:
             path = f"{self.folder}/{name}"
             try:
-                data = self.storage.read(path)
+                data = StateFileContent(self.storage.read(path))
             except FileNotFoundError as e:
                 raise InstantNotFoundError(f"table {self.storage.uri}: {path} is gone") from e
+            data.where = f"table {self.storage.uri}: {path}"
             self._details[name] = data
         return data
 

@@ -58,11 +58,23 @@ def _parsed_text(text: str) -> Any:
     return _PARSED_TEXT[text]
 
 
+class StateFileContent(bytes):
+    """The bytes of a timeline state file, with where they were read (`where`), so that a
+    payload that cannot be decoded is named in its error."""
+
+    where: str = ""
+
+
 def read_avro(data: bytes) -> dict | None:
-    """The single record of an Avro container, decoded with its own writer schema."""
+    """The single record of an Avro container, decoded with its own writer schema; one that
+    cannot be decoded is an `InvalidTableError` naming the file (`StateFileContent.where`)."""
     if not data:
         return None
-    records = list(fastavro.reader(io.BytesIO(data)))
+    try:
+        records = list(fastavro.reader(io.BytesIO(data)))
+    except (ValueError, EOFError, KeyError, TypeError, IndexError, UnicodeDecodeError) as e:
+        where = getattr(data, "where", "") or "a timeline file"
+        raise InvalidTableError(f"{where} is not a readable Avro file (damaged?): {e}") from None
     return records[0] if records else None
 
 
