@@ -37,7 +37,7 @@ from ..core.timeline.archived import ArchivedTimeline
 from ..core.timeline.instant import CLEAN, COMMIT_ACTIONS, COMPACTION, RESTORE, ROLLBACK, SAVEPOINT, State
 from ..core.timeline.payloads import CompactionPlan
 from ..core.txn.heartbeat import is_expired, last_beat_ms
-from ..core.view import FileSystemView, list_partition_files, unreferenced_files
+from ..core.view import FileSystemView, emptied_commits, list_partition_files, unreferenced_files
 from ..core.vocabulary import KEEP_LATEST_COMMITS
 from . import render
 from .app import common, open_table, split_options
@@ -313,13 +313,14 @@ def check_cleaning(table: Table, timeline: ActiveTimeline, path: str) -> list[Fi
 
 def check_files(table: Table, timeline: ActiveTimeline) -> list[Finding]:
     files = list_partition_files(table.storage)
-    orphans = unreferenced_files(table.storage, timeline, table.config.archive_folder, files)
-    if not orphans:
-        return [Finding("files", "ok", f"every data file ({sum(len(v) for v in files.values())}) is referenced by a "
-                        "completed instant or being written by a pending one")]
-    return [Finding("files", "warn", f"{o.path} ({render.size(o.size)}) is referenced by no completed instant: "
-                    f"{o.reason}", "no query reads it; delete it once no writer of its instant runs", o.instant)
-            for o in orphans]
+    found = [Finding("files", "error", f"the commit file of {t} is empty: what it wrote is no longer listed (queries "
+                     "still read its files)", f"restore the file from a backup; do not delete files of {t}", t)
+             for t in emptied_commits(timeline)]
+    found += [Finding("files", "warn", f"{o.path} ({render.size(o.size)}) is referenced by no completed instant: "
+                      f"{o.reason}", "no query reads it; delete it once no writer of its instant runs", o.instant)
+              for o in unreferenced_files(table.storage, timeline, table.config.archive_folder, files)]
+    return found or [Finding("files", "ok", f"every data file ({sum(len(v) for v in files.values())}) is referenced "
+                             "by a completed instant or being written by a pending one")]
 
 
 def check_health(health: TableHealth) -> list[Finding]:

@@ -218,6 +218,11 @@ class UnreferencedFile:
     reason: str
 
 
+def emptied_commits(timeline: Timeline) -> list[str]:
+    """Completed writes whose commit file is empty (0 bytes: damaged, its write stats lost)."""
+    return [i.time for i in timeline.writes().completed() if not timeline.read_details(i)]
+
+
 def unreferenced_files(storage: Storage, timeline: Timeline, archive_folder: str = ".hoodie/archived",
                        partition_files: dict[str, list] | None = None) -> list[UnreferencedFile]:
     """Base and log files in the table's partitions that no completed commit lists in its
@@ -229,6 +234,7 @@ def unreferenced_files(storage: Storage, timeline: Timeline, archive_folder: str
     from .timeline.archived import ArchivedTimeline
 
     referenced: set[str] = set()
+    emptied = set(emptied_commits(timeline))  # (what they wrote cannot be told: their files are not judged)
     for instant in timeline.writes().completed():
         referenced.update(s["path"] for s in timeline.commit_metadata(instant).write_stats() if s.get("path"))
     archived_times: set[str] = set()
@@ -249,6 +255,8 @@ def unreferenced_files(storage: Storage, timeline: Timeline, archive_folder: str
             if (base is None and log is None) or st.path in referenced:
                 continue
             instant = base.instant if base is not None else _first_block_instant(storage, st.path)
+            if instant is not None and instant in emptied:
+                continue  # its commit file is empty (damaged): queries read its files, they are not orphans
             if instant is not None and instant in pending:
                 continue  # being written
             if instant is not None and instant not in completed and instant not in archived_times \

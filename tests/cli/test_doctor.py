@@ -239,3 +239,17 @@ def test_a_damaged_plan_is_named_and_doctor_reports_it(tmp_path):
         doc = invoke_json("doctor", path, code=3)
         assert any(name in f["message"] and f["level"] == "error" for f in doc["findings"])
         assert by_check(doc)["properties"]  # the other checks were made
+
+
+def test_an_emptied_commit_file_is_reported_and_its_files_are_not_called_orphans(tmp_path):
+    """Queries read the files of a completed commit whose file is empty; doctor said "no query
+    reads" them and advised deleting them (the previous values came back)."""
+    path = str(tmp_path / "t")
+    t = Table.create(path, name="t", record_key="k", precombine_field="ts")
+    t.write(pa.table({"k": ["a"], "ts": [1], "v": ["old"]}))
+    latest = t.write(pa.table({"k": ["a"], "ts": [2], "v": ["new"]})).instant
+    name = f"{t.timeline.folder}/{t.timeline.get(latest).file_name}"
+    open(os.path.join(path, name), "wb").close()
+    doc = invoke_json("doctor", path, code=3)
+    files = by_check(doc)["files"]
+    assert [f["level"] for f in files] == ["error"] and f"the commit file of {latest} is empty" in files[0]["message"]
