@@ -309,7 +309,8 @@ class LakeHook(BaseHook):
             result.update(
                 operation=(meta.operation_type or "").lower() or None,
                 inserts=sum(s.num_inserts for s in stats),
-                updates=sum(s.num_update_writes for s in stats),
+                # (a compaction changes no record: its merge is counted by log_records, as its job says)
+                updates=0 if meta.compacted else sum(s.num_update_writes for s in stats),
                 deletes=sum(s.num_deletes for s in stats),
                 files_written=len([s for s in stats if s.path]),
                 records_written=sum(s.num_writes for s in stats),

@@ -112,7 +112,6 @@ def compaction_execute(run: JobRun) -> dict[str, Any]:
     first = results[0]
     return run.result(
         instant=first.instant, action=COMMIT, operation="compact", files_written=sum(len(r.files) for r in results),
-        updates=sum(r.updates for r in results),
         plans=[r.instant for r in results], file_groups=sum(r.operations for r in results),
         records_written=sum(r.records_written for r in results), log_records=sum(r.log_records for r in results),
         files=[f for r in results for f in r.files], already_done=all(r.already_done for r in results),

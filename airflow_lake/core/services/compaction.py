@@ -74,7 +74,6 @@ class CompactionResult:
     log_records: int = 0
     files: list[str] = field(default_factory=list)
     already_done: bool = False
-    updates: int = 0  # records of the base files merged with log records (the commit's numUpdateWrites)
     # the plan named was completed before, not by this run (its token): this call changed nothing
     completed_elsewhere: bool = False
 
@@ -279,8 +278,7 @@ def _stored_result(meta, instant: str) -> CompactionResult:
     """What the completed compaction `instant` did, from its commit metadata."""
     stats = meta.stats()
     return CompactionResult(instant, len(stats), sum(s.num_writes for s in stats), sum(s.log_records for s in stats),
-                            files=[s.path for s in stats], already_done=True,
-                            updates=sum(s.num_update_writes for s in stats))
+                            files=[s.path for s in stats], already_done=True)
 
 
 @dataclass(frozen=True)
@@ -382,5 +380,5 @@ def _execute(txn: Transaction, timeline, inflight: Instant, extra_metadata) -> C
     txn.commit(timeline, inflight, metadata.to_bytes(), column_ranges=written_ranges(stats))
     log.info("table %s: compaction %s wrote %d base files", txn.storage.uri, t, len(stats))
     return CompactionResult(t, len(ops), sum(s.num_writes for s in stats), sum(s.log_records for s in stats),
-                            [s.path for s in stats], updates=sum(s.num_update_writes for s in stats))
+                            [s.path for s in stats])
 
