@@ -281,7 +281,8 @@ def _unblock(blockers: list[tuple[str, str]], path: str) -> str:
     if why.startswith("pending"):
         return f"let the write finish, or roll it back: airflow-lake rollback {path} {why.split()[2]}"
     if why.startswith("savepoint"):
-        return "the savepoint keeps everything after it active; archival resumes once it is deleted"
+        return (f"the savepoint keeps everything after it active; archival resumes once it is deleted: "
+                f"airflow-lake savepoint delete {path} {why.split()[1]}")
     if "compaction scheduling" in why:
         return f"compact those delta commits: airflow-lake compaction schedule {path}, then compaction run"
     return f"clean, then archive again: airflow-lake clean {path}"

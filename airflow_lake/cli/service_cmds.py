@@ -1,5 +1,5 @@
 """Table services: `compaction schedule|run|show|list`, `clean`, `archive`, `rollback`,
-`savepoint create|list`, `restore`. Each runs on the local engine, or with `--spark` as its
+`savepoint create|list|delete`, `restore`. Each runs on the local engine, or with `--spark` as its
 Spark job through spark-submit (then the job's JSON result is the command's)."""
 
 from __future__ import annotations
@@ -270,7 +270,7 @@ def rollback(path: str, options: dict[str, str], as_json: bool, use_spark: bool,
 # -- savepoints ----------------------------------------------------------------------------
 @click.group("savepoint", cls=LakeGroup)
 def savepoint_group() -> None:
-    """Protect a commit's files from clean and archive; list savepoints."""
+    """Protect a commit's files from clean and archive; list and delete savepoints."""
 
 
 @savepoint_group.command("create")
@@ -290,6 +290,16 @@ def savepoint_create(path: str, options: dict[str, str], as_json: bool, use_spar
     doc = _spark_or_local(use_spark, "savepoint", path, _flags(instant=instant, user=user, comments=comments or None),
                           options, master, spark_conf, local, ("table", "instant"))
     render.emit(as_json, doc, lambda out: out.print(f"savepoint {doc['instant']} created"))
+
+
+@savepoint_group.command("delete")
+@common
+@click.argument("instant")
+def savepoint_delete(path: str, options: dict[str, str], as_json: bool, instant: str) -> None:
+    """Delete the savepoint INSTANT: clean and archive treat its commit like any other."""
+    check_instant_time(instant)
+    doc = {"table": path, "instant": open_table(path, options).delete_savepoint(instant)}
+    render.emit(as_json, doc, lambda out: out.print(f"savepoint {doc['instant']} deleted"))
 
 
 @savepoint_group.command("list")

@@ -288,7 +288,7 @@ def compaction_plan(storage: Storage, timeline: ActiveTimeline, instant: str,
     """The MDT compaction at `instant` of every file group of `partitions`: each group's latest
     slice's base HFile and the log files of deltacommits that completed before `instant` (a
     later one, e.g. the data instant still completing, stays in the next slice: v8 spec §5.8)."""
-    completion = {i.time: i.completion or i.time for i in timeline.completed()}
+    completion = {i.time: i.completion or i.time for i in timeline.commits().completed()}
     operations = []
     for name in partitions:
         view = partition_view(storage, timeline, name)

@@ -447,6 +447,11 @@ class Table:
                                    extra_metadata=extra_metadata)
 
     @_counted
+    def delete_savepoint(self, instant: str) -> str:
+        """Delete the savepoint `instant`: clean and archive treat its commit like any other."""
+        return savepoint.delete_savepoint(self.transaction(), instant)
+
+    @_counted
     def restore(self, instant: str, *, extra_metadata: dict[str, str] | None = None) -> savepoint.RestoreResult:
         """Roll the table back to the savepoint `instant`."""
         return savepoint.restore(self.transaction(), instant, extra_metadata=extra_metadata)

@@ -159,9 +159,10 @@ class FileSystemView:
                 if e.instant.is_completed and e.instant.comparable_action in COMMIT_ACTIONS}
 
     def _completion_times(self) -> dict[str, str]:
-        """Requested time -> completion time of the completed instants (layout 2)."""
+        """Requested time -> completion time of the completed commits (layout 2; a savepoint
+        shares its commit's requested time, not its completion)."""
         if self._completions is None:
-            self._completions = {i.time: i.completion or i.time for i in self.timeline.completed()}
+            self._completions = {i.time: i.completion or i.time for i in self.timeline.commits().completed()}
         return self._completions
 
     @property

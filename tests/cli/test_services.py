@@ -86,6 +86,12 @@ def test_archive_savepoint_rollback_restore(tmp_path):
     assert restored["savepoint"] == commits[3] and restored["rolled_back"] == commits[4:-1]
     assert rows(hudi_read(path), ["k", "v"]) == [("a", 3), ("b", 3)]
     assert "is not a savepoint" in invoke("restore", path, commits[4], code=1).stderr
+    # deleted, the savepoint no longer stops the archive; the commit it protected stays
+    assert invoke("savepoint", "delete", path, commits[3]).stdout.strip() == f"savepoint {commits[3]} deleted"
+    assert invoke_json("savepoint", "list", path)["savepoints"] == []
+    assert "is not a savepoint" in invoke("savepoint", "delete", path, commits[3], code=1).stderr
+    assert table.timeline.commits().completed().times == commits[3:4]
+    assert invoke_json("archive", path, "--min-commits", "1", "--max-commits", "2")["blocked_by"] is None
 
 
 def test_services_on_a_hudi_written_table(unzip_fixture):

@@ -104,3 +104,28 @@ def test_an_incremental_read_after_a_clean_is_judged_by_its_end(table_path, vers
     end = timeline.completion_time(early) if version == 9 else early
     with pytest.raises(LakeError, match=f"an incremental read .*{end}.* is not possible: the cleaner kept only"):
         t.read_incremental(commits[0] if version == 6 else timeline.completion_time(commits[0]), end)
+
+
+@pytest.mark.parametrize("version", [8, 9])
+def test_a_savepoint_of_a_compacted_deltacommit_changes_no_read(table_path, version):
+    """A v8/v9 savepoint shares its commit's requested time but completes later: the log file of
+    the savepointed deltacommit stayed in the slice before a compaction (a deleted key came back
+    once it was read after the compaction's base, and a later compaction wrote it in)."""
+    table = Table.create(table_path, name="sp", table_type="MERGE_ON_READ", record_key="id",
+                         precombine_field="ts", partition_fields="p", options={"hoodie.write.table.version": version})
+    table.write(FIRST, operation="insert")
+    updated = table.write(pa.table({"id": [1], "ts": [2], "v": ["u"], "p": ["x"]})).instant
+    table.write(pa.table({"id": [1], "ts": [3], "v": ["u"], "p": ["x"]}), operation="delete")
+    table.run_compaction(table.schedule_compaction(max_delta_commits=1))
+    expected = [(2, "b", "x"), (3, "c", "y")]
+    table.savepoint(updated)
+    assert rows(table.read(), COLS) == expected == rows(hudi_read(table_path), COLS)
+    table.write(pa.table({"id": [2], "ts": [5], "v": ["b2"], "p": ["x"]}))
+    table.run_compaction(table.schedule_compaction(max_delta_commits=1))
+    expected = [(2, "b2", "x"), (3, "c", "y")]
+    assert rows(table.read(), COLS) == expected == rows(hudi_read(table_path), COLS)
+    assert rows(table.read(as_of=updated), COLS) == [(1, "u", "x"), (2, "b", "x"), (3, "c", "y")]
+    table.delete_savepoint(updated)
+    assert not table.timeline.actions("savepoint").instants
+    assert table.timeline.commits().completed().contains(updated)  # the commit keeps its files
+    assert rows(table.read(), COLS) == expected

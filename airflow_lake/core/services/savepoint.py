@@ -57,6 +57,18 @@ def savepoint(txn: Transaction, instant: str, *, user: str | None = None, commen
     return instant
 
 
+def delete_savepoint(txn: Transaction, instant: str) -> str:
+    """Delete the savepoint `instant` (Hudi's `deleteSavepoint`): its files are cleaned and
+    its commit archived like any other from then on; returns the instant."""
+    uri = txn.storage.uri
+    check_instant_time(instant, uri)
+    with txn.start(None) as (timeline, _):
+        if not timeline.actions(SAVEPOINT).contains(instant):
+            raise InstantNotFoundError(f"table {uri}: {instant} is not a savepoint on the active timeline")
+        txn.delete_savepoint(timeline, instant)
+    return instant
+
+
 def restore(txn: Transaction, instant: str, *, extra_metadata: dict[str, str] | None = None) -> RestoreResult:
     """Roll back every write, compaction and plan after the savepoint `instant`. A run token
     in `extra_metadata` is recorded in the token index (restore metadata has no field for it):

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from ..formats.log import DataBlock, read_log_file
 from ..storage import Storage
 from . import lsm
-from .instant import Instant, State
+from .instant import COMMIT_ACTIONS, Instant, State
 from .metadata import read_avro
 
 ARCHIVE_NAME = re.compile(r"^\.commits_\.archive\.([0-9]+)(_.*)?$")
@@ -89,8 +89,10 @@ class ArchivedTimeline:
 
     @property
     def completion_times(self) -> dict[str, str]:
-        """Requested -> completion time of archived instants that carry one (layout 2)."""
-        return {e.instant.time: e.instant.completion for e in self.entries if e.instant.completion}
+        """Requested -> completion time of archived commits that carry one (layout 2; a
+        savepoint shares its commit's requested time, not its completion)."""
+        return {e.instant.time: e.instant.completion for e in self.entries
+                if e.instant.completion and e.instant.comparable_action in COMMIT_ACTIONS}
 
     @property
     def instants(self) -> list[Instant]:

@@ -28,7 +28,7 @@ from ..model import WriteStat
 from ..paths import Deleter
 from ..timeline.active import ActiveTimeline, timeline_folder
 from ..timeline.clock import next_instant
-from ..timeline.instant import COMMIT_ACTIONS, RESTORE, ROLLBACK, Instant, State
+from ..timeline.instant import COMMIT_ACTIONS, RESTORE, ROLLBACK, SAVEPOINT, Instant, State
 from ..timeline.payloads import (
     RestoreMetadata,
     RestorePlan,
@@ -249,6 +249,14 @@ class Transaction(MetadataTableSync):
                             f"lost ({lost}; this process paused past the lock's expiry): the completion is undone, "
                             "nothing was committed; retry")
         return done
+
+    def delete_savepoint(self, timeline: ActiveTimeline, instant: str) -> None:
+        """Hudi's `deleteSavepoint`: the savepoint's completed state file, then its inflight
+        one; the commit it protected (the same instant time) keeps its own. The caller holds
+        the table lock."""
+        names = [n for n in timeline.state_files(instant) if Instant.parse(n).action == SAVEPOINT]
+        for name in sorted(names, key=lambda n: not Instant.parse(n).is_completed):
+            timeline.delete_file(name)
 
     def abort(self, instant: str | None = None) -> undo.RollbackResult | None:
         """Roll back what the pending `instant` (default: this transaction's) wrote, under the
