@@ -7,6 +7,8 @@ from functools import partial
 import click
 import pyarrow.parquet as pq
 
+from ..core.formats.lance import EXTENSION as LANCE
+from ..core.formats.lance import lance_num_rows
 from ..core.model import BaseFile
 from ..core.storage import Storage
 from ..core.table import Table
@@ -56,6 +58,8 @@ def create(path: str, options: dict, as_json: bool, name: str, table_type: str |
 
 
 def _footer_rows(storage: Storage, base: BaseFile) -> int:
+    if base.name.endswith(LANCE):
+        return lance_num_rows(storage, base.path)
     return pq.read_metadata(storage.open_input(base.path)).num_rows
 
 

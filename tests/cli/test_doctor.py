@@ -174,9 +174,12 @@ def test_hudi1x_tables_say_their_version_and_whether_they_are_written(tmp_path):
                                                                      "column_stats,files,partition_stats,record_index,"
                                                                      "secondary_index_merchant_idx,"
                                                                      "secondary_index_txn_date_idx")
-    lance = invoke_json("doctor", str(unpack(TABLES["v9_lance"], tmp_path / "lance")))
+    lance_path = str(unpack(TABLES["v9_lance"], tmp_path / "lance"))
+    lance = invoke_json("doctor", lance_path)
     [version] = by_check(lance)["version"]
     assert version["level"] == "info" and "writes parquet only" in version["advice"]
+    shown = invoke_json("table", "show", lance_path)  # rows counted from the Lance files' metadata
+    assert sum(p["rows_in_base_files"] for p in shown["partitions"]) == Table.open(lance_path).read().num_rows == 9
     # every partition is kept current: none is switched off; the indexes hold what a scan implies
     listing, record_index, *secondary = by_check(doc)["metadata"]
     assert listing["level"] == "ok" and listing["message"].endswith("lists the 17 data files on storage")

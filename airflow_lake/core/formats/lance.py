@@ -18,6 +18,16 @@ EXTENSION = ".lance"
 
 def read_lance_file(storage: Storage, path: str, columns: list[str] | None = None) -> pa.Table:
     """The rows of one Lance base file, only the `columns` it has (None: all)."""
+    return _with_reader(storage, path, lambda reader, local: _read(reader, local, columns))
+
+
+def lance_num_rows(storage: Storage, path: str) -> int:
+    """The number of rows of one Lance base file, from its metadata."""
+    return _with_reader(storage, path, lambda reader, local: reader(local).metadata().num_rows)
+
+
+def _with_reader(storage: Storage, path: str, use):
+    """`use(LanceFileReader, local path)` on the file at `path` (a local copy of an object store's)."""
     try:
         from lance.file import LanceFileReader
     except ImportError as e:
@@ -25,12 +35,12 @@ def read_lance_file(storage: Storage, path: str, columns: list[str] | None = Non
                                       f"the pylance package: {install_hint('pylance', 'lance')}") from e
     try:
         if storage.is_local:
-            return _read(LanceFileReader, storage.full(path), columns)
+            return use(LanceFileReader, storage.full(path))
         with tempfile.TemporaryDirectory() as folder:  # an object store: read through a local copy
             local = os.path.join(folder, os.path.basename(path))
             with open(local, "wb") as f:
                 f.write(storage.read(path))
-            return _read(LanceFileReader, local, columns)
+            return use(LanceFileReader, local)
     except FileNotFoundError:
         raise
     except (OSError, ValueError, RuntimeError) as e:
