@@ -206,6 +206,25 @@ class MetadataWriter:
         names = (path.rsplit("/", 1)[-1] for path in self.storage.list_dirs(MDT))
         return sorted(name for name in names if not name.startswith("."))
 
+    def absorbed(self, timeline: ActiveTimeline, instant: str) -> bool:
+        """Whether the MDT deltacommit at `instant` is in an MDT base file, so that deleting its
+        log files cannot undo it: merged by a later compaction (`absorbed`), or read by an index
+        built after it completed (the record index, the column stats, a secondary index: their
+        base files come from a scan of the table)."""
+        if absorbed(timeline, instant):
+            return True
+        done = next((i for i in timeline.completed() if i.time == instant and i.action == DELTA_COMMIT), None)
+        if done is None:
+            return False
+        finished = done.completion or done.time
+        # (an index built from a scan: at a later instant, or at an initialisation instant,
+        # whose requested time says nothing, completed later)
+        later = {i.time for i in timeline.completed() if i.time > finished or (
+            i.time.startswith(INIT_PREFIX) and (i.completion or i.time) > finished)}
+        return any(base.instant in later for partition in self.partitions()
+                   for st in self.storage.list(f"{MDT}/{partition}")
+                   if (base := BaseFile.parse(f"{MDT}/{partition}", st.name, st.size)) is not None)
+
     def written_by(self, instant: str) -> dict[str, list[str]]:
         """The MDT log files the deltacommit at `instant` wrote, per MDT partition."""
         out: dict[str, list[str]] = {}

@@ -47,7 +47,6 @@ from ..metadata_writer import (
     METADATA_ENABLE,
     FilesChange,
     MetadataWriter,
-    absorbed,
     clean_due,
     clean_metadata,
     clean_plan,
@@ -89,7 +88,7 @@ from ..timeline.payloads import (
     CompactionPlan,
     RollbackPlan,
 )
-from ..view import FileSystemView
+from ..view import FileSystemView, list_partition_files
 from ..vocabulary import CLEAN_POLICIES
 
 log = logging.getLogger(__name__)
@@ -147,10 +146,14 @@ class MetadataTableSync:
         timeline.transition(inflight, State.COMPLETED, meta.to_bytes())
 
     def stats_files(self, writer: MetadataWriter, instant: str, change: FilesChange,
-                    ranges: dict[tuple[str, str], tuple] | None) -> list[tuple[str, bytes, WriteStat]]:
+                    ranges: dict[tuple[str, str], tuple] | None, *,
+                    resync: bool = False) -> list[tuple[str, bytes, WriteStat]]:
         """The column and partition stats log files of the MDT deltacommit at `instant` (when
         the table keeps them): the written files' statistics, tombstones of the deleted ones,
-        and the written partitions' statistics recomputed."""
+        and the written partitions' statistics recomputed. `resync` (a rollback or restore that
+        undid writes an MDT base file holds): the statistics of every live file of the changed
+        partitions, from their footers, and their partition stats as tight bounds, since
+        files an index build never saw may be live again."""
         kept = maintained_partitions(self.storage, self.config.props)
         if COLUMN_STATS not in kept:
             return []
@@ -160,8 +163,18 @@ class MetadataTableSync:
         layout = StatsLayout.of(self.storage, self.config.props, schema)
         schema_text = writer.schema_text()
         records = column_stats_records(change.deleted, ranges or {}, columns)
+        live: list = []
+        if resync:
+            changed = sorted(set(change.deleted) | set(change.written))
+            listed = list_partition_files(self.storage, changed)
+            view = FileSystemView(self.storage, self.timeline, partition_files=listed)
+            live = [(k, r) for k, (_, r) in sorted(file_stats_records(self.storage, view, list(columns)).items())]
+            records += live
         files = stats_log_files(self.storage, instant, schema_text, COLUMN_STATS, records, layout)
-        if PARTITION_STATS in kept and change.list_partitions:  # (a clean writes none: §5.5b)
+        if PARTITION_STATS in kept and resync:
+            tight = partition_stats_records(changed, live, columns, tight=True)
+            files += stats_log_files(self.storage, instant, schema_text, PARTITION_STATS, tight, layout)
+        elif PARTITION_STATS in kept and change.list_partitions:  # (a clean writes none: §5.5b)
             written = partition_stats_records(sorted(change.written), records, columns)
             files += stats_log_files(self.storage, instant, schema_text, PARTITION_STATS, written, layout)
         return files
@@ -245,14 +258,14 @@ class MetadataTableSync:
             return
         start = time.time()
         logs = writer.written_by(target)
-        if by is not None and rb is None and absorbed(timeline, target):
+        if by is not None and rb is None and writer.absorbed(timeline, target):
             # merged into an MDT base file already: its files are deleted by a deltacommit at `by`
             # (tombstones, as Java turns a rollback's deleted files into MDT records)
             if deleted is None:
                 deleted = logged_files(self.storage, logs.get(MDT_FILES, []), target)
             change = FilesChange(deleted=deleted, list_partitions=False)
             self.metadata_deltacommit(writer, timeline, by, change, self.resync_indexes(writer, by),
-                                      self.stats_files(writer, by, change, None))
+                                      self.stats_files(writer, by, change, None, resync=True))
             return
         if rb is not None:  # an MDT rollback a crash left pending: finish it
             plan = RollbackPlan.from_bytes(timeline.read_details(rb.to(State.REQUESTED)))
@@ -277,12 +290,12 @@ class MetadataTableSync:
         crash interrupted redoes it."""
         timeline = writer.timeline()
         for target in undone + [at]:  # (`at`: a sync a crash left before the restore completed)
-            if timeline.contains(target) and (target == at or not absorbed(timeline, target)):
+            if timeline.contains(target) and (target == at or not writer.absorbed(timeline, target)):
                 self.rollback_metadata_table(writer, None, target)
         timeline = writer.timeline()
         change = restore_change(self.storage, self.timeline)
         self.metadata_deltacommit(writer, timeline, at, change, self.resync_indexes(writer, at),
-                                  self.stats_files(writer, at, change, None))
+                                  self.stats_files(writer, at, change, None, resync=True))
 
     def resync_indexes(self, writer: MetadataWriter, instant: str) -> list[WriteStat]:
         """The record index and the secondary indexes brought in line with a scan of the table
