@@ -132,8 +132,25 @@ def load(storage: Storage) -> TableConfig:
             return TableConfig(props)
         errors.append(f"{path}: {problem}")
     if not errors:
+        instant = timeline_left(storage)
+        if instant is not None:
+            raise InvalidTableError(f"table {storage.uri}: {PROPERTIES} is missing (and its backup), but the timeline "
+                                    f"holds instants ({instant}...): the table's settings are lost, not the table; "
+                                    f"restore {PROPERTIES} from a copy of it (nothing was changed)")
         raise TableNotFoundError(f"{storage.uri} is not a Hudi table: no {PROPERTIES}")
     raise InvalidTableError(f"table {storage.uri}: invalid table config ({'; '.join(errors)})")
+
+
+def timeline_left(storage: Storage) -> str | None:
+    """The name of a timeline file in `.hoodie/` or `.hoodie/timeline/` (a table that lost its
+    `hoodie.properties`), or None."""
+    from .timeline.instant import Instant
+
+    for folder in (".hoodie", ".hoodie/timeline"):
+        for name, _ in storage.list_names(folder):
+            if Instant.parse(name) is not None:
+                return f"{folder}/{name}"
+    return None
 
 
 def save(storage: Storage, config: TableConfig, *, create: bool = False) -> None:

@@ -121,6 +121,10 @@ class Table:
                                      "regular file, not a folder")
         if storage.exists(".hoodie/hoodie.properties"):
             raise TableExistsError(f"{storage.uri} already holds a Hudi table")
+        left = properties.timeline_left(storage)
+        if left is not None:
+            raise TableExistsError(f"{storage.uri} holds a Hudi table's timeline ({left}...) without its "
+                                   f"{properties.PROPERTIES}: restore that file rather than create a table over it")
         uri = storage.uri
         options = _options_dict(uri, options)
         table_type = _writer_alias(uri, options, ("hoodie.datasource.write.table.type", TableOptions.TYPE.key),

@@ -113,3 +113,22 @@ def test_widening_and_added_columns_are_allowed(table, table_path):
 def test_errors_are_lake_errors():
     for cls in (RecordKeyError, MissingFieldError, SchemaError, PartitionPathError, TableNotFoundError):
         assert issubclass(cls, LakeError)
+
+
+@pytest.mark.parametrize("version", [6, 9])
+def test_a_table_that_lost_its_properties_is_not_taken_for_no_table(tmp_path, version):
+    """The timeline still holds commits: opening names the missing file, and neither
+    open_or_create (an upsert's create_if_missing) nor create makes a new table over it."""
+    path = str(tmp_path / "t")
+    table = Table.create(path, name="t", table_type="MERGE_ON_READ", record_key="id", precombine_field="ts",
+                         options={"hoodie.write.table.version": version})
+    table.write(pa.table({"id": [1], "ts": [1]}))
+    for name in ("hoodie.properties", "hoodie.properties.backup"):
+        (tmp_path / "t" / ".hoodie" / name).unlink(missing_ok=True)
+    with pytest.raises(InvalidTableError, match="hoodie.properties is missing .* the timeline holds instants"):
+        Table.open(path)
+    with pytest.raises(InvalidTableError, match="hoodie.properties is missing"):
+        Table.open_or_create(path, record_key="id", table_type="COPY_ON_WRITE")
+    with pytest.raises(TableExistsError, match="timeline .* without its .hoodie/hoodie.properties"):
+        Table.create(path, name="t", record_key="id")
+    assert not (tmp_path / "t" / ".hoodie" / "hoodie.properties").exists()
