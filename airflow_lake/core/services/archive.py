@@ -126,7 +126,11 @@ def select(ctx: TableContext, timeline, min_commits: int, max_commits: int) -> t
     blocked = None
     if len(commits) > max_commits:
         candidates = commits[: len(commits) - min_commits]
-        bound, why = _commit_bound(ctx, timeline, ctx.option(BEYOND_SAVEPOINT))
+        beyond_savepoint = ctx.option(BEYOND_SAVEPOINT)
+        bound, why = _commit_bound(ctx, timeline, beyond_savepoint)
+        if beyond_savepoint:  # (archived around: a savepointed commit stays active, as in Java)
+            savepointed = set(timeline.actions(SAVEPOINT).times)
+            candidates = [c for c in candidates if c.time not in savepointed]
         if bound is not None:
             kept = [c for c in candidates if c.time < bound]
             if len(kept) < len(candidates):
@@ -220,7 +224,7 @@ def archive(txn: Transaction, *, min_commits: int = 20, max_commits: int = 30, b
         chosen, result.blocked_by = select(txn.ctx, timeline, min_commits, max_commits)
         if chosen:
             times = {i.time for i in chosen}
-            names = sorted((n for t in times for n in timeline.state_files(t)), key=lambda n: Instant.parse(n))
+            names = sorted(_state_files(timeline, chosen), key=lambda n: Instant.parse(n))
             if lsm_history:
                 path = _archive_to_history(storage, timeline, folder, chosen)
             else:
@@ -259,9 +263,15 @@ def _archive_to_history(storage, timeline, folder: str, chosen: list[Instant]) -
     the history file and its manifest first, then the instants' state files). Returns the
     history file's path."""
     path = f"{folder}/{lsm.append(storage, folder, [_lsm_instant(timeline, i) for i in chosen])}"
-    times = {i.time for i in chosen}
-    _delete_state_files(storage, timeline, [n for t in times for n in timeline.state_files(t)])
+    _delete_state_files(storage, timeline, _state_files(timeline, chosen))
     return path
+
+
+def _state_files(timeline, chosen: list[Instant]) -> list[str]:
+    """The state files of the `chosen` instants, not those of another action at the same time
+    (a savepoint shares its commit's)."""
+    return [n for i in chosen for n in timeline.state_files(i.time)
+            if Instant.parse(n).comparable_action == i.comparable_action]
 
 
 def _delete_state_files(storage, timeline, names: list[str]) -> None:

@@ -20,7 +20,7 @@ from ..errors import InstantNotFoundError, TimelineError
 from ..storage import Storage
 from . import tokens
 from .clock import next_instant
-from .instant import CLEAN, COMMIT_ACTIONS, REPLACE_COMMIT, WRITE_ACTIONS, Instant, State
+from .instant import CLEAN, COMMIT_ACTIONS, REPLACE_COMMIT, SAVEPOINT, WRITE_ACTIONS, Instant, State
 from .metadata import CommitMetadata, StateFileContent, read_avro
 
 META = ".hoodie"
@@ -128,9 +128,13 @@ class Timeline:
         """True if `time` predates the first write on the timeline (archived, hence committed).
 
         Cleans, rollbacks and savepoints do not start the timeline: they are archived by
-        their own counts and may outlive older commits."""
-        first = self.writes().first
-        return first is not None and time < first.time
+        their own counts and may outlive older commits. Nor does a savepointed commit: with
+        `hoodie.archive.beyond.savepoint` the commits around it are archived and it stays
+        (Java's `getFirstNonSavepointCommit`)."""
+        if not hasattr(self, "_start"):  # (an immutable selection: found once)
+            savepointed = {i.time for i in self.instants if i.action == SAVEPOINT}
+            self._start = next((i.time for i in self.writes() if i.time not in savepointed), None)
+        return self._start is not None and time < self._start
 
     def transition_time_ms(self, instant: Instant) -> int:
         """The modification time of the instant's state file (read on first use), 0 if gone."""
@@ -324,6 +328,7 @@ class ActiveTimeline(Timeline):
         for instant in self._by_time.get(time, {}).values():
             self._keep_highest(instant)
         self.instants = sorted(self._raw.values(), key=_order)
+        self.__dict__.pop("_start", None)
 
     def reload(self) -> ActiveTimeline:
         """A fresh listing of `.hoodie/` (other writers' instants included), keeping the
