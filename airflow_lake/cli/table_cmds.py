@@ -10,9 +10,9 @@ import pyarrow.parquet as pq
 from ..core.formats.lance import EXTENSION as LANCE
 from ..core.formats.lance import lance_num_rows
 from ..core.model import BaseFile
+from ..core.read import Reader
 from ..core.storage import Storage
 from ..core.table import Table
-from ..core.timeline.clock import as_of_instant
 from ..core.view import FileSystemView, list_partition_files
 from ..core.vocabulary import COPY_ON_WRITE, TABLE_TYPES
 from . import render
@@ -146,10 +146,10 @@ def files(path: str, options: dict, as_json: bool, partition: str | None, as_of:
     """File groups, their slices, base and log files with sizes; a slice under a pending
     compaction plan is marked."""
     table = open_table(path, options)
-    timeline = table.timeline
+    reader = Reader(table)
     parts = [partition] if partition is not None else None
-    as_of = as_of and as_of_instant(as_of, table.config.timezone, table.storage.uri)
-    view = FileSystemView(table.storage, timeline, as_of, list_partition_files(table.storage, parts))
+    as_of = reader.as_of(as_of)  # (refused where the cleaner removed what it needs, as a read)
+    view = FileSystemView(table.storage, reader.timeline, as_of, list_partition_files(table.storage, parts))
     groups = []
     for g in view.file_groups(partition):
         groups.append({

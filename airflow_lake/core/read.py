@@ -142,15 +142,24 @@ class Reader:
         filters = check_filters(filters, self.full_schema, self.storage.uri)
         columns = check_columns(columns, self.storage.uri)
         timeline = self.timeline
-        if as_of is not None:
-            as_of = as_of_instant(as_of, self.table.config.timezone, self.storage.uri)
-            if not timeline.actions(SAVEPOINT).completed().contains(as_of):  # a savepoint keeps its files
-                self._check_retained(timeline, as_of, "time travel to")
-            self._warn_before_first_commit(timeline, as_of)
+        as_of = self.as_of(as_of)
         view = FileSystemView(self.storage, timeline, as_of)
         groups = self._skip(view, self._prune(view, view.file_groups(), filters), filters,
                             query_type == "read_optimized")
         return self._plan(view, groups, columns, filters, query_type == "read_optimized"), timeline
+
+    def as_of(self, as_of: str | None) -> str | None:
+        """The instant time travel to `as_of` (an instant, a date or a date-time) goes to,
+        refused where the cleaner removed the file versions it needs (a savepoint keeps
+        them); None stays None."""
+        if as_of is None:
+            return None
+        timeline = self.timeline
+        as_of = as_of_instant(as_of, self.table.config.timezone, self.storage.uri)
+        if not timeline.actions(SAVEPOINT).completed().contains(as_of):  # a savepoint keeps its files
+            self._check_retained(timeline, as_of, "time travel to")
+        self._warn_before_first_commit(timeline, as_of)
+        return as_of
 
     def _warn_before_first_commit(self, timeline, as_of: str) -> None:
         """Time travel to before the table's first commit reads no rows, as in Hudi: said, not

@@ -135,3 +135,17 @@ def test_not_a_table_is_one_line_and_exit_1(tmp_path):
     result = invoke("table", "show", str(tmp_path), code=1)
     assert result.stderr == f"airflow-lake: error: {tmp_path} is not a Hudi table: no .hoodie folder\n"
     assert invoke("commits", str(tmp_path), "--json", code=1).stdout.strip().startswith('{\n  "error":')
+
+
+def test_files_as_of_an_instant_the_cleaner_removed_is_refused_as_a_read_is(tmp_path):
+    import pyarrow as pa
+
+    path = str(tmp_path / "t")
+    table = Table.create(path, name="t", record_key="id", precombine_field="ts", partition_fields="p")
+    commits = [table.write(pa.table({"id": ["a", "b"], "ts": [i, i], "p": ["x", "y"]})).instant for i in range(4)]
+    assert len(invoke_json("files", path, "--as-of", commits[1])["file_groups"]) == 2
+    table.clean(retained=1)
+    read = invoke("read", path, "--as-of", commits[1], code=1).stderr
+    assert f"time travel to {commits[1]} is not possible" in read
+    assert invoke("files", path, "--as-of", commits[1], code=1).stderr == read
+    assert len(invoke_json("files", path, "--as-of", commits[-1])["file_groups"]) == 2
