@@ -227,11 +227,13 @@ def clean(path: str, options: dict[str, str], as_json: bool, use_spark: bool, ma
 @click.command("archive")
 @common
 @spark_options
-@click.option("--min-commits", type=int, default=20, show_default=True, help="active commits to keep")
-@click.option("--max-commits", type=int, default=30, show_default=True, help="archive once more are active")
-@click.option("--batch", type=int, default=10, show_default=True, help="instants per archive log block")
+@click.option("--min-commits", type=int, help="active commits to keep (default: hoodie.keep.min.commits, else 20)")
+@click.option("--max-commits", type=int,
+              help="archive once more are active (default: hoodie.keep.max.commits, else 30)")
+@click.option("--batch", type=int, help="instants per archive log block (default: hoodie.commits.archival.batch, "
+              "else 10)")
 def archive(path: str, options: dict[str, str], as_json: bool, use_spark: bool, master: str | None,
-            spark_conf: tuple[str, ...], min_commits: int, max_commits: int, batch: int) -> None:
+            spark_conf: tuple[str, ...], min_commits: int | None, max_commits: int | None, batch: int | None) -> None:
     """Move the oldest completed instants to the archived timeline; says what stopped it."""
     def local() -> dict:
         r = open_table(path, options).archive(min_commits=min_commits, max_commits=max_commits, batch=batch)

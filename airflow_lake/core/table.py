@@ -426,9 +426,11 @@ class Table:
                            extra_metadata=extra_metadata)
 
     @_counted
-    def archive(self, *, min_commits: int = 20, max_commits: int = 30, batch: int = 10,
+    def archive(self, *, min_commits: int | None = None, max_commits: int | None = None, batch: int | None = None,
                 extra_metadata: dict[str, str] | None = None) -> archive.ArchiveResult:
-        """Move the oldest completed instants to the archived timeline."""
+        """Move the oldest completed instants to the archived timeline: once more than
+        `max_commits` commits are active, down to `min_commits` (defaults: the table's
+        `hoodie.keep.max.commits` and `hoodie.keep.min.commits` options, else 30 and 20)."""
         self.check_options()
         return archive.archive(self.transaction(), min_commits=min_commits, max_commits=max_commits, batch=batch,
                                extra_metadata=extra_metadata)

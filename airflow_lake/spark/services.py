@@ -10,7 +10,6 @@ from typing import Any
 
 from airflow_lake.core.config import ServiceOptions
 from airflow_lake.core.errors import InvalidOptionError, TableNotFoundError
-from airflow_lake.core.services.archive import ARCHIVE_BATCH
 from airflow_lake.core.services.runs import (
     CLEAN,
     COMMIT,
@@ -39,11 +38,11 @@ def archive(run: JobRun) -> dict[str, Any]:
     defaulting to the table's `hoodie.keep.*` options)."""
     a = run.args
     table = run.open_table()
-    low = a.min_commits if a.min_commits is not None else table.option(MIN_COMMITS)
-    high = a.max_commits if a.max_commits is not None else table.option(MAX_COMMITS)
-    batch = a.batch if a.batch is not None else table.option(ARCHIVE_BATCH)
-    log.info("archive: selecting instants (keep %d, archive beyond %d)", low, high)
-    result = table.archive(min_commits=low, max_commits=high, batch=batch, extra_metadata=run.extra_metadata)
+    log.info("archive: selecting instants (keep %s, archive beyond %s)",
+             table.option(MIN_COMMITS) if a.min_commits is None else a.min_commits,
+             table.option(MAX_COMMITS) if a.max_commits is None else a.max_commits)
+    result = table.archive(min_commits=a.min_commits, max_commits=a.max_commits, batch=a.batch,
+                           extra_metadata=run.extra_metadata)
     log.info("archive: archived %d instants%s", len(result.archived),
              f"; stopped by {result.blocked_by}" if result.blocked_by else "")
     return run.result(instant=None, action=None, operation="archive", archived=len(result.archived),

@@ -108,3 +108,18 @@ def test_services_on_a_hudi_written_table(unzip_fixture):
     assert rows(hudi_read(path), ["uuid", "rider", "fare"]) == before
     assert invoke_json("savepoint", "create", path, done["instant"])["instant"] == done["instant"]
     assert invoke_json("clean", path, "--retained", "1")["files_deleted"] == 0  # the savepoint keeps them
+
+
+def test_archive_bounds_default_to_the_tables_keep_options(tmp_path):
+    table = Table.create(str(tmp_path / "cow"), name="cow", record_key="k", precombine_field="v")
+    for v in range(5):
+        table.write(pa.table({"k": ["a"], "v": [v]}))
+    path = table.storage.uri
+    commits = table.timeline.commits().completed().times
+    assert invoke_json("archive", path)["archived"] == 0  # 20 / 30 unless the table says otherwise
+    keep = ["-o", "hoodie.keep.min.commits=1", "-o", "hoodie.keep.max.commits=2"]
+    assert invoke_json("archive", path, *keep, "--min-commits", "3", "--max-commits", "4")["archived_instants"] == \
+        [f"{t}.commit" for t in commits[:2]]  # flags win over the options
+    assert invoke_json("archive", path, *keep)["archived_instants"] == [f"{t}.commit" for t in commits[2:4]]
+    assert Table.open(path, options={"hoodie.keep.min.commits": "1", "hoodie.keep.max.commits": "2"}) \
+        .timeline.commits().completed().times == commits[4:]

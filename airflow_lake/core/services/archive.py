@@ -201,12 +201,15 @@ def _lsm_instant(timeline, instant: Instant) -> lsm.LsmInstant:
                           timeline.read_details(instant), plan)
 
 
-def archive(txn: Transaction, *, min_commits: int = 20, max_commits: int = 30, batch: int = 10,
-            extra_metadata: dict[str, str] | None = None) -> ArchiveResult:
+def archive(txn: Transaction, *, min_commits: int | None = None, max_commits: int | None = None,
+            batch: int | None = None, extra_metadata: dict[str, str] | None = None) -> ArchiveResult:
     uri = txn.storage.uri
-    min_commits = KEEP_MIN_COMMITS.parse(min_commits, f"table {uri}", "min_commits")
-    max_commits = KEEP_MAX_COMMITS.parse(max_commits, f"table {uri}", "max_commits")
-    batch = ARCHIVE_BATCH.parse(batch, f"table {uri}", "batch")
+    # (not given: the table's hoodie.keep.min.commits, hoodie.keep.max.commits, hoodie.commits.archival.batch)
+    min_commits = txn.option(KEEP_MIN_COMMITS) if min_commits is None else \
+        KEEP_MIN_COMMITS.parse(min_commits, f"table {uri}", "min_commits")
+    max_commits = txn.option(KEEP_MAX_COMMITS) if max_commits is None else \
+        KEEP_MAX_COMMITS.parse(max_commits, f"table {uri}", "max_commits")
+    batch = txn.option(ARCHIVE_BATCH) if batch is None else ARCHIVE_BATCH.parse(batch, f"table {uri}", "batch")
     if max_commits <= min_commits:
         raise InvalidOptionError(f"table {uri}: need max_commits > min_commits >= 1 and batch >= 1 "
                                  f"(got {min_commits}, {max_commits}, {batch})")
