@@ -19,7 +19,17 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
-from pyspark.sql.types import DataType, DateType, StringType, StructType, TimestampNTZType, TimestampType
+from pyspark.sql.types import (
+    ArrayType,
+    DataType,
+    DateType,
+    MapType,
+    NullType,
+    StringType,
+    StructType,
+    TimestampNTZType,
+    TimestampType,
+)
 
 from airflow_lake.core.errors import InvalidOptionError, SchemaError
 from airflow_lake.core.schema import from_avro
@@ -98,6 +108,12 @@ def conform_to_table(df: DataFrame, table_schema: pa.Schema, where: str,
         return df
     formats = {k.lower(): v for k, v in (reader_options or {}).items()}
     cast = {name: _cast(F.col(f"`{name}`"), df.schema[name].dataType, kind, formats) for name, kind in casts.items()}
+    for name, expression in cast.items():
+        try:  # (a cast Spark cannot even try, e.g. a struct to a map, fails when analysed)
+            df.select(expression)
+        except AnalysisException as e:
+            raise SchemaError(f"{where}: column {name!r} cannot be cast from {df.schema[name].dataType.simpleString()} "
+                              f"to the table's {casts[name].simpleString()}") from e
     lost = [F.first(F.when(F.col(f"`{name}`").isNotNull() & cast[name].isNull(), F.col(f"`{name}`").cast("string")),
                     ignorenulls=True).alias(name) for name in casts]
     found = df.select(*lost).first()
@@ -110,7 +126,37 @@ def conform_to_table(df: DataFrame, table_schema: pa.Schema, where: str,
 
 def _cast(column, source: DataType, kind: DataType, formats: dict[str, str]):
     """`column` cast to `kind`, None where it does not cast; text to a date or timestamp by the
-    reader's format option for it when given (Spark's pattern letters)."""
+    reader's format option for it when given (Spark's pattern letters). Struct fields are
+    matched by name, ignoring case, at every depth (Spark casts structs by position, and its
+    JSON reader orders a struct's fields by name); a source field the table lacks stays, last.
+    A struct becomes a map of its non-null fields (JSON objects of a map column)."""
+    if source == kind:
+        return column
+    if isinstance(source, StructType) and isinstance(kind, StructType):
+        given = {f.name.lower(): f for f in source.fields}
+        fields = []
+        for f in kind.fields:
+            g = given.get(f.name.lower())
+            value = F.lit(None).cast(f.dataType) if g is None else \
+                _cast(column.getField(g.name), g.dataType, f.dataType, formats)
+            fields.append(value.alias(f.name))
+        known = {f.name.lower() for f in kind.fields}
+        fields += [column.getField(f.name).alias(f.name) for f in source.fields if f.name.lower() not in known]
+        return F.when(column.isNull(), F.lit(None)).otherwise(F.struct(*fields))
+    if isinstance(source, ArrayType) and isinstance(kind, ArrayType):
+        return F.transform(column, lambda x: _cast(x, source.elementType, kind.elementType, formats))
+    if isinstance(source, StructType) and isinstance(kind, MapType):  # (JSON objects are read as structs)
+        entries = F.array(*[F.struct(_cast(F.lit(f.name), StringType(), kind.keyType, formats).alias("key"),
+                                     _cast(column.getField(f.name), f.dataType, kind.valueType, formats).alias("value"))
+                            for f in source.fields])
+        return F.when(column.isNull(), F.lit(None)).otherwise(  # (a key absent from a row: no entry)
+            F.map_from_entries(F.filter(entries, lambda e: e["value"].isNotNull())))
+    if isinstance(source, (StringType, NullType)) and isinstance(kind, (StructType, ArrayType, MapType)):
+        return F.lit(None).cast(kind)  # (a column JSON had only nulls in; any other text is refused)
+    if isinstance(source, MapType) and isinstance(kind, MapType):
+        keyed = column if source.keyType == kind.keyType else \
+            F.transform_keys(column, lambda k, _: _cast(k, source.keyType, kind.keyType, formats))
+        return F.transform_values(keyed, lambda _, v: _cast(v, source.valueType, kind.valueType, formats))
     if isinstance(source, StringType):
         if isinstance(kind, DateType) and formats.get("dateformat"):
             return F.try_to_date(column, formats["dateformat"])
