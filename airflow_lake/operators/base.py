@@ -348,7 +348,7 @@ class LakeJobOperator(ResumableJobMixin, BaseOperator):
     def get_openlineage_facets_on_complete(self, task_instance):
         from airflow_lake.operators.lineage import operator_lineage
 
-        return operator_lineage(self, self._outcome)
+        return operator_lineage(self, self._outcome, done=True)
 
     def get_openlineage_facets_on_failure(self, task_instance):
         from airflow_lake.operators.lineage import operator_lineage

@@ -10,6 +10,7 @@ Lineage never fails a task: what cannot be read is left out, with a warning.
 from __future__ import annotations
 
 import logging
+import posixpath
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -58,24 +59,27 @@ def dataset_name(location: str) -> tuple[str, str]:
     wasbs), `abfss://container@account.dfs.core.windows.net/path`
     `("abfss://container@account.dfs.core.windows.net", "path")`, `hdfs://host:port/path`
     `("hdfs://host:port", "/path")`."""
-    if "://" not in location:
-        return "file", location.rstrip("/") or "/"
+    if "://" not in location:  # (normalised as the table's Asset URI is: one table, one dataset)
+        return "file", posixpath.normpath(location) if location.startswith("/") else location.rstrip("/")
     parts = urlsplit(location)
     scheme = {"s3a": "s3", "s3n": "s3", "gcs": "gs"}.get(parts.scheme, parts.scheme)
     path = parts.path.rstrip("/")
     if scheme == "file":
-        return ("file" if not parts.netloc else f"file://{parts.netloc}"), path or "/"
+        return ("file" if not parts.netloc else f"file://{parts.netloc}"), posixpath.normpath(path or "/")
     if scheme in ("hdfs", "viewfs"):
         return f"{scheme}://{parts.netloc}", path or "/"
     return f"{scheme}://{parts.netloc}", path.lstrip("/")
 
 
-def operator_lineage(op: LakeJobOperator, result: dict[str, Any] | None) -> OperatorLineage:
-    """The lineage of `op` (rendered), with the facets of its finished job's `result` if any."""
+def operator_lineage(op: LakeJobOperator, result: dict[str, Any] | None, *, done: bool = False) -> OperatorLineage:
+    """The lineage of `op` (rendered), with the facets of its finished job's `result` if any.
+    `done` (a completed task): the table is an output only if the job changed it, as for its
+    asset event (a skipped task, a clean with nothing to delete, no compaction due: none)."""
     table = _resolve(op, op.table_path)
     inputs = [_dataset(_resolve(op, x)) for x in op.lineage_inputs()]
+    writes = op.writes_table and (not done or (result is not None and op.changed_table(result)))
     outputs = [OutputDataset(namespace=n, name=p, facets={}, outputFacets={})
-               for n, p in [dataset_name(table)]] if op.writes_table else []
+               for n, p in [dataset_name(table)]] if writes else []
     opened = _open(op) if result is not None else None
     schema = _schema(op, opened) if opened is not None else None
     if schema is not None:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from airflow_lake.core.errors import TableNotFoundError
 from airflow_lake.core.settings import check_table_settings
 from airflow_lake.core.vocabulary import OPERATIONS, TABLE_TYPES
+from airflow_lake.location import is_absolute
 from airflow_lake.operators.base import (
     COMMON_TEMPLATE_FIELDS,
     LakeJobOperator,
@@ -96,7 +97,12 @@ class UpsertOperator(LakeJobOperator):
             choice(self, "source_format", source_format, SOURCE_FORMATS, str.lower)
 
     def lineage_inputs(self) -> list[str]:
-        return [self.source] if isinstance(self.source, str) else []
+        """The source files as a lineage input: not a SQL query or a catalog table (no file
+        dataset names them), nor a relative path (Spark reads it from its own working folder)."""
+        fmt = self.source_format.lower() if isinstance(self.source_format, str) else None
+        if not isinstance(self.source, str) or fmt in ("sql", "table") or not is_absolute(self.source):
+            return []
+        return [self.source]
 
     def job_args(self) -> list[str]:
         source = none_if_empty(self.source)

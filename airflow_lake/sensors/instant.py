@@ -219,7 +219,7 @@ class InstantSensor(TimelineReadLineage, BaseSensorOperator):
 
 def _default_asset(table_path: str, task_id: str | None) -> Asset:
     if not isinstance(table_path, str) or "{{" in table_path or not is_absolute(table_path):
-        raise ValueError(
+        raise InvalidOptionError(
             f"InstantSensor {task_id}: table_path {table_path!r} is relative or templated, so the table's "
             "Asset (which keeps the watermark) cannot be named when the DAG is parsed (a relative path is joined "
             "to the lake connection's base_path only when the task runs); pass asset=table_asset('<the table's "

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from airflow_lake.core.errors import LakeError
+from airflow_lake.core.errors import InvalidOptionError, LakeError
 from airflow_lake.core.table import Table
 from airflow_lake.core.timeline.active import ActiveTimeline
 from airflow_lake.core.timeline.instant import COMMIT, DELTA_COMMIT, Instant, State
@@ -159,7 +159,7 @@ def test_bad_arguments_name_the_table(table_path):
         poke(sensor(table_path, baseline=upserted))
     with pytest.raises(LakeError, match="baseline watermark: 'x' is not an instant time"):
         poke(sensor(table_path, baseline={"watermark": "x"}))
-    with pytest.raises(ValueError, match="relative or templated"):
+    with pytest.raises(InvalidOptionError, match="relative or templated"):
         InstantSensor(task_id="w", table_path="orders")
     missing = table_path + "-missing"
     with pytest.raises(LakeError, match=f"{missing} is not a Hudi table"):

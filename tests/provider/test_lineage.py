@@ -21,6 +21,9 @@ from tests.provider.test_operators import load_dag, source, spark_env  # noqa: F
 
 @pytest.mark.parametrize("location, expected", [
     ("/lake/trips/", ("file", "/lake/trips")),
+    ("/lake/./x/../trips/", ("file", "/lake/trips")),  # (one table, one dataset: as its Asset URI)
+    ("/lake//trips", ("file", "/lake/trips")),
+    ("file:///lake//trips/", ("file", "/lake/trips")),
     ("file:///lake/trips", ("file", "/lake/trips")),
     ("s3://bucket/lake/trips/", ("s3://bucket", "lake/trips")),
     ("s3a://bucket/lake/trips", ("s3://bucket", "lake/trips")),
@@ -110,3 +113,32 @@ def test_a_dry_run_clean_writes_no_dataset(tmp_path):
     dry = CleanOperator(task_id="dry", table_path=path, dry_run=True).get_openlineage_facets_on_start()
     real = CleanOperator(task_id="real", table_path=path).get_openlineage_facets_on_start()
     assert dry.outputs == [] and [(d.namespace, d.name) for d in real.outputs] == [("file", path)]
+
+
+def test_a_query_a_catalog_table_or_a_relative_path_is_no_file_input(tmp_path):
+    from airflow_lake.operators import UpsertOperator
+
+    path = str(tmp_path / "t")
+    for source, fmt in (("SELECT * FROM landing", "sql"), ("landing.orders", "table"), ("landing/orders", None)):
+        op = UpsertOperator(task_id="u", table_path=path, source=source, source_format=fmt)
+        assert op.get_openlineage_facets_on_start().inputs == [], source
+    files = UpsertOperator(task_id="u", table_path=path, source=str(tmp_path / "landing"))
+    assert [(d.namespace, d.name) for d in files.get_openlineage_facets_on_start().inputs] == \
+        [("file", str(tmp_path / "landing"))]
+
+
+def test_a_task_that_changed_nothing_reports_no_output_on_completion(tmp_path):
+    """As for its asset event: a skipped task, a clean with nothing to delete, no compaction due."""
+    from airflow_lake.operators import CleanOperator, CompactionScheduleOperator
+
+    path = str(tmp_path / "t")
+    clean = CleanOperator(task_id="clean", table_path=path)
+    assert clean.get_openlineage_facets_on_complete(None).outputs == []  # skipped: no result
+    clean._outcome = {"instant": None, "files_deleted": 0}
+    assert clean.get_openlineage_facets_on_complete(None).outputs == []
+    clean._outcome = {"instant": "20240101000000000", "files_deleted": 3}
+    assert [(d.namespace, d.name) for d in clean.get_openlineage_facets_on_complete(None).outputs] == \
+        [("file", path)]
+    schedule = CompactionScheduleOperator(task_id="plan", table_path=path)
+    schedule._outcome = {"instant": None}
+    assert schedule.get_openlineage_facets_on_complete(None).outputs == []
