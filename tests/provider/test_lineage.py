@@ -119,9 +119,9 @@ def test_a_query_a_catalog_table_or_a_relative_path_is_no_file_input(tmp_path):
     from airflow_lake.operators import UpsertOperator
 
     path = str(tmp_path / "t")
-    for source, fmt in (("SELECT * FROM landing", "sql"), ("landing.orders", "table"), ("landing/orders", None)):
-        op = UpsertOperator(task_id="u", table_path=path, source=source, source_format=fmt)
-        assert op.get_openlineage_facets_on_start().inputs == [], source
+    for given, fmt in (("SELECT * FROM landing", "sql"), ("landing.orders", "table"), ("landing/orders", None)):
+        op = UpsertOperator(task_id="u", table_path=path, source=given, source_format=fmt)
+        assert op.get_openlineage_facets_on_start().inputs == [], given
     files = UpsertOperator(task_id="u", table_path=path, source=str(tmp_path / "landing"))
     assert [(d.namespace, d.name) for d in files.get_openlineage_facets_on_start().inputs] == \
         [("file", str(tmp_path / "landing"))]
