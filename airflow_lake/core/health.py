@@ -118,6 +118,8 @@ def table_health(table, *, clock=time.time, top: int = 20) -> TableHealth:
     compactions = [pending(i) for i in timeline.pending() if i.action in (COMPACTION, LOG_COMPACTION)]
     others = [pending(i) for i in timeline.pending() if i.action not in (COMPACTION, LOG_COMPACTION)]
     completed = timeline.commits().completed()
+    if completed.last is not None:  # every read starts from it: damaged, the table is unreadable
+        timeline.commit_metadata(completed.last)
     compacted = [i.time for i in timeline.actions(COMMIT).completed() if is_compaction(timeline, i.time)]
     latest_compaction = compacted[-1] if compacted else None
     deltas = [i for i in timeline.actions(DELTA_COMMIT).completed()

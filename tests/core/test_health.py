@@ -99,3 +99,18 @@ def test_the_metadata_table_and_what_a_clean_and_archive_would_do(tmp_path):
     assert table_health(t).clean_would_delete == 0
     with pytest.raises(ValueError, match="is not a health figure"):
         breaches(h, {"no_such_figure": 1})
+
+
+def test_a_damaged_latest_commit_makes_the_table_unhealthy_not_ok(tmp_path):
+    """Every read starts from the latest commit's metadata: damaged, the health (the provider's
+    table page, the maintenance plan) says so instead of 'ok'."""
+    from airflow_lake.core.errors import InvalidTableError
+
+    path = str(tmp_path / "t")
+    table = Table.create(path, name="t", record_key="id", precombine_field="ts")
+    done = table.write(pa.table({"id": [1], "ts": [1]})).instant
+    with open(os.path.join(path, ".hoodie", f"{done}.commit"), "r+b") as f:
+        f.seek(10)
+        f.write(b"\xff\xfe")
+    with pytest.raises(InvalidTableError, match=f"{done}.commit: commit metadata"):
+        table_health(Table.open(path))
