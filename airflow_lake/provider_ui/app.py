@@ -146,15 +146,22 @@ def create_app() -> FastAPI:
     app = FastAPI(title="airflow-lake: Lake tables", dependencies=[Depends(requires_access_asset(method="GET"))])
 
     @app.get("/", response_class=HTMLResponse)
-    def tables_page() -> str:
-        listed = _tables()
+    def tables_page():
+        try:
+            listed = _tables()
+        except HTTPException as e:  # a page naming the config's mistake, not a bare error body
+            return _error_page(e)
         if listed is None:
             return page.no_config("[lake] maintenance_config (AIRFLOW__LAKE__MAINTENANCE_CONFIG)")
         return page.table_list(read_all(listed[0]), source=listed[1])
 
     @app.get("/tables/{name}", response_class=HTMLResponse)
-    def table_page(name: str) -> str:
-        return page.table_page(_one(name), picture=f"{quote(name, safe='')}/timeline.svg")
+    def table_page(name: str):
+        try:
+            view = _one(name)
+        except HTTPException as e:
+            return _error_page(e)
+        return page.table_page(view, picture=f"{quote(name, safe='')}/timeline.svg")
 
     @app.get("/tables/{name}/timeline.svg")
     def timeline_svg(name: str) -> Response:
@@ -203,6 +210,12 @@ def create_app() -> FastAPI:
         return JSONResponse(_one(name).as_dict())
 
     return app
+
+
+def _error_page(error: HTTPException) -> HTMLResponse:
+    """The page saying why the tables cannot be shown: the maintenance config's mistake (the
+    page itself works: 200, as without a config) or a table it does not name (404)."""
+    return HTMLResponse(page.config_error(str(error.detail)), status_code=404 if error.status_code == 404 else 200)
 
 
 def _asset_table(asset_id: int) -> str:

@@ -159,6 +159,13 @@ def no_config(setting: str) -> str:
     return _frame("Lake tables", body, _checked())
 
 
+def config_error(message: str) -> str:
+    """The page in place of the tables when the maintenance config cannot be used (or names no
+    such table): what is wrong, as the DAG processor says it."""
+    body = f'<h1>Lake tables</h1><p class="error">{escape(message)}</p>'
+    return _frame("Lake tables", body, _checked())
+
+
 def table_page(view: TableView, *, picture: str) -> str:
     """One table: decisions, thresholds, figures, pending instants, backlog and the timeline
     (the picture at `picture`, relative to the page, which is one level below the list)."""

@@ -153,6 +153,27 @@ def test_what_the_page_shows_is_escaped_and_judged():
     assert TableView("t", "/t", None, None, health=health, plan={**quiet, "breaches": ["x"]}).status == BEHIND
 
 
+def test_a_mistake_in_the_maintenance_config_is_a_page_naming_it(tmp_path, monkeypatch):
+    """Not a bare error body inside Airflow's UI frame (the login is the API server's: left out)."""
+    from fastapi.testclient import TestClient
+
+    from airflow_lake.provider_ui.app import create_app
+
+    config = tmp_path / "lake_tables.yaml"
+    config.write_text("tables:\n  orders: {path: /tmp/lake/orders, clean: {retain: 3}}\n")  # (retained)
+    monkeypatch.setenv("AIRFLOW__LAKE__MAINTENANCE_CONFIG", str(config))
+    app = create_app()
+    for dependency in app.router.dependencies:
+        app.dependency_overrides[dependency.dependency] = lambda: None
+    client = TestClient(app)
+    for url in ("/", "/tables/orders"):
+        answer = client.get(url)
+        assert answer.status_code == 200 and answer.headers["content-type"].startswith("text/html"), url
+        assert "the maintenance config cannot be used" in answer.text and "unknown key(s) [&#x27;retain" in \
+            answer.text, answer.text
+    assert client.get("/api/tables").status_code == 500  # (an API answers with its error)
+
+
 @pytest.mark.slow
 def test_the_lake_tables_page_in_a_browser(tmp_path, request):
     from selenium.common.exceptions import WebDriverException
