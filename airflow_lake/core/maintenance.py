@@ -192,6 +192,7 @@ _TOP = {"defaults", "tables", "pool", "dag_id_prefix", "start_date", "dry_run", 
 _SECTIONS = {"compaction": CompactionPolicy, "clean": CleanPolicy, "archive": ArchivePolicy}
 _FLAT = {f for f in TablePolicy.__dataclass_fields__ if f not in _SECTIONS and f != "name"}
 _MAPPINGS = ("storage_options", "table_options", "spark_conf", "spark_args", "thresholds")
+_FLAT_MAPPINGS = ("storage_options", "table_options", "spark_conf")
 
 
 def check_config(config: Mapping[str, Any], where: str) -> None:
@@ -210,6 +211,10 @@ def check_config(config: Mapping[str, Any], where: str) -> None:
         value = config.get(key)
         if value is not None and (not isinstance(value, str) or not value.strip()):
             raise InvalidOptionError(f"{where}: {key} must be a non-empty string, got {value!r}")
+    prefix = config.get("dag_id_prefix")
+    if prefix is not None and not NAME.fullmatch(prefix):
+        raise InvalidOptionError(f"{where}: dag_id_prefix {prefix!r} must be letters, digits, '_', '.', '-' (it "
+                                 "starts every table's DAG id)")
     tags = config.get("tags")
     if tags is not None and not isinstance(tags, str) and not (
             isinstance(tags, list) and all(isinstance(t, str) for t in tags)):
@@ -292,6 +297,9 @@ def table_policy(name: str, doc: Mapping[str, Any], where: str = "maintenance co
         if key in doc and doc[key] is not None:
             if not isinstance(doc[key], Mapping) or not all(isinstance(k, str) for k in doc[key]):
                 raise InvalidOptionError(f"{here}: {key} must be a mapping with string keys, got {doc[key]!r}")
+            nested = next((k for k, v in doc[key].items() if isinstance(v, (Mapping, list))), None)
+            if key in _FLAT_MAPPINGS and nested is not None:  # (key=value settings: a value is text or a number)
+                raise InvalidOptionError(f"{here}: {key}.{nested} must be a single value, got {doc[key][nested]!r}")
             kwargs[key] = dict(doc[key])
     bad = next((k for k in kwargs.get("table_options", {}) if not is_table_option(k)), None)
     if bad is not None:  # (refused when the DAG file is read, not when a service is first due)
@@ -335,7 +343,13 @@ def _is_schedule(value: str) -> bool:
     if text.startswith("@"):
         return text.lower() in SCHEDULE_PRESETS
     fields = text.split()
-    return len(fields) == 5 and all(_CRON_FIELD.match(f) for f in fields)
+    if len(fields) != 5 or not all(_CRON_FIELD.match(f) for f in fields):
+        return False
+    try:  # (Airflow's cron parser, where installed: '61 25 * * *' has cron's characters but no time)
+        from croniter import croniter
+    except ImportError:
+        return True
+    return bool(croniter.is_valid(text))
 
 
 def _section(cls, doc: Any, where: str):
