@@ -142,3 +142,21 @@ def test_a_task_that_changed_nothing_reports_no_output_on_completion(tmp_path):
     schedule = CompactionScheduleOperator(task_id="plan", table_path=path)
     schedule._outcome = {"instant": None}
     assert schedule.get_openlineage_facets_on_complete(None).outputs == []
+
+
+def test_lineage_of_an_absolute_table_path_looks_up_no_connection(tmp_path, monkeypatch):
+    """The OpenLineage listener calls these in a forked process, where a connection lookup
+    hangs until the listener kills it (`airflow dags test`): an absolute path needs none."""
+    from airflow.sdk import BaseHook
+
+    from airflow_lake.operators import CleanOperator, TableHealthOperator, UpsertOperator
+
+    looked_up = []
+    monkeypatch.setattr(BaseHook, "get_connection", classmethod(lambda cls, conn_id: looked_up.append(conn_id)))
+    path = str(tmp_path / "t")
+    for op in (TableHealthOperator(task_id="health", table_path=path),
+               CleanOperator(task_id="clean", table_path=path),
+               UpsertOperator(task_id="upsert", table_path=path, source=str(tmp_path / "landing"))):
+        lineage = op.get_openlineage_facets_on_start()
+        assert ("file", path) in [(d.namespace, d.name) for d in [*lineage.inputs, *lineage.outputs]], op.task_id
+    assert looked_up == []
