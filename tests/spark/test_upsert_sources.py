@@ -148,3 +148,26 @@ def test_json_structs_land_by_field_name_at_every_depth(spark, tmp_path, table_p
                                        "struct<zeta:string,alpha:string,n:int>"):
         load("upsert").main(["--table", table_path, "--source", _file(tmp_path, "m.json", bad)])
     assert sorted(os.listdir(f"{table_path}/.hoodie")) == before
+
+
+@pytest.mark.parametrize("keyed_by", ["record_key", "partition"])
+def test_a_timestamp_millis_key_or_partition_is_keyed_as_the_core_keys_it(spark, tmp_path, table_path, keyed_by):
+    """Spark hands timestamps over in microseconds: the key generator was given them so, and
+    a timestamp-millis column keyed 1704164645123000 where the core (and Java) key
+    1704164645123: every upsert of existing keys added new rows (or a second partition)."""
+    import datetime as dt
+
+    import pyarrow.parquet as pq
+
+    at = [dt.datetime(2024, 1, 2, 3, 4, 5, 123000), dt.datetime(2024, 1, 3, 4, 5, 6, 7000)]
+    schema = pa.schema([("id", pa.string()), ("at", pa.timestamp("ms")), ("ts", pa.int64()), ("v", pa.string())])
+    key, parts = ("at", None) if keyed_by == "record_key" else ("id", "at")
+    table = Table.create(table_path, name="t", record_key=key, precombine_field="ts", partition_fields=parts)
+    table.write(pa.table({"id": ["a", "b"], "at": at, "ts": [1, 1], "v": ["old", "old"]}, schema=schema))
+    source = tmp_path / "landing"
+    source.mkdir()
+    pq.write_table(pa.table({"id": ["a", "b"], "at": at, "ts": [2, 2], "v": ["new", "new"]}, schema=schema),
+                   source / "b.parquet")
+    result = load("upsert").main(["--table", table_path, "--source", str(source)])
+    assert (result["inserts"], result["updates"]) == (0, 2)
+    assert rows(hudi_read(table_path), ["id", "v"]) == [("a", "new"), ("b", "new")] == rows(table.read(), ["id", "v"])

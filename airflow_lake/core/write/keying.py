@@ -124,7 +124,7 @@ def _keys_and_parts_at(spec: KeySpec, data: pa.Table, seq: Callable[[int], int])
     """`keys_and_parts`, a key error naming its row by sequence number (`seq(row)`): the row's
     place in the whole input where the engine's batches are parts of it."""
     try:
-        return keys_and_parts(spec, data)
+        return keys_and_parts(spec, _stored_units(data, spec.data_schema))
     except RecordKeyError as e:
         row = named_row(e)
         if row is None:
@@ -142,6 +142,18 @@ def key_paths(spec: KeySpec, names: tuple[str, ...], *columns: pa.Array) -> pa.S
     data = pa.Table.from_arrays(list(columns), names=list(names))
     keys, parts = _keys_and_parts_at(spec, data, (lambda r: seqs[r].as_py()) if seqs is not None else (lambda r: r))
     return pa.StructArray.from_arrays([keys, parts, delete_flags(spec.operation, data)], names=[KEY, PART, DEL])
+
+
+def _stored_units(data: pa.Table, schema: pa.Schema) -> pa.Table:
+    """`data` with its timestamps in the units the table stores them in: a timestamp is keyed
+    by the long it is stored as (milliseconds for timestamp-millis), and Spark hands every
+    timestamp over in microseconds."""
+    for i, name in enumerate(data.column_names):
+        given, stored = data.schema.field(i).type, schema.field(name).type if name in schema.names else None
+        if pa.types.is_timestamp(given) and stored is not None and pa.types.is_timestamp(stored) \
+                and given.unit != stored.unit:
+            data = data.set_column(i, name, data.column(i).cast(pa.timestamp(stored.unit, given.tz), safe=False))
+    return data
 
 
 def keys_and_parts(spec: KeySpec, data: pa.Table) -> tuple[pa.Array, pa.Array]:
