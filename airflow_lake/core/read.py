@@ -9,6 +9,7 @@ it runs (threads, Spark executors)."""
 
 from __future__ import annotations
 
+import decimal
 import itertools
 import logging
 from dataclasses import dataclass
@@ -472,16 +473,28 @@ def check_filters(filters, schema: pa.Schema, uri: str):
                                      f"{', '.join(FILTER_OPS)}")
         if op.lower() in ("in", "not in") and (isinstance(value, (str, bytes)) or not hasattr(value, "__iter__")):
             raise InvalidOptionError(f"table {uri}: filter {_shown(term)}: {op!r} needs a list of values")
-    dnf = [[(c, op, _values(v, schema.field(c).type)) if op.lower() in ("in", "not in") else (c, op, v)
-            for c, op, v in conj] for conj in disjuncts]
+    dnf = [[(c, op, _values(v, schema.field(c).type)) if op.lower() in ("in", "not in")
+             else (c, op, _decimal_int(v, schema.field(c).type)) for c, op, v in conj] for conj in disjuncts]
     return _bound(dnf, filters, schema, uri)
 
 
 def _values(values, arrow_type: pa.DataType):
     """The values of an `in` term as a list (any iterable taken once); an empty one typed as its
     column, so that it matches no row."""
-    values = values if isinstance(values, pa.Array) else list(values)
+    values = values if isinstance(values, pa.Array) else [_decimal_int(v, arrow_type) for v in values]
     return values if len(values) else pa.array([], arrow_type)
+
+
+def _decimal_int(value, arrow_type: pa.DataType):
+    """An integer compared with a decimal column as a value of the column's type (pyarrow
+    compares an int64 with a decimal(15,2) only at a precision of 21, and casts an `in` list of
+    ints to the column's type with a rescale it refuses); else the value as given."""
+    if pa.types.is_decimal(arrow_type) and isinstance(value, int) and not isinstance(value, bool):
+        try:
+            return pa.scalar(decimal.Decimal(value), arrow_type).as_py()
+        except (pa.ArrowInvalid, OverflowError):  # (too large for the column: compared as given)
+            return value
+    return value
 
 
 def _bound(filters, given, schema: pa.Schema, uri: str):
@@ -489,7 +502,8 @@ def _bound(filters, given, schema: pa.Schema, uri: str):
     checked by the kernels that will compare them; an empty table skips them), no row read."""
     try:
         pa.table({f.name: pa.nulls(1, f.type) for f in schema}, schema=schema).filter(expression(filters))
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, TypeError, ValueError) as e:
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, TypeError, ValueError,
+            OverflowError) as e:
         text = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise InvalidOptionError(f"table {uri}: filters {_shown(given)} cannot be applied to its columns "
                                  f"({text[:300]})") from None

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from airflow_lake.core import Table
+from airflow_lake.core import LakeError, Table
 from airflow_lake.core.keys import parse_partition_path
 from airflow_lake.core.read import Reader
 from airflow_lake.core.view import FileSystemView
@@ -183,3 +183,21 @@ def test_a_naive_datetime_against_a_zoned_timestamp_column_is_refused_before_rea
     with pytest.raises(InvalidOptionError, match="cannot be applied to its columns .*timestamp without timezone"):
         t.read(filters=[("at", ">", dt.datetime(2024, 1, 1))])
     assert t.read(filters=[("at", ">", dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc))]).num_rows == 1
+
+
+@pytest.mark.parametrize("version", [6, 9])
+def test_integers_filter_a_decimal_column_as_pyarrow_filters_it(table_path, version):
+    """`in [1250]` was a raw ArrowInvalid from a read task, `= 1250` and `> 100` were refused
+    (pyarrow compares an int64 with a decimal(15,2) only at a precision of 21)."""
+    import decimal
+
+    amounts = pa.array([decimal.Decimal("1250.00"), decimal.Decimal("99.50")], pa.decimal128(15, 2))
+    table = Table.create(table_path, name="d", record_key="id", precombine_field="ts",
+                         options={"hoodie.write.table.version": version})
+    table.write(pa.table({"id": [1, 2], "ts": [1, 1], "amount": amounts}))
+    for filters, ids in (([("amount", "=", 1250)], [1]), ([("amount", ">", 100)], [1]),
+                         ([("amount", "in", [1250, 7])], [1]), ([("amount", "not in", [1250])], [2]),
+                         ([("amount", "<=", 99)], []), ([("amount", "=", decimal.Decimal("99.5"))], [2])):
+        assert sorted(table.read(filters=filters)["id"].to_pylist()) == ids, filters
+    with pytest.raises(LakeError, match=r"filters \[\('amount', '=', 10{30}\)\] cannot be applied"):
+        table.read(filters=[("amount", "=", 10 ** 30)])
