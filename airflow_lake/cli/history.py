@@ -127,6 +127,12 @@ def trusted_times(records: list[InstantRecord]) -> bool:
     done = [(r.start_ms, r.state_ms.get("COMPLETED")) for r in records if r.state_ms.get("COMPLETED")]
     if not done:
         return True
+    # (layout 2 names completion times in the files: then the file times of the states before,
+    # taken from the files, after the completion say the files were copied or unpacked)
+    after = sum(1 for r in records if r.state_ms.get("COMPLETED") and any(
+        (r.state_ms.get(k) or 0) > r.state_ms["COMPLETED"] + 60_000 for k in ("REQUESTED", "INFLIGHT")))
+    if after * 2 > len(done):
+        return False
     starts = [s for s, _ in done]
     before = sum(1 for start, end in done if end < start - 60_000)
     late = sum(1 for _, end in done if end > max(starts) + 86_400_000)  # a day after the newest instant began
