@@ -47,7 +47,7 @@ class LakeGroup(click.Group):
         except LakeError as e:
             raise _failure(ctx, str(e)) from e
         except (OSError, ValueError) as e:
-            if isinstance(e, click.ClickException):
+            if isinstance(e, (click.ClickException, BrokenPipeError)):  # (the reader closed our output)
                 raise
             raise _failure(ctx, f"{type(e).__name__}: {e}") from e
 
@@ -163,8 +163,14 @@ def register() -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """The console script `airflow-lake`."""
-    cli.main(args=argv, prog_name="airflow-lake")
+    """The console script `airflow-lake`. Output whose reader closed the pipe (`| head`) is
+    not an error: exit 0, as when the closing comes at exit (click exits 1 with no line)."""
+    try:
+        cli.main(args=argv, prog_name="airflow-lake")
+    except SystemExit as e:
+        if e.code == 1 and type(sys.stdout).__name__.endswith("PacifyFlushWrapper"):  # (click's broken-pipe exit)
+            sys.exit(0)
+        raise
 
 
 register()

@@ -15,13 +15,22 @@ from rich.table import Table as RichTable
 from ..core.timeline.clock import instant_epoch_ms  # noqa: F401 (callers use render.instant_epoch_ms)
 
 
+class _Console(Console):
+    def on_broken_pipe(self) -> None:
+        """The reader closed the pipe (`| head`): rich exits 1 with no line; that is no error."""
+        try:
+            super().on_broken_pipe()
+        except SystemExit:
+            raise SystemExit(0) from None
+
+
 def console(*, stderr: bool = False) -> Console:
     """A console on the current stdout (stderr); wide when not a terminal, so piped output
     keeps whole paths and instant times on one line."""
     stream = sys.stderr if stderr else sys.stdout
     terminal = stream.isatty()
-    return Console(file=stream, width=None if terminal else 4000, soft_wrap=not terminal,
-                   highlight=False, no_color=not terminal)
+    return _Console(file=stream, width=None if terminal else 4000, soft_wrap=not terminal,
+                    highlight=False, no_color=not terminal)
 
 
 def emit_json(data: Any) -> None:

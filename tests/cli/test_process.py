@@ -42,6 +42,25 @@ def test_console_script_is_declared_and_runs(trips):
                                                       "doctor"))
 
 
+@pytest.mark.parametrize("args", [("read", "--limit", "50000"), ("read", "--limit", "50000", "--format", "csv")])
+def test_a_reader_that_closes_the_pipe_is_no_error(tmp_path, args):
+    """`airflow-lake read T | head -1`: exit 0 with nothing on stderr, in every format (the
+    table format exited 1 with no line: rich and click take a broken pipe for a failure)."""
+    import pyarrow as pa
+
+    from airflow_lake.core import Table
+
+    path = str(tmp_path / "t")
+    n = 60_000  # (more than the limit: the table format ends with "(N more rows ...)")
+    Table.create(path, name="t", record_key="id", precombine_field="ts").write(
+        pa.table({"id": [f"k{i}" for i in range(n)], "ts": [1] * n, "v": ["x" * 40] * n}), operation="insert")
+    command = [sys.executable, "-m", "airflow_lake.cli", args[0], path, *args[1:]]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO)
+    proc.stdout.readline()
+    proc.stdout.close()  # (as `head -1` exits)
+    assert proc.wait(timeout=300) == 0 and proc.stderr.read() == b""
+
+
 @pytest.mark.spark
 def test_spark_submit_runs_the_compaction_and_reports_failures(trips, monkeypatch):
     monkeypatch.setenv("SPARK_LOCAL_IP", "127.0.0.1")
