@@ -160,3 +160,18 @@ def test_archiving_beyond_a_savepoint_keeps_it_and_its_commit(table_path, versio
     assert rows(table.read(as_of=commits[1]), COLS) == at_savepoint
     table.restore(commits[1])
     assert rows(table.read(), COLS) == rows(hudi_read(table_path), COLS) == at_savepoint
+
+
+@pytest.mark.parametrize("version", [6, 9])
+def test_a_savepointed_only_active_commit_still_starts_the_timeline(table_path, version):
+    """Every active write savepointed: the timeline starts at the first of them (files of the
+    archived commits before it stay visible)."""
+    table = Table.create(table_path, name="sp", table_type="COPY_ON_WRITE", record_key="id", precombine_field="ts",
+                         partition_fields="p", options={"hoodie.write.table.version": version})
+    table.write(pa.table({"id": [100], "ts": [1], "v": ["z"], "p": ["z"]}))  # a partition written once
+    commits = [table.write(update(i)).instant for i in range(3)]
+    table.savepoint(commits[-1])
+    expected = rows(table.read(), COLS)
+    archived = table.archive(min_commits=1, max_commits=2).archived
+    assert len(archived) == 3 and Table.open(table_path).timeline.commits().completed().times == commits[-1:]
+    assert rows(Table.open(table_path).read(), COLS) == expected == rows(hudi_read(table_path), COLS)

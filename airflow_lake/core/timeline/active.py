@@ -133,7 +133,9 @@ class Timeline:
         (Java's `getFirstNonSavepointCommit`)."""
         if not hasattr(self, "_start"):  # (an immutable selection: found once)
             savepointed = {i.time for i in self.instants if i.action == SAVEPOINT}
-            self._start = next((i.time for i in self.writes() if i.time not in savepointed), None)
+            writes = self.writes()
+            self._start = next((i.time for i in writes if i.time not in savepointed), None) or \
+                (writes.first.time if writes.first else None)  # (every write savepointed: the first)
         return self._start is not None and time < self._start
 
     def transition_time_ms(self, instant: Instant) -> int:
