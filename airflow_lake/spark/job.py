@@ -222,4 +222,16 @@ def _stop_session() -> None:
 
         active = SparkSession.getActiveSession()
         if active is not None:
+            _release_accumulator_server(active.sparkContext)
             active.stop()
+
+
+def _release_accumulator_server(sc: Any) -> None:
+    """Let `stop()` skip waiting for pyspark's accumulator server. Its request handler polls
+    for updates once a second and `stop()` waits for it to notice the shutdown (about 1 s of
+    every job); once the job's actions are done no update is due, and its daemon thread ends
+    with the process, which exits right after."""
+    server = getattr(sc, "_accumulatorServer", None)
+    if server is not None:
+        server.server_shutdown = True  # (the handler's loop ends at its next wake)
+        sc._accumulatorServer = None
