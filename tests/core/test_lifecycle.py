@@ -234,12 +234,15 @@ def test_a_savepointed_commit_is_not_rolled_back(table_path, table_type):
     expected = rows(t.read(), COLS)
     t.savepoint(latest)
     before = sorted(os.listdir(f"{table_path}/.hoodie"))
-    with pytest.raises(LakeError, match=f"table {table_path}: .*{latest} is savepointed.*Nothing was changed"):
+    with pytest.raises(LakeError, match=f"table {table_path}: .*{latest} is savepointed.*savepoint delete "
+                                        f"{table_path} {latest}\\). Nothing was changed"):
         t.rollback(latest)
     assert sorted(os.listdir(f"{table_path}/.hoodie")) == before
     t.write(pa.table({"id": ["k1"], "ts": [50], "part": ["b"], "v": [5.0]}))
     t.restore(latest)
     assert rows(t.read(), COLS) == expected == rows(hudi_read(table_path), COLS)
+    t.delete_savepoint(latest)  # then it can be rolled back, as the latest write
+    assert t.rollback(latest).rolled_back == latest and latest not in t.timeline.times
 
 
 def test_the_only_commit_archiving_left_is_not_rolled_back(table_path):

@@ -61,7 +61,7 @@ def rollback_target(timeline: ActiveTimeline, time_: str, uri: str) -> Instant:
         if timeline.actions(SAVEPOINT).completed().contains(time_):  # (as Java's validateSavepointRollbacks)
             raise LakeError(f"table {uri}: {instant.action} {time_} is savepointed: a savepointed commit cannot be "
                             "rolled back (its savepoint would be lost with it); delete the savepoint first "
-                            "(Hudi's `savepoint delete`; airflow-lake has none yet). Nothing was changed")
+                            f"(airflow-lake savepoint delete {uri} {time_}). Nothing was changed")
         if instant.action != COMPACTION:
             _check_not_compacting(timeline, instant, uri)
     return instant
