@@ -248,10 +248,14 @@ def check_pending(table: Table, timeline: ActiveTimeline, path: str) -> list[Fin
     return found
 
 
-def check_archival(table: Table, timeline: ActiveTimeline, path: str, min_commits: int = 20,
-                   max_commits: int = 30) -> list[Finding]:
-    """What stops archival; a warning when it is due (more than `max_commits` active commits)
-    and stopped short."""
+def check_archival(table: Table, timeline: ActiveTimeline, path: str, min_commits: int | None = None,
+                   max_commits: int | None = None) -> list[Finding]:
+    """What stops archival; a warning when it is due (more than `max_commits` active commits,
+    default the table's `hoodie.keep.max.commits`, as `archive` takes it) and stopped short."""
+    if max_commits is None:
+        max_commits = table.option(ServiceOptions.KEEP_MAX_COMMITS)
+    if min_commits is None:
+        min_commits = table.option(ServiceOptions.KEEP_MIN_COMMITS)
     commits = timeline.commits().completed().instants
     blockers = archive_service.blockers(table.context(), timeline)
     due = len(commits) > max_commits

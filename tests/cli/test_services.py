@@ -118,6 +118,8 @@ def test_archive_bounds_default_to_the_tables_keep_options(tmp_path):
     commits = table.timeline.commits().completed().times
     assert invoke_json("archive", path)["archived"] == 0  # 20 / 30 unless the table says otherwise
     keep = ["-o", "hoodie.keep.min.commits=1", "-o", "hoodie.keep.max.commits=2"]
+    doctor = [f["message"] for f in invoke_json("doctor", path, *keep)["findings"] if f["check"] == "archival"]
+    assert doctor == ["5 active commits: archival would move 4"]  # (as archive takes the options)
     assert invoke_json("archive", path, *keep, "--min-commits", "3", "--max-commits", "4")["archived_instants"] == \
         [f"{t}.commit" for t in commits[:2]]  # flags win over the options
     assert invoke_json("archive", path, *keep)["archived_instants"] == [f"{t}.commit" for t in commits[2:4]]
