@@ -3,6 +3,8 @@ leaves (issue 23, items 7 and 20), judged by hudi-rs."""
 
 from __future__ import annotations
 
+import os
+
 import pyarrow as pa
 import pytest
 
@@ -158,8 +160,16 @@ def test_archiving_beyond_a_savepoint_keeps_it_and_its_commit(table_path, versio
     # of archived commits after it (docs/core.md, differences with hudi-rs)
     assert rows(hudi_read(table_path), COLS) == [r for r in expected if r[2] != "z"]
     assert rows(table.read(as_of=commits[1]), COLS) == at_savepoint
-    table.restore(commits[1])
-    assert rows(table.read(), COLS) == rows(hudi_read(table_path), COLS) == at_savepoint
+    # the savepointed commit now starts the timeline for the archived commits after it: neither
+    # deleting its savepoint (their files would no longer count) nor a restore to it (it would
+    # leave their files, counted again after the next write) is done
+    before = sorted(os.listdir(f"{table_path}/.hoodie"))
+    with pytest.raises(LakeError, match=f"savepoint {commits[1]} cannot be deleted: commits after it were archived"):
+        table.delete_savepoint(commits[1])
+    with pytest.raises(LakeError, match=f"cannot restore to savepoint {commits[1]}: commits after it were archived"):
+        table.restore(commits[1])
+    assert sorted(os.listdir(f"{table_path}/.hoodie")) == before
+    assert rows(table.read(), COLS) == expected
 
 
 @pytest.mark.parametrize("version", [6, 9])
@@ -175,3 +185,18 @@ def test_a_savepointed_only_active_commit_still_starts_the_timeline(table_path, 
     archived = table.archive(min_commits=1, max_commits=2).archived
     assert len(archived) == 3 and Table.open(table_path).timeline.commits().completed().times == commits[-1:]
     assert rows(Table.open(table_path).read(), COLS) == expected == rows(hudi_read(table_path), COLS)
+
+
+def test_archiving_beyond_a_savepoint_with_the_metadata_table(table_path):
+    """A savepoint completed after the metadata table's latest compaction bears its commit's
+    older time: it held archival at the savepointed commit, as if that commit had completed
+    after the compaction."""
+    options = {"hoodie.write.table.version": 9, "hoodie.metadata.enable": "true"}
+    table = Table.create(table_path, name="sp", table_type="COPY_ON_WRITE", record_key="id", precombine_field="ts",
+                         partition_fields="p", options=options)
+    commits = [table.write(pa.table({"id": [i % 3], "ts": [i], "v": ["a"], "p": ["x"]})).instant for i in range(12)]
+    table.savepoint(commits[1])
+    beyond = Table.open(table_path, options={**options, "hoodie.archive.beyond.savepoint": "true"})
+    archived = [a.split(".")[0] for a in beyond.archive(min_commits=2, max_commits=3).archived]
+    assert commits[0] in archived and commits[2] in archived and commits[1] not in archived
+    assert rows(Table.open(table_path).read(), ["id", "v"]) == rows(hudi_read(table_path), ["id", "v"])

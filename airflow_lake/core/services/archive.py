@@ -114,7 +114,8 @@ def _metadata_table_bound(ctx: TableContext, timeline) -> tuple[str, str] | None
     mdt = MetadataWriter(ctx.storage).timeline()
     compactions = [i for i in mdt.completed() if i.action == COMMIT]
     last = compactions[-1].time if compactions else "0" * 17
-    later = [i.time for i in timeline.completed() if (i.completion or i.time) > last]
+    later = [i.time for i in timeline.completed() if (i.completion or i.time) > last
+             and i.action != SAVEPOINT]  # (a savepoint, not synced to the MDT, bears an older commit's time)
     return (min(later), f"{min(later)} completed after the metadata table's latest compaction {last}") \
         if later else None
 

@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 
 from ..errors import InstantNotFoundError, LakeError, WriteConflictError
 from ..timeline import tokens
-from ..timeline.instant import RESTORE, SAVEPOINT, Instant, State, check_instant_time
+from ..timeline.archived import ArchivedTimeline, has_archived
+from ..timeline.instant import COMMIT_ACTIONS, RESTORE, SAVEPOINT, Instant, State, check_instant_time
 from ..timeline.payloads import ActionInstant, RestoreMetadata, RestorePlan, SavepointMetadata
 from ..txn.transaction import Transaction
 from ..txn.undo import restore_plans
@@ -65,8 +66,24 @@ def delete_savepoint(txn: Transaction, instant: str) -> str:
     with txn.start(None) as (timeline, _):
         if not timeline.actions(SAVEPOINT).contains(instant):
             raise InstantNotFoundError(f"table {uri}: {instant} is not a savepoint on the active timeline")
+        later = _archived_after(txn, instant)
+        if later is not None:
+            raise LakeError(f"table {uri}: savepoint {instant} cannot be deleted: commits after it were archived "
+                            f"({later}..., hoodie.archive.beyond.savepoint), and readers count their files as "
+                            "committed only while the savepointed commit starts the active timeline. Nothing was "
+                            "changed")
         txn.delete_savepoint(timeline, instant)
     return instant
+
+
+def _archived_after(txn: Transaction, instant: str) -> str | None:
+    """The first archived commit after `instant` (archival beyond a savepoint), or None."""
+    folder = txn.config.archive_folder
+    if not has_archived(txn.storage, folder):
+        return None
+    later = [i.time for i in ArchivedTimeline(txn.storage, folder).completed()
+             if i.comparable_action in COMMIT_ACTIONS and i.time > instant]
+    return min(later, default=None)
 
 
 def restore(txn: Transaction, instant: str, *, extra_metadata: dict[str, str] | None = None) -> RestoreResult:
@@ -81,6 +98,11 @@ def restore(txn: Transaction, instant: str, *, extra_metadata: dict[str, str] | 
             return _stored_result(timeline, done, instant)
         if not timeline.actions(SAVEPOINT).completed().contains(instant):
             raise InstantNotFoundError(f"table {uri}: {instant} is not a savepoint; restore needs one")
+        later = _archived_after(txn, instant)
+        if later is not None:  # (their files would count as committed again after the next write)
+            raise LakeError(f"table {uri}: cannot restore to savepoint {instant}: commits after it were archived "
+                            f"({later}..., hoodie.archive.beyond.savepoint) and a restore undoes only the active "
+                            "timeline's. Nothing was changed")
         targets = [i for i in reversed(timeline.writes().instants) if i.time > instant]
         alive = [i for i in targets if i.is_pending and not txn.is_expired(i.time)]
         if alive:
