@@ -4,6 +4,7 @@ progress bar) and the error contract: exit 1 with one line naming the table and 
 from __future__ import annotations
 
 import logging
+import select
 import sys
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
@@ -47,9 +48,19 @@ class LakeGroup(click.Group):
         except LakeError as e:
             raise _failure(ctx, str(e)) from e
         except (OSError, ValueError) as e:
-            if isinstance(e, (click.ClickException, BrokenPipeError)):  # (the reader closed our output)
-                raise
+            if isinstance(e, click.ClickException) or (isinstance(e, BrokenPipeError) and output_closed()):
+                raise  # (a broken pipe of our own output: its reader closed it, `| head`)
             raise _failure(ctx, f"{type(e).__name__}: {e}") from e
+
+
+def output_closed() -> bool:
+    """Whether the reader of stdout has closed it (a pipe whose other end is gone)."""
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(event & select.POLLERR for _, event in poller.poll(0))
+    except (OSError, ValueError, AttributeError):  # (no such descriptor: not a pipe we can ask)
+        return False
 
 
 def _failure(ctx: click.Context, message: str) -> CommandError:
@@ -168,7 +179,8 @@ def main(argv: list[str] | None = None) -> None:
     try:
         cli.main(args=argv, prog_name="airflow-lake")
     except SystemExit as e:
-        if e.code == 1 and type(sys.stdout).__name__.endswith("PacifyFlushWrapper"):  # (click's broken-pipe exit)
+        if e.code == 1 and type(sys.stdout).__name__.endswith("PacifyFlushWrapper") and output_closed():
+            # (click's exit for a broken pipe of stdout)
             sys.exit(0)
         raise
 

@@ -29,8 +29,9 @@ def console(*, stderr: bool = False) -> Console:
     keeps whole paths and instant times on one line."""
     stream = sys.stderr if stderr else sys.stdout
     terminal = stream.isatty()
-    return _Console(file=stream, width=None if terminal else 4000, soft_wrap=not terminal,
-                    highlight=False, no_color=not terminal)
+    kind = Console if stderr else _Console  # (a broken stderr says nothing of the command's output)
+    return kind(file=stream, width=None if terminal else 4000, soft_wrap=not terminal,
+                highlight=False, no_color=not terminal)
 
 
 def emit_json(data: Any) -> None:
