@@ -86,3 +86,16 @@ def test_the_command_line_imports_neither_airflow_nor_pyspark_nor_matplotlib():
             "print(','.join(bad)); sys.exit(1 if bad else 0)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=300)
     assert proc.returncode == 0, f"the command line imported: {proc.stdout} {proc.stderr}"
+
+
+def test_a_broken_pipe_of_the_storage_is_an_error_line(trips, monkeypatch):
+    """Only a closed stdout is the reader's choice: a connection that broke is an error."""
+    from airflow_lake.core import Table
+
+    def broken(*args, **kwargs):
+        raise BrokenPipeError(32, "Broken pipe (connection to the object store)")
+
+    monkeypatch.setattr(Table, "read", broken)
+    failed = invoke("read", trips.storage.uri, code=1)
+    assert failed.stdout == "" and "BrokenPipeError: [Errno 32] Broken pipe (connection to the object store)" in \
+        failed.stderr
