@@ -486,3 +486,22 @@ def test_simple_keys_and_partitions_of_timestamps_and_doubles_are_javas(tmp_path
     Table.create(millis, name="m", record_key="at").write(
         pa.table({"at": pa.array([moment], pa.timestamp("ms", "UTC"))}))
     assert hudi_read(millis).column("_hoodie_record_key").to_pylist() == ["1704164645123"]
+
+
+@pytest.mark.parametrize("key", ["at", "s.at"])
+def test_timestamps_handed_over_in_microseconds_are_keyed_in_the_tables_units(tmp_path, key):
+    """Spark hands timestamps over in microseconds: a timestamp-millis key (top level, or in a
+    struct) is keyed by its millisecond long, as the table stores it and the core keyed it."""
+    import datetime as dt
+
+    from airflow_lake.core.write.keying import KeySpec, key_paths
+
+    at = [dt.datetime(2024, 1, 2, 3, 4, 5, 123000)]
+    ms, us = pa.timestamp("ms"), pa.timestamp("us")
+    schema = pa.schema([("id", pa.string()), ("at", ms), ("s", pa.struct([("at", ms)])), ("ts", pa.int64())])
+    table = Table.create(str(tmp_path / "t"), name="t", record_key=key, precombine_field="ts")
+    table.write(pa.table({"id": ["a"], "at": at, "s": [{"at": at[0]}], "ts": [1]}, schema=schema))
+    stored = Table.open(table.storage.uri).read(columns=["_hoodie_record_key"]).column(0).to_pylist()
+    spec = KeySpec(table.context(), "upsert", False, schema, schema, "t")
+    keyed = key_paths(spec, ("at", "s"), pa.array(at, us), pa.array([{"at": at[0]}], pa.struct([("at", us)])))
+    assert keyed.field(0).to_pylist() == stored == ["1704164645123"]

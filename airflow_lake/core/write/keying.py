@@ -150,10 +150,28 @@ def _stored_units(data: pa.Table, schema: pa.Schema) -> pa.Table:
     timestamp over in microseconds."""
     for i, name in enumerate(data.column_names):
         given, stored = data.schema.field(i).type, schema.field(name).type if name in schema.names else None
-        if pa.types.is_timestamp(given) and stored is not None and pa.types.is_timestamp(stored) \
-                and given.unit != stored.unit:
-            data = data.set_column(i, name, data.column(i).cast(pa.timestamp(stored.unit, given.tz), safe=False))
+        if stored is None or not _units_differ(given, stored):
+            continue
+        target = pa.timestamp(stored.unit, given.tz) if pa.types.is_timestamp(given) else stored
+        try:  # (in a struct or a list too: a nested key field, `s.at`)
+            data = data.set_column(i, name, data.column(i).cast(target, safe=False))
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+            pass  # (otherwise unlike the stored type: conformed, or refused, later)
     return data
+
+
+def _units_differ(given: pa.DataType, stored: pa.DataType) -> bool:
+    """Whether `given` is `stored` but for a timestamp's unit, at some depth."""
+    if pa.types.is_timestamp(given) and pa.types.is_timestamp(stored):
+        return given.unit != stored.unit
+    if pa.types.is_struct(given) and pa.types.is_struct(stored):
+        fields = {stored.field(j).name: stored.field(j).type for j in range(stored.num_fields)}
+        return any(given.field(j).name in fields and _units_differ(given.field(j).type, fields[given.field(j).name])
+                   for j in range(given.num_fields))
+    if (pa.types.is_list(given) or pa.types.is_large_list(given)) and \
+            (pa.types.is_list(stored) or pa.types.is_large_list(stored)):
+        return _units_differ(given.value_type, stored.value_type)
+    return False
 
 
 def keys_and_parts(spec: KeySpec, data: pa.Table) -> tuple[pa.Array, pa.Array]:
