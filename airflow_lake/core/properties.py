@@ -116,7 +116,7 @@ def table_checksum(props: dict[str, str]) -> str:
     return str(zlib.crc32(f"{db}.{props['hoodie.table.name']}".encode()))
 
 
-def load(storage: Storage) -> TableConfig:
+def load(storage: Storage, *, again: bool = True) -> TableConfig:
     """Read `hoodie.properties` (falling back to the backup) and validate the checksum."""
     errors = []
     for path in (PROPERTIES, PROPERTIES_BACKUP):
@@ -133,6 +133,8 @@ def load(storage: Storage) -> TableConfig:
         errors.append(f"{path}: {problem}")
     if not errors:
         instant = timeline_left(storage)
+        if instant is not None and again and storage.exists(PROPERTIES):  # (a writer rewrote it meanwhile)
+            return load(storage, again=False)
         if instant is not None:
             raise InvalidTableError(f"table {storage.uri}: {PROPERTIES} is missing (and its backup), but the timeline "
                                     f"holds instants ({instant}...): the table's settings are lost, not the table; "
