@@ -31,7 +31,7 @@ from airflow_lake.hooks.submit import (
     result_file,
     secret_env,
 )
-from airflow_lake.location import LakeSettings, asset_uri, is_absolute
+from airflow_lake.location import LakeSettings, asset_uri
 from airflow_lake.watch import TimelineWatch
 
 
@@ -71,11 +71,7 @@ class LakeHook(BaseHook):
 
     # -- locations -------------------------------------------------------------------------
     def resolve(self, table_path: str) -> str:
-        """Absolute path or URI of a table; relative paths are under the connection's base path
-        (an absolute one needs no connection: none is looked up, e.g. in the OpenLineage
-        listener's forked process, where a lookup hangs)."""
-        if isinstance(table_path, str) and table_path and is_absolute(table_path):
-            return LakeSettings().resolve(table_path)
+        """Absolute path or URI of a table; relative paths are under the connection's base path."""
         return self.settings.resolve(table_path)
 
     def storage(self, table_path: str) -> Storage:

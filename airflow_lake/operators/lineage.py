@@ -25,6 +25,8 @@ from airflow.providers.common.compat.openlineage.facet import (
 from airflow.providers.openlineage.extractors import OperatorLineage
 from attrs import define
 
+from airflow_lake.location import LakeSettings, is_absolute
+
 if TYPE_CHECKING:
     from airflow_lake.operators.base import LakeJobOperator
 
@@ -112,6 +114,11 @@ def _resolve(op: LakeJobOperator, location: str) -> str:
 
 
 def _resolve_with(hook, location: str) -> str:
+    """The table's location; an absolute one without the lake connection (the OpenLineage
+    listener calls the lineage methods in a forked process, where a connection lookup hangs
+    until the listener kills it: `airflow dags test` lost those events)."""
+    if isinstance(location, str) and location and is_absolute(location):
+        return LakeSettings().resolve(location)
     try:
         return hook.resolve(location)
     except Exception as e:  # (a relative path with no lake connection: named as given)

@@ -88,7 +88,8 @@ def test_a_relative_or_templated_table_path_says_why_it_needs_an_asset(tmp_path)
         assert "joined to the lake connection's base_path only when the task runs" in message
         assert "asset=table_asset('<the table's absolute path or URI>') from airflow_lake.hooks" in message
         assert "asset=False" in message and "docs/operators.md" in message
-        with pytest.raises(ValueError, match="joined to the lake connection's base_path only when the task runs"):
+        with pytest.raises(InvalidOptionError, match="joined to the lake connection's base_path only when the task "
+                                                     "runs"):
             InstantSensor(task_id="w", table_path=table_path)
     assert "### Relative or templated table paths" in (Path(__file__).parents[2] / "docs/operators.md").read_text()
 
