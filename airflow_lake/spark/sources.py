@@ -114,14 +114,33 @@ def conform_to_table(df: DataFrame, table_schema: pa.Schema, where: str,
         except AnalysisException as e:
             raise SchemaError(f"{where}: column {name!r} cannot be cast from {df.schema[name].dataType.simpleString()} "
                               f"to the table's {casts[name].simpleString()}") from e
-    lost = [F.first(F.when(F.col(f"`{name}`").isNotNull() & cast[name].isNull(), F.col(f"`{name}`").cast("string")),
-                    ignorenulls=True).alias(name) for name in casts]
+    lost = [F.first(F.when(_lost(F.col(f"`{name}`"), df.schema[name].dataType, kind, cast[name]),
+                           F.col(f"`{name}`").cast("string")), ignorenulls=True).alias(name)
+            for name, kind in casts.items()]
     found = df.select(*lost).first()
     for name, kind in casts.items():
         if found is not None and found[name] is not None:
             raise SchemaError(f"{where}: column {name!r} value {found[name]!r} cannot be cast from "
                               f"{df.schema[name].dataType.simpleString()} to the table's {kind.simpleString()}")
     return df.withColumns(cast)
+
+
+def _lost(column, source: DataType, kind: DataType, cast):
+    """Whether a value of `column` did not survive its `cast` to `kind`: null where it was not,
+    at the top or in a struct's field (a map made of a struct: an entry dropped)."""
+    lost = column.isNotNull() & cast.isNull()
+    if isinstance(source, StructType) and isinstance(kind, StructType):
+        given = {f.name.lower(): f for f in source.fields}
+        for f in kind.fields:
+            g = given.get(f.name.lower())
+            if g is not None and g.dataType != f.dataType:
+                lost = lost | (column.isNotNull() & _lost(column.getField(g.name), g.dataType, f.dataType,
+                                                          cast.getField(f.name)))
+    elif isinstance(source, StructType) and isinstance(kind, MapType) and isinstance(kind.keyType, StringType):
+        for f in source.fields:
+            value = column.getField(f.name)
+            lost = lost | (value.isNotNull() & F.coalesce(~F.map_contains_key(cast, f.name), F.lit(False)))
+    return F.coalesce(lost, F.lit(False))
 
 
 def _cast(column, source: DataType, kind: DataType, formats: dict[str, str]):
