@@ -127,7 +127,8 @@ def conform_to_table(df: DataFrame, table_schema: pa.Schema, where: str,
 
 def _lost(column, source: DataType, kind: DataType, cast):
     """Whether a value of `column` did not survive its `cast` to `kind`: null where it was not,
-    at the top or in a struct's field (a map made of a struct: an entry dropped)."""
+    at the top, in a struct's field, a list's element or a map's value (a map made of a struct:
+    an entry dropped)."""
     lost = column.isNotNull() & cast.isNull()
     if isinstance(source, StructType) and isinstance(kind, StructType):
         given = {f.name.lower(): f for f in source.fields}
@@ -139,8 +140,21 @@ def _lost(column, source: DataType, kind: DataType, cast):
     elif isinstance(source, StructType) and isinstance(kind, MapType) and isinstance(kind.keyType, StringType):
         for f in source.fields:
             value = column.getField(f.name)
-            lost = lost | (value.isNotNull() & F.coalesce(~F.map_contains_key(cast, f.name), F.lit(False)))
+            dropped = F.coalesce(~F.map_contains_key(cast, f.name), F.lit(False))
+            lost = lost | (value.isNotNull() & (dropped | _lost(value, f.dataType, kind.valueType,
+                                                                 cast.getItem(f.name))))
+    elif isinstance(source, ArrayType) and isinstance(kind, ArrayType):  # (an element, pairwise)
+        lost = lost | _any_lost(column, cast, source.elementType, kind.elementType)
+    elif isinstance(source, MapType) and isinstance(kind, MapType):  # (a value: entries keep their order)
+        lost = lost | _any_lost(F.map_values(column), F.map_values(cast), source.valueType, kind.valueType)
     return F.coalesce(lost, F.lit(False))
+
+
+def _any_lost(given, cast, source: DataType, kind: DataType):
+    """Whether an element of the array `given` did not survive its cast (`cast`, the array of
+    the same elements cast to `kind`)."""
+    pairs = F.zip_with(given, cast, lambda g, c: _lost(g, source, kind, c))
+    return F.coalesce(F.exists(pairs, lambda x: x), F.lit(False))
 
 
 def _cast(column, source: DataType, kind: DataType, formats: dict[str, str]):

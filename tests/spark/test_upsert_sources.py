@@ -128,26 +128,34 @@ def test_json_structs_land_by_field_name_at_every_depth(spark, tmp_path, table_p
     try to cast is a SchemaError naming the column."""
     struct = pa.struct([("zeta", pa.string()), ("alpha", pa.string()), ("n", pa.int32())])
     schema = pa.schema([("id", pa.string()), ("ts", pa.int64()), ("s", struct), ("l", pa.list_(struct)),
-                        ("m", pa.map_(pa.string(), pa.string())), ("mi", pa.map_(pa.string(), pa.int32()))])
+                        ("m", pa.map_(pa.string(), pa.string())), ("mi", pa.map_(pa.string(), pa.int32())),
+                        ("li", pa.list_(pa.int32())), ("ml", pa.map_(pa.string(), pa.list_(pa.int32())))])
     first = {"zeta": "Z0", "alpha": "A0", "n": 0}
     table = Table.create(table_path, name="t", record_key="id", precombine_field="ts")
     table.write(pa.table({"id": ["a", "b"], "ts": [1, 1], "s": [first, None], "l": [[first], []],
-                          "m": [[("k", "v")], None], "mi": [None, None]}, schema=schema))
+                          "m": [[("k", "v")], None], "mi": [None, None], "li": [[1], None],
+                          "ml": [None, None]}, schema=schema))
     new = {"zeta": "Z1", "alpha": "A1", "n": 1}
     lines = json.dumps({"id": "a", "ts": 2, "s": new, "l": [new, {"alpha": "A2"}], "m": {"k": "v2", "j": "w"},
-                        "mi": {"k": 1}}) + "\n" + json.dumps({"id": "b", "ts": 2, "s": None, "m": {"j": "x"}}) + "\n"
+                        "mi": {"k": 1}, "li": [2, None, 3], "ml": {"k": [4, None]}}) + "\n" \
+        + json.dumps({"id": "b", "ts": 2, "s": None, "m": {"j": "x"}}) + "\n"
     load("upsert").main(["--table", table_path, "--source", _file(tmp_path, "s.json", lines)])
     got = {r["id"]: r for r in hudi_read(table_path).to_pylist()}
     assert got["a"]["s"] == new and got["b"]["s"] is None
     assert got["a"]["l"] == [new, {"zeta": None, "alpha": "A2", "n": None}]
     assert sorted(got["a"]["m"]) == [("j", "w"), ("k", "v2")] and got["b"]["m"] == [("j", "x")]
     assert got["a"]["mi"] == [("k", 1)] and got["b"]["mi"] is None
+    assert got["a"]["li"] == [2, None, 3] and got["a"]["ml"] == [("k", [4, None])]  # (nulls given stay)
     assert rows(hudi_read(table_path), ["id", "s"]) == rows(table.read(), ["id", "s"])
     before = sorted(os.listdir(f"{table_path}/.hoodie"))
     # a value that does not cast, in a struct's field or a map's entry: refused, not nulled
     for line, column in (({"id": "c", "ts": 3, "s": {"n": "many"}}, "s"),
-                         ({"id": "c", "ts": 3, "mi": {"k": "x"}}, "mi")):
-        refused = _file(tmp_path, "r.json", json.dumps(line) + "\n")
+                         ({"id": "c", "ts": 3, "mi": {"k": "x"}}, "mi"),
+                         ({"id": "c", "ts": 3, "l": [{"n": 2}, {"n": "many"}]}, "l"),
+                         ({"id": "c", "ts": 3, "li": [1, "x"]}, "li"),
+                         ({"id": "c", "ts": 3, "ml": {"k": [1, "x"]}}, "ml")):
+        every = dict.fromkeys(schema.names) | line  # (every column given: only the cast can refuse it)
+        refused = _file(tmp_path, "r.json", json.dumps(every) + "\n")
         with pytest.raises(JobError, match=f"column '{column}' value .*cannot be cast"):
             load("upsert").main(["--table", table_path, "--source", refused])
     bad = json.dumps({"id": "c", "ts": 3, "s": [1], "l": None, "m": None}) + "\n"
