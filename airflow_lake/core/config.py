@@ -120,6 +120,44 @@ def check_option_values(where: str, *sources: dict[str, Any] | None) -> None:
                 option.parse(value, where)
 
 
+# `hoodie.*` keys read besides the `Option`s (Hudi's aliases, table properties, secrets); keys
+# under `READ_KEY_FAMILIES` are read by prefix (`keygen_timestamp.py`)
+READ_KEYS = frozenset({
+    "hoodie.aws.access.key", "hoodie.aws.secret.key", "hoodie.aws.session.token",
+    "hoodie.compaction.record.merger.strategy", "hoodie.datasource.write.keygenerator.class",
+    "hoodie.datasource.write.keygenerator.consistent.logical.timestamp.enabled",
+    "hoodie.datasource.write.keygenerator.type", "hoodie.datasource.write.partitionpath.field",
+    "hoodie.datasource.write.payload.class", "hoodie.datasource.write.precombine.field",
+    "hoodie.datasource.write.record.merger.impls", "hoodie.datasource.write.record.merger.strategy",
+    "hoodie.datasource.write.recordkey.field", "hoodie.datasource.write.table.name",
+    "hoodie.datasource.write.table.type", "hoodie.index.bucket.engine", "hoodie.legacy.payload.class",
+    "hoodie.metadata.enable", "hoodie.metadata.global.record.level.index.enable", "hoodie.payload.ordering.field",
+    "hoodie.record.merge.strategy.id", "hoodie.table.format", "hoodie.table.index.defs.path",
+    "hoodie.table.initial.version", "hoodie.table.metadata.partitions.inflight", "hoodie.timeline.history.path",
+    "hoodie.timeline.path", "hoodie.write.record.merger.impls", "hoodie.write.table.version",
+    "hoodie.keygen.datetime.parser.class", "hoodie.deltastreamer.keygen.datetime.parser.class",
+})
+READ_KEY_FAMILIES = ("hoodie.keygen.timebased.", "hoodie.deltastreamer.keygen.timebased.")
+
+
+def misspelt_options(options: dict[str, Any] | None) -> list[tuple[str, str]]:
+    """(key, the key it is likely a misspelling of) for each `hoodie.*` key of `options` that
+    airflow-lake does not read and that is one or two letters away from one it reads (Hudi
+    ignores a key it does not know: a misspelt one silently leaves the default)."""
+    import difflib
+
+    known = sorted(set(OPTIONS) | READ_KEYS)
+    out = []
+    for key in options or {}:
+        if not isinstance(key, str) or not key.startswith("hoodie.") or key in OPTIONS or key in READ_KEYS \
+                or key.startswith(READ_KEY_FAMILIES):
+            continue
+        close = difflib.get_close_matches(key, known, n=1, cutoff=0.9)
+        if close:
+            out.append((key, close[0]))
+    return out
+
+
 def pyarrow_codec(codec: str) -> str:
     """pyarrow's name of a parquet codec as Hudi names it (`uncompressed` is `none`)."""
     name = codec.strip().lower()

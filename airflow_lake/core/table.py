@@ -26,6 +26,7 @@ from .config import (
     TableOptions,
     WriteOptions,
     check_option_values,
+    misspelt_options,
     options_value,
     unsupported_merge,
 )
@@ -535,6 +536,9 @@ def _options_dict(uri: str, options: Any) -> dict[str, Any]:
         return {}
     if not isinstance(options, Mapping) or not all(isinstance(k, str) for k in options):
         raise InvalidOptionError(f"table {uri}: options={options!r} is not a mapping of option keys to values")
+    for key, meant in misspelt_options(options):
+        log.warning("table %s: option %s is not one airflow-lake reads, so it has no effect; did you mean %s?",
+                    uri, key, meant)
     return dict(options)
 
 
