@@ -233,8 +233,8 @@ def test_kill_harness_on_a_hudi1x_table_with_a_metadata_table():
     through the MDT) and we read alike, repaired by the retry."""
     from tests.reliability.harness import run
 
-    report = run(["upsert_mor", "insert_overwrite", "compaction_execute", "clean", "rollback"], size=1, commits=6,
-                 points=5, table_options={"hoodie.write.table.version": 9, "hoodie.metadata.enable": "true",
+    report = run(["upsert_mor", "insert_overwrite", "compaction_execute", "clean", "rollback", "restore"], size=1,
+                 commits=6, points=5, table_options={"hoodie.write.table.version": 9, "hoodie.metadata.enable": "true",
                                           "hoodie.metadata.compact.max.delta.commits": 3})
     print(report.line())
     assert report.kills >= 25 and report.recoveries == report.kills

@@ -22,7 +22,10 @@ from dataclasses import dataclass, field
 
 import pyarrow.fs as pafs
 
+from airflow_lake.core.formats.log.blocks import read_log_file
+from airflow_lake.core.model import BaseFile, LogFile
 from airflow_lake.core.storage import open_storage
+from airflow_lake.core.view import list_partition_files
 from tests.conftest import hudi_read, let_time_pass, rows
 from tests.reliability.operations import OPERATIONS, build, open_table
 
@@ -102,6 +105,30 @@ def _state(path: str, report: Report, label: str, so: dict | None = None) -> lis
     return ours
 
 
+def orphans(path: str, so: dict | None = None) -> list[str]:
+    """Data files no completed instant wrote (nor one archived before the active timeline):
+    what a rollback or restore left behind, which a later archive or compaction would bring
+    back. A log file's writer is the instant in its name (timeline layout 2), else in its
+    blocks' headers."""
+    t = open_table(path, so)
+    timeline = t.timeline
+    done = set(timeline.completed().times)
+    start = min((i.time for i in timeline.instants), default="")
+    found = []
+    for partition, statuses in list_partition_files(t.storage).items():
+        for st in statuses:
+            if (base := BaseFile.parse(partition, st.name)) is not None:
+                writers = {base.instant}
+            elif (lf := LogFile.parse(partition, st.name)) is not None:
+                writers = {lf.base_instant} if timeline.layout >= 2 else \
+                    {b.instant for b in read_log_file(t.storage.read(lf.path))} - {None}
+            else:
+                continue
+            if any(w not in done and w >= start for w in writers):
+                found.append(f"{partition}/{st.name}")
+    return sorted(found)
+
+
 def check_operation(name: str, workdir: str, report: Report, *, size: int = 1, commits: int = 10,
                     points: int | None = None, storage_options: dict | None = None,
                     table_options: dict | None = None) -> None:
@@ -151,6 +178,9 @@ def check_operation(name: str, workdir: str, report: Report, *, size: int = 1, c
         final = _state(path, report, f"{name} recovered from {k}", so)
         if final != after:
             report.mismatches.append(f"{name} killed at {k}: after the retry the rows differ from the model")
+        left = orphans(path, so)
+        if left:
+            report.mismatches.append(f"{name} killed at {k}: data files of no completed instant left: {left}")
         pending = [str(i) for i in open_table(path, so).timeline.pending()
                    if not (name == "compaction_schedule" and i.action == "compaction")]
         if pending:

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ..formats.log.blocks import read_log_file
 from ..model import BaseFile, LogFile
 from ..paths import Deleter, absolute_path, relative_path
 from ..storage import Storage
@@ -85,13 +86,29 @@ def files_of(storage: Storage, timeline: ActiveTimeline, target: Instant) -> lis
     if target.is_completed:
         found.update(relative_path(storage, stat.path, instant=target.time, what="write stat path")
                      for stat in timeline.commit_metadata(target).stats() if stat.path)
-    if not found and not markers:
+    if not found and not markers:  # (a write whose markers are gone: a crashed restore's undone commit)
         for partition, statuses in list_partition_files(storage).items():
             for st in statuses:
                 base = BaseFile.parse(partition, st.name)
                 if base is not None and base.instant == target.time:
                     found.add(base.path)
+                elif (lf := LogFile.parse(partition, st.name)) is not None and _log_written_by(
+                        storage, timeline, lf, target.time):
+                    found.add(lf.path)
     return sorted(f for f in found if storage.exists(f))
+
+
+def _log_written_by(storage: Storage, timeline: ActiveTimeline, lf: LogFile, time_: str) -> bool:
+    """Whether the deltacommit `time_` wrote the log file `lf`: in timeline layout 2 a log file
+    is named by the deltacommit that wrote it; in layout 1 by its slice's base instant, and
+    its blocks carry the writer's instant (`INSTANT_TIME`), read only from log files of slices
+    based at or before `time_`."""
+    if timeline.layout >= 2:
+        return lf.base_instant == time_
+    if lf.base_instant > time_:
+        return False
+    instants = {b.instant for b in read_log_file(storage.read(lf.path), f"{storage.uri}/{lf.path}")}
+    return time_ in instants and instants <= {time_, None}  # (a torn last block has none; another's: kept)
 
 
 def rollback_plan(storage: Storage, timeline: ActiveTimeline, target: Instant) -> RollbackPlan:
@@ -180,8 +197,10 @@ def restore_plans(storage: Storage, timeline: ActiveTimeline, plan: RestorePlan)
     any change, when one names a file outside the table)."""
     plans = {}
     for target in plan.instants:
-        names = timeline.state_files(target.time)
-        if names:
-            current = max((Instant.parse(n) for n in names), key=lambda i: i.state)
+        # (a savepoint of the instant shares its time: not its state)
+        kind = Instant(target.time, target.action, State.REQUESTED).comparable_action
+        states = [i for i in map(Instant.parse, timeline.state_files(target.time)) if i.comparable_action == kind]
+        if states:
+            current = max(states, key=lambda i: i.state)
             plans[target.time] = RollbackPlan(target.time, target.action, rollback_requests(storage, timeline, current))
     return plans
