@@ -74,7 +74,7 @@ from ..metadata_writer import (
 )
 from ..metadata_writer import compaction_plan as metadata_compaction_plan
 from ..metadata_writer import is_on as metadata_on
-from ..model import WriteStat
+from ..model import BaseFile, WriteStat
 from ..paths import relative_path
 from ..schema import META_SCHEMA, arrow_schema_with_meta, from_avro
 from ..timeline.active import ActiveTimeline
@@ -220,6 +220,14 @@ class MetadataTableSync:
         if pending:
             plan = CompactionPlan.from_bytes(timeline.read_details(pending[0].to(State.REQUESTED)))
             requested = pending[0]
+            missing = [f"{MDT_PATH}/{op.partition}/{name}" for op in plan.operations
+                       for name in ([op.data_file] if op.data_file else []) + list(op.delta_files)
+                       if not self.storage.exists(f"{MDT_PATH}/{op.partition}/{name}")]
+            if missing:  # (a rollback before this fix deleted a log file it merges: it cannot finish)
+                log.warning("table %s: the metadata table's pending compaction %s merges files that are gone (%s); "
+                            "it is undone", self.storage.uri, requested.time, missing[:3])
+                self.drop_metadata_compaction(writer)
+                return
         else:
             if not compaction_due(timeline, int(self.option(MetadataOptions.COMPACT_MAX_DELTA_COMMITS))):
                 return
@@ -244,6 +252,20 @@ class MetadataTableSync:
             self.storage.write(path, data)
         timeline.transition(requested, State.COMPLETED, meta.to_bytes())
 
+    def drop_metadata_compaction(self, writer: MetadataWriter) -> None:
+        """Undo the MDT compactions a crash left pending (the base files they wrote, their state
+        files): a rollback or restore is about to delete the log files of a deltacommit their
+        plan merges. The MDT is compacted again when next due."""
+        timeline = writer.timeline()
+        for pending in [i for i in timeline.pending() if i.action == COMPACTION]:
+            for partition in writer.partitions():
+                for st in self.storage.list(f"{MDT_PATH}/{partition}"):
+                    base = BaseFile.parse(f"{MDT_PATH}/{partition}", st.name)
+                    if base is not None and base.instant == pending.time:
+                        self.storage.delete(st.path)
+            timeline.delete_instant_files(pending.time)
+            log.info("table %s: the metadata table's pending compaction %s is undone", self.storage.uri, pending.time)
+
     def rollback_metadata_table(self, writer: MetadataWriter, by: str | None, target: str,
                                 deleted: dict[str, list[str]] | None = None) -> None:
         """Roll back the MDT deltacommit of data-table instant `target`, if the MDT has one: its
@@ -267,6 +289,9 @@ class MetadataTableSync:
             self.metadata_deltacommit(writer, timeline, by, change, self.resync_indexes(writer, by),
                                       self.stats_files(writer, by, change, None, resync=True))
             return
+        # (a pending MDT compaction may merge the log files about to go: it could never finish)
+        self.drop_metadata_compaction(writer)
+        timeline = writer.timeline()
         if rb is not None:  # an MDT rollback a crash left pending: finish it
             plan = RollbackPlan.from_bytes(timeline.read_details(rb.to(State.REQUESTED)))
             current = Instant(plan.instant, plan.action, State.COMPLETED)
@@ -288,6 +313,7 @@ class MetadataTableSync:
         brings the listing in line with the restored files (Java's restore sync: the absorbed
         ones' files deleted, files cleaned after the savepoint, ...). Idempotent: a restore a
         crash interrupted redoes it."""
+        self.drop_metadata_compaction(writer)  # (its plan may merge the log files about to go)
         timeline = writer.timeline()
         for target in undone + [at]:  # (`at`: a sync a crash left before the restore completed)
             if timeline.contains(target) and (target == at or not writer.absorbed(timeline, target)):
