@@ -283,6 +283,9 @@ class MetadataTableSync:
         if by is not None and rb is None and writer.absorbed(timeline, target):
             # merged into an MDT base file already: its files are deleted by a deltacommit at `by`
             # (tombstones, as Java turns a rollback's deleted files into MDT records)
+            if timeline.contains(by):  # (a crash left that deltacommit, done or not: it is done again)
+                self.rollback_metadata_table(writer, None, by)
+                timeline = writer.timeline()
             if deleted is None:
                 deleted = logged_files(self.storage, logs.get(MDT_FILES, []), target)
             change = FilesChange(deleted=deleted, list_partitions=False)
