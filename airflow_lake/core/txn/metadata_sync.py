@@ -33,6 +33,7 @@ from ..mdt_stats import (
     partition_stats_records,
     stats_log_files,
 )
+from ..merge import KEY
 from ..metadata_table import FILES as MDT_FILES
 from ..metadata_table import (
     INIT_PREFIX,
@@ -341,8 +342,12 @@ class MetadataTableSync:
                  self.storage.uri, instant, len(stats))
         secondary = maintained_secondary_indexes(self.storage, self.config.props, timeline)
         if secondary:
-            rows = scan_values(self.ctx, FileSystemView(self.storage, timeline), [si.defn.column for si in secondary],
-                               self.table_schema(), self.engine)  # (one scan for every index)
+            columns = [si.defn.column for si in secondary]
+            schema = self.table_schema()
+            if len(schema) == len(META_SCHEMA):  # (every commit undone: no schema, and no record to index)
+                rows = pa.schema([pa.field(c, pa.string()) for c in [KEY, *dict.fromkeys(columns)]]).empty_table()
+            else:  # (one scan for every index)
+                rows = scan_values(self.ctx, FileSystemView(self.storage, timeline), columns, schema, self.engine)
             for si in secondary:
                 changed = resync_secondary(si, rows, instant, writer.schema_text())
                 log.info("table %s: secondary index %s brought in line with the table at %s (%d index file groups "
