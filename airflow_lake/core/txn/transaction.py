@@ -120,7 +120,7 @@ class Transaction(MetadataTableSync):
         self.finish_indexing(timeline)
         self.finish_rollbacks(timeline)
         self.finish_restores(timeline)
-        undo.forget_rolled_back(self.storage, timeline)
+        undo.forget_rolled_back(self.storage, timeline, self.is_expired)
         for target in self.failed_writes(timeline):
             self.rollback(timeline, target)
         pending = {i.time for i in timeline.pending()}

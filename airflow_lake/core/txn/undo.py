@@ -127,11 +127,13 @@ def rolled_back_by(timeline: ActiveTimeline, time_: str) -> Instant | None:
     return None
 
 
-def forget_rolled_back(storage: Storage, timeline: ActiveTimeline) -> None:
-    """A crash after `R.rollback` was written can leave the target's pending files: remove them."""
+def forget_rolled_back(storage: Storage, timeline: ActiveTimeline, is_expired: Callable[[str], bool]) -> None:
+    """A crash after `R.rollback` was written can leave the target's pending files: remove them
+    (not those of a compaction run again after its rollback, whose heartbeat `is_expired` says
+    is live: its plan is kept, and its new run has the same instant)."""
     pending = [i for i in timeline.pending() if i.action in COMMIT_ACTIONS or i.action == COMPACTION]
     for instant in pending:
-        if rolled_back_by(timeline, instant.time) is None:
+        if rolled_back_by(timeline, instant.time) is None or not is_expired(instant.time):
             continue
         keep_plan = is_compaction(timeline, instant.time)
         for name in reversed(timeline.state_files(instant.time)):
