@@ -54,6 +54,11 @@ def listed_partitions(props: dict[str, str]) -> list[str]:
     return [p.strip() for p in props.get("hoodie.table.metadata.partitions", "").split(",") if p.strip()]
 
 
+def inflight_partitions(props: dict[str, str]) -> list[str]:
+    """The MDT partitions being built (`hoodie.table.metadata.partitions.inflight`)."""
+    return [p.strip() for p in props.get("hoodie.table.metadata.partitions.inflight", "").split(",") if p.strip()]
+
+
 def index_definitions(storage: Storage, props: dict[str, str]) -> dict[str, dict]:
     """The table's index definitions (`.hoodie/.index_defs/index.json`), by index name."""
     path = props.get(INDEX_DEFS)

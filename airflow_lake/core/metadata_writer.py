@@ -72,6 +72,7 @@ from .metadata_table import (
     MdtStorage,
     has_files_partition,
     index_definitions,
+    inflight_partitions,
     listed_partitions,
     merge_files_slice,
     merge_mdt_slice,
@@ -617,7 +618,7 @@ def tagging_record_index(storage: Storage, props: dict[str, str], data_timeline:
 def unmaintained_partitions(storage: Storage, props: dict[str, str]) -> list[str]:
     """The MDT partitions (listed or inflight) that our first write or service switches off:
     all but those we maintain (an inflight one too: another writer is still building it)."""
-    inflight = [p.strip() for p in props.get("hoodie.table.metadata.partitions.inflight", "").split(",") if p.strip()]
+    inflight = inflight_partitions(props)
     kept = maintained_partitions(storage, props)
     return sorted({p for p in listed_partitions(props) + inflight if p != FILES and (p not in kept or p in inflight)})
 
@@ -641,8 +642,7 @@ def switch_off(storage: Storage, config: TableConfig, off: list[str]) -> None:
     if not off:
         return
     listed = listed_partitions(config.props)
-    inflight = [p.strip() for p in config.props.get("hoodie.table.metadata.partitions.inflight", "").split(",")
-                if p.strip()]
+    inflight = inflight_partitions(config.props)
     defs_path = config.props.get(INDEX_DEFS)
     if defs_path and storage.exists(defs_path):
         doc = json.loads(storage.read(defs_path))

@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
+from airflow_lake.core import properties
 from airflow_lake.core.errors import LakeError
 from airflow_lake.core.index.secondary_index import (
     SecondaryIndex,
@@ -243,6 +244,28 @@ def test_a_build_that_died_is_undone_by_the_next_writer(tmp_path, monkeypatch, c
     assert not (path / ".hoodie" / "metadata" / "secondary_index_by_type").exists()
     agree(table, path)
     table.create_index("by_type", "txn_type")  # built again
+    agree(table, path)
+
+
+def test_a_build_that_died_before_its_instant_is_built_again(tmp_path, monkeypatch):
+    """Killed after the definition (index.json) was written, before `hoodie.properties` named
+    the partition inflight: no instant, nothing to undo, and create_index refused ever after
+    ("exists already")."""
+    path = unpack(TABLES["v9_cow_meta"], tmp_path / "t")
+    table = Table.open(str(path))
+
+    def die(*args, **kwargs):
+        raise KeyboardInterrupt("killed saving hoodie.properties")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(properties, "save", die)
+        with pytest.raises(KeyboardInterrupt):
+            table.create_index("by_type", "txn_type")
+    props = Table.open(str(path)).config.props
+    assert "secondary_index_by_type" in {d.partition for d in definitions(table.storage, props, listed_only=False)}
+    Table.open(str(path)).create_index("by_type", "txn_type")
+    table = Table.open(str(path))
+    assert "secondary_index_by_type" in table.config.props["hoodie.table.metadata.partitions"]
     agree(table, path)
 
 

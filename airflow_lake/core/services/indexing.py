@@ -5,6 +5,7 @@ listing and its metadata-table partition."""
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -12,11 +13,13 @@ from typing import Any
 from ..errors import InvalidOptionError, LakeError, UnsupportedFeatureError, WriteConflictError
 from ..index.record_index import is_partitioned
 from ..index.secondary_index import PREFIX, SecondaryIndexDef, definitions, supported_type
-from ..metadata_table import RECORD_INDEX, listed_partitions
+from ..metadata_table import RECORD_INDEX, inflight_partitions, listed_partitions
 from ..metadata_writer import maintained_partitions
 from ..timeline import tokens
 from ..timeline.instant import COMMIT_ACTIONS, COMPACTION, INDEXING
 from ..txn.transaction import Transaction
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -67,9 +70,13 @@ def create_index(txn: Transaction, name: str, column: str, *,
                                           "with the global record index only, and this table's record index is "
                                           "partitioned (hoodie.metadata.record.level.index.enable); nothing was "
                                           "changed")
-        if partition in listed_partitions(cfg.props) or \
-                any(d.partition == partition for d in definitions(txn.storage, cfg.props, listed_only=False)):
+        defined = any(d.partition == partition for d in definitions(txn.storage, cfg.props, listed_only=False))
+        building = partition in inflight_partitions(cfg.props) or any(
+            i.action == INDEXING for i in timeline.pending())
+        if partition in listed_partitions(cfg.props) or (defined and building):
             raise LakeError(f"table {uri}: index {partition} exists already (drop it first)")
+        if defined:  # (neither listed nor being built: a build that died before its instant; built now)
+            log.info("table %s: index %s is defined but was never built; building it", uri, partition)
         schema = txn.table_schema()
         if column not in schema.names or column.startswith("_hoodie_"):
             raise InvalidOptionError(f"table {uri}: index {partition}: no data column {column!r} (columns: "

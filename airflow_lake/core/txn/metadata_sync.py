@@ -40,6 +40,7 @@ from ..metadata_table import (
     RECORD_INDEX,
     MdtStorage,
     has_files_partition,
+    inflight_partitions,
     listed_partitions,
     readable_instants,
 )
@@ -461,7 +462,7 @@ class MetadataTableSync:
         storage, writer = self.storage, self.metadata_writer()
         upto = timeline.writes().completed().last
         define_secondary_index(storage, self.config, defn)
-        inflight_parts = [p.strip() for p in self.config.props.get(INFLIGHT_PARTITIONS, "").split(",") if p.strip()]
+        inflight_parts = inflight_partitions(self.config.props)
         self.config.props[INFLIGHT_PARTITIONS] = ",".join(sorted(set(inflight_parts) | {defn.partition}))
         properties.save(storage, self.config)
         instant = self.new_instant_time(timeline)
