@@ -10,6 +10,7 @@ from typing import Any
 
 from airflow_lake.core.config import ServiceOptions
 from airflow_lake.core.errors import InvalidOptionError, TableNotFoundError
+from airflow_lake.core.services.compaction import check_merge_on_read
 from airflow_lake.core.services.runs import (
     CLEAN,
     COMMIT,
@@ -38,9 +39,9 @@ def archive(run: JobRun) -> dict[str, Any]:
     defaulting to the table's `hoodie.keep.*` options)."""
     a = run.args
     table = run.open_table()
-    log.info("archive: selecting instants (keep %s, archive beyond %s)",
-             table.option(MIN_COMMITS) if a.min_commits is None else a.min_commits,
-             table.option(MAX_COMMITS) if a.max_commits is None else a.max_commits)
+    log.info("archive: selecting instants (keep %s, archive beyond %s)",  # (the table checks the values)
+             f"the table's {MIN_COMMITS.key}" if a.min_commits is None else a.min_commits,
+             f"the table's {MAX_COMMITS.key}" if a.max_commits is None else a.max_commits)
     result = table.archive(min_commits=a.min_commits, max_commits=a.max_commits, batch=a.batch,
                            extra_metadata=run.extra_metadata)
     log.info("archive: archived %d instants%s", len(result.archived),
@@ -90,6 +91,7 @@ def compaction_execute(run: JobRun) -> dict[str, Any]:
     """Execute `--instant`, or up to `--max-plans` pending plans in `--order` (`select_plan`)."""
     a = run.args
     table = run.open_table()
+    check_merge_on_read(table.config, table.storage.uri)  # (refused as on the local engine, plan or none)
     results = []
     for n in range(1 if a.instant else a.max_plans):
         extra = plan_token(run.token, n)

@@ -63,6 +63,16 @@ def test_every_service_command_answers_alike_on_both_engines(tmp_path, monkeypat
     for path in (local_path, spark_path):
         assert rows(hudi_read(path), COLS) == rows(Table.open(local_path).read(), COLS)
 
+    # refusals: compaction of a COPY_ON_WRITE table (the job said "no pending compaction plan"),
+    # a bad table option (the job's message did not name the table)
+    cow = str(tmp_path / "cow")
+    Table.create(cow, name="cow", table_type="COPY_ON_WRITE", record_key="uuid").write(TRIPS.slice(0, 2))
+    local, spark = _both("compaction", "run", cow, code=1)
+    assert local == spark and "is a COPY_ON_WRITE table" in local
+    local, spark = _both("archive", local_path, "-o", "hoodie.keep.min.commits=x", code=1)
+    assert local == spark == \
+        f"airflow-lake: error: table {local_path}: option hoodie.keep.min.commits='x' is not a valid int\n"
+
 
 def test_a_jobs_error_line_reads_as_the_local_error():
     from airflow_lake.cli.spark import job_error
