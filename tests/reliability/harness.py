@@ -113,7 +113,6 @@ def orphans(path: str, so: dict | None = None) -> list[str]:
     t = open_table(path, so)
     timeline = t.timeline
     done = set(timeline.completed().times)
-    start = min((i.time for i in timeline.instants), default="")
     found = []
     for partition, statuses in list_partition_files(t.storage).items():
         for st in statuses:
@@ -124,7 +123,7 @@ def orphans(path: str, so: dict | None = None) -> list[str]:
                     {b.instant for b in read_log_file(t.storage.read(lf.path))} - {None}
             else:
                 continue
-            if any(w not in done and w >= start for w in writers):
+            if any(w not in done and not timeline.is_before_start(w) for w in writers):
                 found.append(f"{partition}/{st.name}")
     return sorted(found)
 
