@@ -298,6 +298,17 @@ class Storage:
     def walk_files(self, path: str = "") -> Iterator[FileStatus]:
         yield from self.list(path, recursive=True)
 
+    def missing_bucket(self) -> str | None:
+        """Object stores: the root's bucket when it does not exist (or cannot be seen with these
+        credentials); else None."""
+        if not self.is_object_store:
+            return None
+        bucket = self.root.lstrip("/").split("/", 1)[0]
+        try:
+            return bucket if self.fs.get_file_info(bucket).type == pafs.FileType.NotFound else None
+        except OSError:  # (denied, unreachable: the caller's own error says enough)
+            return None
+
     def file_in_the_way(self) -> str | None:
         """Local file systems: the root, or its nearest existing ancestor, when that is a
         regular file (no folder can be made there). Object stores have no such conflict."""

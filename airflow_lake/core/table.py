@@ -241,8 +241,7 @@ class Table:
         `aws_endpoint_url`... or pyarrow's S3/GCS/HDFS/Azure keywords; docs/object-stores.md)."""
         storage = open_storage(path, storage_options)
         options = _options_dict(storage.uri, options)
-        if not storage.exists(".hoodie"):
-            raise TableNotFoundError(f"{storage.uri} is not a Hudi table: no .hoodie folder")
+        check_table_exists(storage)
         config = properties.load(storage)
         if (config.version > 6 and config.version not in (8, 9)) or config.timeline_layout not in (1, 2):
             raise UnsupportedTableVersionError(
@@ -528,6 +527,16 @@ def _as_list(uri: str, argument: str, value: Any) -> list[str]:
     if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
         return [v.strip() for v in value if v.strip()]
     raise InvalidOptionError(f"table {uri}: {argument}={value!r} is not a field name or a list of them")
+
+
+def check_table_exists(storage: Storage) -> None:
+    """`TableNotFoundError` unless `storage` holds a table (`.hoodie`), naming a bucket that
+    does not exist as such."""
+    if storage.exists(".hoodie"):
+        return
+    bucket = storage.missing_bucket()
+    why = f"bucket {bucket!r} does not exist (or these credentials cannot see it)" if bucket else "no .hoodie folder"
+    raise TableNotFoundError(f"{storage.uri} is not a Hudi table: {why}")
 
 
 def _options_dict(uri: str, options: Any) -> dict[str, Any]:

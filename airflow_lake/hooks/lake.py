@@ -14,10 +14,9 @@ from airflow.sdk import Asset, BaseHook
 from airflow.sdk.exceptions import AirflowNotFoundException
 
 from airflow_lake.core.config import WriteOptions
-from airflow_lake.core.errors import TableNotFoundError
 from airflow_lake.core.objectstore import is_secret_option, scrub
 from airflow_lake.core.storage import Storage, open_storage
-from airflow_lake.core.table import Table
+from airflow_lake.core.table import Table, check_table_exists
 from airflow_lake.core.timeline.active import ActiveTimeline
 from airflow_lake.core.timeline.instant import Instant
 from airflow_lake.core.txn.heartbeat import is_expired
@@ -90,15 +89,13 @@ class LakeHook(BaseHook):
     def get_timeline(self, table_path: str) -> ActiveTimeline:
         """The table's active timeline, scanned now."""
         storage = self.storage(table_path)
-        if not storage.exists(".hoodie"):
-            raise TableNotFoundError(f"{storage.uri} is not a Hudi table: no .hoodie folder")
+        check_table_exists(storage)
         return ActiveTimeline(storage)
 
     def watch(self, table_path: str, actions=None) -> TimelineWatch:
         """A `TimelineWatch` (what completed since a baseline) over the table's timeline."""
         storage = self.storage(table_path)
-        if not storage.exists(".hoodie"):
-            raise TableNotFoundError(f"{storage.uri} is not a Hudi table: no .hoodie folder")
+        check_table_exists(storage)
         return TimelineWatch(storage, actions)
 
     # -- the result channel ------------------------------------------------------------------

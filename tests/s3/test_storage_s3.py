@@ -8,7 +8,13 @@ import pyarrow as pa
 import pytest
 
 from airflow_lake.core import Table
-from airflow_lake.core.errors import InvalidOptionError, LockError, StorageUnavailableError, TimelineError
+from airflow_lake.core.errors import (
+    InvalidOptionError,
+    LockError,
+    StorageUnavailableError,
+    TableNotFoundError,
+    TimelineError,
+)
 from airflow_lake.core.storage import Storage, open_storage
 from airflow_lake.core.timeline.instant import COMMIT, Instant, State
 from tests.conftest import hudi_read, rows
@@ -213,3 +219,12 @@ def test_a_rollback_at_a_buckets_root_deletes_files_of_a_partition_named_as_the_
     left = [f for f in t.storage.list_names(s3_bucket) if f[0].endswith(".parquet")]
     assert len(left) == 1 and undone.instant not in left[0][0]
     assert rows(hudi_read(uri, s3_options), ["id"]) == [("a",)]
+
+
+def test_a_bucket_that_does_not_exist_is_named_as_such(s3_bucket, s3_options):
+    """A misspelt bucket was 'not a Hudi table: no .hoodie folder', the bucket unnamed."""
+    with pytest.raises(TableNotFoundError, match=r"s3://no-such-bucket-zz/lake/t is not a Hudi table: bucket "
+                                                 r"'no-such-bucket-zz' does not exist \(or these credentials"):
+        Table.open("s3://no-such-bucket-zz/lake/t", storage_options=s3_options)
+    with pytest.raises(TableNotFoundError, match=r"is not a Hudi table: no \.hoodie folder"):  # (the bucket is there)
+        Table.open(f"s3://{s3_bucket}/nothing-here", storage_options=s3_options)
