@@ -69,6 +69,8 @@ def read_source(spark: SparkSession, source: str, fmt: str, *, storage_options: 
         df = read_files(spark, source, fmt, storage_options,
                         schema=to_arrow_schema(given) if given is not None else None, text=text)
     else:
+        if fmt == "csv":  # RFC 4180, as the core reads csv (a quote in a quoted field doubled); Spark escapes with \
+            options.setdefault("escape", '"')
         reader = spark.read.format(fmt).options(**options)
         try:
             df = (reader.schema(given) if given is not None else reader).load(source)

@@ -72,6 +72,23 @@ def test_a_bad_source_schema_names_it(spark, tmp_path, orders, table_path):
                              "--source-schema", "id STRNG"])
 
 
+def test_csv_quotes_read_alike_wherever_the_file_lives(spark, tmp_path, table_path):
+    """A csv file is read as RFC 4180 (a quote inside a quoted value is doubled) by Spark's
+    reader (local and HDFS files) as by the core's (object stores): Spark's own default escapes
+    with a backslash, and kept the doubled quotes and the outer ones in the value."""
+    import pyarrow.csv as pacsv
+
+    from airflow_lake.spark.sources import read_files
+
+    text = 'id,v\n1,"say ""hi"""\n2,"a,b"\n3,plain\n'
+    path = _file(tmp_path, "q.csv", text)
+    core = [tuple(r) for r in read_files(spark, path, "csv", text=True).collect()]
+    assert core == [("1", 'say "hi"'), ("2", "a,b"), ("3", "plain")] == \
+        [(str(r["id"]), r["v"]) for r in pacsv.read_csv(path).to_pylist()]
+    load("upsert").main(["--table", table_path, "--source", path, "--create-if-missing", "--record-key", "id"])
+    assert sorted((str(r["id"]), r["v"]) for r in hudi_read(table_path).to_pylist()) == core
+
+
 def test_files_the_core_reads_take_the_tables_types_too(spark, tmp_path, orders):
     """csv on an object store is read by the core in executors: as text, then cast alike."""
     from airflow_lake.spark.sources import conform_to_table, read_files
