@@ -140,22 +140,36 @@ READ_KEYS = frozenset({
 READ_KEY_FAMILIES = ("hoodie.keygen.timebased.", "hoodie.deltastreamer.keygen.timebased.")
 
 
+# Hudi's keys within two letters of one airflow-lake reads, which it does not read itself
+NOT_READ_NEIGHBOURS = frozenset({"hoodie.combine.before.upsert", "hoodie.combine.before.delete"})
+
+
 def misspelt_options(options: dict[str, Any] | None) -> list[tuple[str, str]]:
     """(key, the key it is likely a misspelling of) for each `hoodie.*` key of `options` that
-    airflow-lake does not read and that is one or two letters away from one it reads (Hudi
-    ignores a key it does not know: a misspelt one silently leaves the default)."""
-    import difflib
-
+    airflow-lake does not read and that is at most two letters (inserted, deleted or changed)
+    away from one it reads (Hudi ignores a key it does not know: a misspelt one silently leaves
+    the default)."""
     known = sorted(set(OPTIONS) | READ_KEYS)
     out = []
     for key in options or {}:
         if not isinstance(key, str) or not key.startswith("hoodie.") or key in OPTIONS or key in READ_KEYS \
-                or key.startswith(READ_KEY_FAMILIES):
+                or key in NOT_READ_NEIGHBOURS or key.startswith(READ_KEY_FAMILIES):
             continue
-        close = difflib.get_close_matches(key, known, n=1, cutoff=0.9)
+        close = [k for k in known if abs(len(k) - len(key)) <= 2 and _edits(key, k) <= 2]
         if close:
-            out.append((key, close[0]))
+            out.append((key, min(close, key=lambda k: _edits(key, k))))
     return out
+
+
+def _edits(a: str, b: str) -> int:
+    """The Levenshtein distance of `a` and `b` (characters inserted, deleted or changed)."""
+    previous = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        current = [i]
+        for j, cb in enumerate(b, 1):
+            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (ca != cb)))
+        previous = current
+    return previous[-1]
 
 
 def pyarrow_codec(codec: str) -> str:

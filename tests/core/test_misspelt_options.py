@@ -12,7 +12,7 @@ import pyarrow as pa
 
 import airflow_lake
 from airflow_lake.core import Table
-from airflow_lake.core.config import OPTIONS, READ_KEY_FAMILIES, READ_KEYS, misspelt_options
+from airflow_lake.core.config import NOT_READ_NEIGHBOURS, OPTIONS, READ_KEY_FAMILIES, READ_KEYS, misspelt_options
 
 
 def test_a_misspelt_option_is_named_with_the_key_meant(tmp_path, caplog):
@@ -43,7 +43,16 @@ def test_every_key_the_package_reads_is_known_so_none_is_taken_for_a_misspelling
     not_options = {"hoodie.properties", "hoodie.datasource.hive_sync.jdbcurl", "hoodie.datasource.hive_sync.password",
                    "hoodie.metrics.datadog.api.key", "hoodie.write.commit.callback.http.api.key",
                    "hoodie.write.commit.callback.http.custom.headers"}
-    unknown = sorted(k for k in found - not_options
+    unknown = sorted(k for k in found - not_options - NOT_READ_NEIGHBOURS
                      if k not in OPTIONS and k not in READ_KEYS and not k.startswith(READ_KEY_FAMILIES))
     assert unknown == []
     assert misspelt_options(dict.fromkeys(sorted(found))) == []
+
+
+def test_hudis_own_keys_near_ours_are_not_taken_for_misspellings():
+    hudi = ["hoodie.global.bloom.index.update.partition.path", "hoodie.bucket.index.max.num.buckets",
+            "hoodie.bucket.index.min.num.buckets", "hoodie.combine.before.upsert", "hoodie.combine.before.delete",
+            "hoodie.clean.automatic", "hoodie.archive.automatic", "hoodie.datasource.hive_sync.enable"]
+    assert misspelt_options(dict.fromkeys(hudi)) == []
+    assert misspelt_options({"hoodie.parquet.max.filesize": 1}) == [("hoodie.parquet.max.filesize",
+                                                                     "hoodie.parquet.max.file.size")]
