@@ -94,3 +94,28 @@ def test_a_pending_mdt_compaction_whose_log_files_are_gone_is_undone_with_a_warn
     expected = [("k1", 1, 1.0), ("k2", 1, 1.0), ("k6", 5, 5.0)]
     assert rows(Table.open(path).read(), COLS) == expected
     assert rows(hudi_read(path), COLS) == expected
+
+
+def test_a_restore_undoes_a_pending_mdt_compaction_itself(tmp_path, caplog):
+    """The pending compaction found by the restore itself (left where no repair undid it, e.g.
+    by another engine): undone before the restore deletes the log files it merges, not left to
+    fail, then undone with a warning, at the next write."""
+    path = str(tmp_path / "t")
+    saved, _ = _crashed_compaction(path, "MERGE_ON_READ")
+    timeline = os.path.join(path, ".hoodie", "metadata", ".hoodie", "timeline")
+    kept = {n: open(os.path.join(timeline, n), "rb").read() for n in os.listdir(timeline) if ".compaction." in n}
+    txn = Table.open(path, options=OPTIONS).transaction()
+    with txn.lock():
+        txn.repair()  # (the killed write rolled back, the compaction with it: put back below)
+    for name, data in kept.items():
+        with open(os.path.join(timeline, name), "wb") as f:
+            f.write(data)
+    assert [i.action for i in MetadataWriter(Table.open(path).storage).timeline().pending()] == ["compaction"]
+    with caplog.at_level(logging.WARNING):
+        Table.open(path, options=OPTIONS).restore(saved)
+        Table.open(path, options=OPTIONS).write(_batch(["k6"], 5))
+    assert not any("it is undone" in r.getMessage() for r in caplog.records)
+    assert not MetadataWriter(Table.open(path).storage).timeline().pending().instants
+    expected = [("k1", 1, 1.0), ("k2", 1, 1.0), ("k6", 5, 5.0)]
+    assert rows(Table.open(path).read(), COLS) == expected
+    assert rows(hudi_read(path), COLS) == expected

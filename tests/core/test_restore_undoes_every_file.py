@@ -94,3 +94,43 @@ def test_a_restore_that_dies_deleting_log_files_deletes_the_rest_when_finished(t
         assert _log_files(path) == [], nth
         assert rows(Table.open(path).read(), COLS) == SAVED
         assert rows(hudi_read(path), COLS) == SAVED
+
+
+def test_a_log_file_another_instant_appended_to_is_not_deleted_by_a_restore(tmp_path):
+    """Java 0.x appends a deltacommit's block to the slice's log file on HDFS: the file holds a
+    savepointed commit's block too. The restore deleted the file whole, and the savepoint's
+    update with it; it is refused now, naming the file, and nothing changes."""
+    import json
+
+    from airflow_lake.core.errors import UnsupportedFeatureError
+    from airflow_lake.core.formats.log.blocks import read_log_file
+
+    path = str(tmp_path / "t")
+    t, options = _table(path, 6)
+    t.write(_batch(["k0"], 2))  # T1: a log file L
+    t1 = t.timeline.commits().completed().last.time
+    t.savepoint(t1)
+    t.write(_batch(["k2"], 3))  # T2: its own log file, appended to L below as Java would on HDFS
+    t2 = t.timeline.commits().completed().last.time
+    logs = {os.path.join(root, f): {b.instant for b in read_log_file(open(os.path.join(root, f), "rb").read())}
+            for root, _, names in os.walk(path) if ".hoodie" not in root for f in names if ".log." in f}
+    [first] = [f for f, instants in logs.items() if instants == {t1}]
+    [second] = [f for f, instants in logs.items() if instants == {t2}]
+    with open(first, "ab") as out, open(second, "rb") as appended:
+        out.write(appended.read())
+    os.remove(second)
+    commit = os.path.join(path, ".hoodie", f"{t2}.deltacommit")
+    meta = json.load(open(commit))
+    for stats in meta["partitionToWriteStats"].values():
+        for stat in stats:
+            if stat["path"].endswith(os.path.basename(second)):
+                stat["path"] = stat["path"][: -len(os.path.basename(second))] + os.path.basename(first)
+    with open(commit, "w") as f:
+        json.dump(meta, f)
+    before = rows(Table.open(path).read(), COLS)
+    timeline = sorted(os.listdir(os.path.join(path, ".hoodie")))
+    with pytest.raises(UnsupportedFeatureError, match=f"undoing {t2}: its log file .*{os.path.basename(first)} also "
+                                                      f"holds blocks of \\['{t1}'\\]"):
+        Table.open(path, options=options).restore(t1)
+    assert rows(Table.open(path).read(), COLS) == before and os.path.exists(first)
+    assert sorted(os.listdir(os.path.join(path, ".hoodie"))) == timeline

@@ -71,8 +71,7 @@ def create_index(txn: Transaction, name: str, column: str, *,
                                           "partitioned (hoodie.metadata.record.level.index.enable); nothing was "
                                           "changed")
         defined = any(d.partition == partition for d in definitions(txn.storage, cfg.props, listed_only=False))
-        building = partition in inflight_partitions(cfg.props) or any(
-            i.action == INDEXING for i in timeline.pending())
+        building = partition in inflight_partitions(cfg.props)  # (a dead build's instant: undone by the repair)
         if partition in listed_partitions(cfg.props) or (defined and building):
             raise LakeError(f"table {uri}: index {partition} exists already (drop it first)")
         if defined:  # (neither listed nor being built: a build that died before its instant; built now)

@@ -252,6 +252,7 @@ class MetadataTableSync:
                                       layout)
         for path, data in files:
             self.storage.write(path, data)
+        self.check_lock()  # (a holder frozen past the lock's expiry: another may have undone this compaction)
         timeline.transition(requested, State.COMPLETED, meta.to_bytes())
 
     def drop_metadata_compaction(self, writer: MetadataWriter) -> None:
@@ -318,7 +319,6 @@ class MetadataTableSync:
         brings the listing in line with the restored files (Java's restore sync: the absorbed
         ones' files deleted, files cleaned after the savepoint, ...). Idempotent: a restore a
         crash interrupted redoes it."""
-        self.drop_metadata_compaction(writer)  # (its plan may merge the log files about to go)
         timeline = writer.timeline()
         for target in undone + [at]:  # (`at`: a sync a crash left before the restore completed)
             if timeline.contains(target) and (target == at or not writer.absorbed(timeline, target)):

@@ -16,12 +16,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ..errors import UnsupportedFeatureError
 from ..formats.log.blocks import read_log_file
 from ..model import BaseFile, LogFile
 from ..paths import Deleter, absolute_path, relative_path
 from ..storage import Storage
 from ..timeline.active import ActiveTimeline
-from ..timeline.instant import COMMIT_ACTIONS, COMPACTION, ROLLBACK, Instant, State
+from ..timeline.instant import COMMIT_ACTIONS, COMPACTION, DELTA_COMMIT, ROLLBACK, Instant, State
 from ..timeline.metadata import read_avro
 from ..timeline.payloads import ActionInstant, RestorePlan, RollbackMetadata, RollbackPlan, RollbackRequest
 from ..view import list_partition_files
@@ -55,9 +56,13 @@ def is_compaction(timeline: ActiveTimeline, time_: str) -> bool:
     return any(n.endswith(".compaction.requested") for n in timeline.state_files(time_))
 
 
-def files_of(storage: Storage, timeline: ActiveTimeline, target: Instant) -> list[str]:
+def files_of(storage: Storage, timeline: ActiveTimeline, target: Instant, *, undone_commit: bool = False,
+             ) -> list[str]:
     """Data files the target instant wrote: from its markers, its commit metadata (when
-    completed), else base files named with its instant.
+    completed), else base files named with its instant (and, for a deltacommit, its log
+    files: named with its instant in timeline layout 2; in layout 1, only for an
+    `undone_commit`, a restore's whose completed file an interrupted run removed, those its
+    blocks fill, read from the files).
 
     A CREATE or MERGE marker names a base file; an APPEND marker names a made-up base file
     `<fileId>_<token>_<baseInstant>` whose log files with that token are the ones written
@@ -86,13 +91,14 @@ def files_of(storage: Storage, timeline: ActiveTimeline, target: Instant) -> lis
     if target.is_completed:
         found.update(relative_path(storage, stat.path, instant=target.time, what="write stat path")
                      for stat in timeline.commit_metadata(target).stats() if stat.path)
-    if not found and not markers:  # (a write whose markers are gone: a crashed restore's undone commit)
+    if not found and not markers:  # (a write that died before its markers, or a crashed restore's undone commit)
+        logs = target.action == DELTA_COMMIT and (timeline.layout >= 2 or undone_commit)  # (only those write logs)
         for partition, statuses in list_partition_files(storage).items():
             for st in statuses:
                 base = BaseFile.parse(partition, st.name)
                 if base is not None and base.instant == target.time:
                     found.add(base.path)
-                elif (lf := LogFile.parse(partition, st.name)) is not None and _log_written_by(
+                elif logs and (lf := LogFile.parse(partition, st.name)) is not None and _log_written_by(
                         storage, timeline, lf, target.time):
                     found.add(lf.path)
     return sorted(f for f in found if storage.exists(f))
@@ -102,13 +108,39 @@ def _log_written_by(storage: Storage, timeline: ActiveTimeline, lf: LogFile, tim
     """Whether the deltacommit `time_` wrote the log file `lf`: in timeline layout 2 a log file
     is named by the deltacommit that wrote it; in layout 1 by its slice's base instant, and
     its blocks carry the writer's instant (`INSTANT_TIME`), read only from log files of slices
-    based at or before `time_`."""
+    based at or before `time_` (all its blocks: a torn last one has none)."""
     if timeline.layout >= 2:
         return lf.base_instant == time_
     if lf.base_instant > time_:
         return False
-    instants = {b.instant for b in read_log_file(storage.read(lf.path), f"{storage.uri}/{lf.path}")}
-    return time_ in instants and instants <= {time_, None}  # (a torn last block has none; another's: kept)
+    return _block_instants(storage, lf.path) == [time_]
+
+
+def _block_instants(storage: Storage, path: str) -> list[str | None]:
+    """The distinct instants of a log file's blocks, in order, a torn last block's (None) left out."""
+    instants = [b.instant for b in read_log_file(storage.read(path), f"{storage.uri}/{path}")]
+    if instants and instants[-1] is None:
+        instants.pop()
+    return list(dict.fromkeys(instants))
+
+
+def check_whole_logs(storage: Storage, timeline: ActiveTimeline, target: str, paths: list[str]) -> None:
+    """Before anything changes: refuse (naming the table, the instant and the file) to undo
+    `target` when one of its log files also holds other instants' blocks, as Java 0.x writes
+    on file systems that append (HDFS): deleting it would lose them (Java appends a rollback
+    command block instead, which airflow-lake does not write). Layout 1 only: Hudi 1.x writes
+    a log file per deltacommit."""
+    if timeline.layout >= 2:
+        return
+    for path in paths:
+        if LogFile.parse(*(path.rsplit("/", 1) if "/" in path else ("", path))) is None or not storage.exists(path):
+            continue
+        others = [i for i in _block_instants(storage, path) if i != target]
+        if others:
+            raise UnsupportedFeatureError(
+                f"table {storage.uri}: undoing {target}: its log file {path} also holds blocks of {others} (appended "
+                "by another writer, as Java does on HDFS); airflow-lake does not undo part of a log file; nothing "
+                "was changed")
 
 
 def rollback_plan(storage: Storage, timeline: ActiveTimeline, target: Instant) -> RollbackPlan:
@@ -185,10 +217,14 @@ def plan_files(storage: Storage, plan: RollbackPlan, by: str) -> list[list[str]]
              for path in req.files] for req in plan.requests]
 
 
-def rollback_requests(storage: Storage, timeline: ActiveTimeline, target: Instant) -> tuple[RollbackRequest, ...]:
-    """The target's files per partition (absolute paths)."""
+def rollback_requests(storage: Storage, timeline: ActiveTimeline, target: Instant, *,
+                      undone_commit: bool = False) -> tuple[RollbackRequest, ...]:
+    """The target's files per partition (absolute paths); refused when a log file of them
+    holds other instants' blocks too (`check_whole_logs`)."""
     requests: dict[str, list[str]] = {}
-    for path in files_of(storage, timeline, target):
+    paths = files_of(storage, timeline, target, undone_commit=undone_commit)
+    check_whole_logs(storage, timeline, target.time, paths)
+    for path in paths:
         partition = path.rsplit("/", 1)[0] if "/" in path else ""
         requests.setdefault(partition, []).append(absolute_path(storage, path))
     return tuple(RollbackRequest(p, tuple(fs)) for p, fs in sorted(requests.items()))
@@ -204,5 +240,6 @@ def restore_plans(storage: Storage, timeline: ActiveTimeline, plan: RestorePlan)
         states = [i for i in map(Instant.parse, timeline.state_files(target.time)) if i.comparable_action == kind]
         if states:
             current = max(states, key=lambda i: i.state)
-            plans[target.time] = RollbackPlan(target.time, target.action, rollback_requests(storage, timeline, current))
+            plans[target.time] = RollbackPlan(target.time, target.action, rollback_requests(
+                storage, timeline, current, undone_commit=current.is_pending))
     return plans
