@@ -27,6 +27,7 @@ from ..core.index.secondary_index import definitions as secondary_definitions
 from ..core.lock import LOCK_PATH
 from ..core.metadata_table import RECORD_INDEX, has_files_partition, listed_partitions, read_file_listing
 from ..core.metadata_writer import how_to_rebuild, unmaintained_partitions
+from ..core.model import BaseFile, LogFile
 from ..core.properties import PROPERTIES, PROPERTIES_BACKUP, parse_properties, table_checksum
 from ..core.read import Reader
 from ..core.services import archive as archive_service
@@ -114,10 +115,18 @@ def check_metadata_table(table: Table, timeline: ActiveTimeline) -> list[Finding
                                 "Hudi readers list files through it: restore .hoodie/metadata or rebuild it with Hudi")]
     on_disk = {p: {st.name for st in sts} for p, sts in list_partition_files(table.storage).items()}
     listed = {p: set(files) for p, files in listing.files.items()}
-    missing = sorted(f"{p}/{f}".lstrip("/") for p, names in on_disk.items() for f in names - listed.get(p, set()))
+    pending = {i.time for i in timeline.pending()}
+    unlisted = [(p, f) for p, names in on_disk.items() for f in names - listed.get(p, set())]
+    # (a pending instant's files are listed when it completes; a dead writer's are rolled back)
+    missing = sorted(f"{p}/{f}".lstrip("/") for p, f in unlisted if _writer(p, f) not in pending)
+    waiting = len(unlisted) - len(missing)
+    if waiting:
+        found.append(Finding("metadata", "info", f"{waiting} data files of pending instants are not listed yet "
+                             "(listed when their instant completes; a dead writer's are rolled back by the next "
+                             "writer or service)"))
     extra = sorted(f"{p}/{f}".lstrip("/") for p, names in listed.items() for f in names - on_disk.get(p, set()))
     if not missing and not extra:
-        count = sum(len(n) for n in on_disk.values())
+        count = sum(len(n) for n in on_disk.values()) - waiting
         found.append(Finding("metadata", "ok", f"the metadata table's files partition lists the {count} data "
                              "files on storage"))
     else:
@@ -127,6 +136,16 @@ def check_metadata_table(table: Table, timeline: ActiveTimeline) -> list[Finding
                              "Hudi 1.x readers and hudi-rs list files through it: rows of unlisted files are not "
                              "read"))
     return found + check_record_index_partition(table, timeline) + check_secondary_index_partitions(table, timeline)
+
+
+def _writer(partition: str, name: str) -> str | None:
+    """The instant that wrote a data file of a Hudi 1.x table: a base file's, or the one a log
+    file is named by."""
+    base = BaseFile.parse(partition, name)
+    if base is not None:
+        return base.instant
+    log = LogFile.parse(partition, name)
+    return log.base_instant if log is not None else None
 
 
 def check_secondary_index_partitions(table: Table, timeline: ActiveTimeline) -> list[Finding]:
