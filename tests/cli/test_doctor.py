@@ -289,3 +289,36 @@ def test_a_pending_writes_files_are_not_taken_for_a_stale_metadata_table(tmp_pat
     assert ("info", "1 data files of pending instants are not listed yet (listed when their instant completes; a "
                     "dead writer's are rolled back by the next writer or service)") in levels
     assert not [m for level, m in levels if level in ("warn", "error")], levels
+
+
+def test_a_pending_cleans_deleted_files_are_not_taken_for_a_stale_metadata_table(tmp_path):
+    """A clean killed after deleting its files, before completing: the metadata table still
+    lists them until the next clean finishes it. doctor warned of a stale listing; it now
+    counts them apart (the pending clean is its own warning)."""
+    from airflow_lake.core.storage import Storage
+
+    class Killed(BaseException):
+        pass
+
+    class DiesCompleting(Storage):
+        def create(self, path, data=b""):
+            if path.endswith(".clean") and "/metadata/" not in path:
+                raise Killed(path)
+            return super().create(path, data)
+
+    path = str(tmp_path / "t")
+    options = {"hoodie.write.table.version": 9, "hoodie.metadata.enable": "true"}
+    t = Table.create(path, name="t", record_key="id", partition_fields="p", options=options)
+    for v in range(4):
+        t.write(pa.table({"id": ["a", "b"], "p": ["x", "y"], "v": [v, v]}))
+    dying = Table.open(path, options=options)
+    dying.storage = DiesCompleting(path)
+    try:
+        dying.clean(retained=1)
+    except Killed:
+        pass
+    doc = invoke_json("doctor", path, code=3)
+    assert [f["level"] for f in by_check(doc)["pending"]] == ["warn"]
+    levels = [(f["level"], f["message"]) for f in by_check(doc)["metadata"]]
+    assert any(level == "info" and "a pending clean deleted are still listed" in m for level, m in levels), levels
+    assert not [m for level, m in levels if level in ("warn", "error")], levels
