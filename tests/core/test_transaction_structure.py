@@ -10,7 +10,8 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[2] / "airflow_lake"
 CORE = PACKAGE / "core"
 TRANSACTION = CORE / "txn" / "transaction.py"
-TRANSACTION_PARTS = (TRANSACTION, CORE / "txn" / "metadata_sync.py")  # (its metadata-table half: a mixin)
+# (its metadata-table halves: mixins)
+TRANSACTION_PARTS = (TRANSACTION, CORE / "txn" / "metadata_sync.py", CORE / "txn" / "metadata_builds.py")
 DEFINITIONS = (CORE / "timeline" / "active.py", CORE / "storage.py")  # where `create` and `transition` live
 # receivers of a `.create(...)` call that are not a timeline: a Storage (create-if-absent of a
 # plain file) and the Table class (a new table)

@@ -39,6 +39,7 @@ from . import undo
 from .conflicts import ConflictCheck, find_conflict
 from .heartbeat import Clock, Heartbeat, is_expired
 from .markers import delete_markers
+from .metadata_builds import MetadataTableBuilds
 from .metadata_sync import MetadataTableSync
 
 log = logging.getLogger(__name__)
@@ -47,7 +48,7 @@ sleep: Callable[[float], None] = time.sleep  # between looks at a running attemp
 MAX_POLL_S = 1.0
 
 
-class Transaction(MetadataTableSync):
+class Transaction(MetadataTableSync, MetadataTableBuilds):
     """One operation's hold on a table's timeline (see the module docstring). `ctx` says
     which table and with which write options, `engine` runs file deletions, `clock` judges
     heartbeats. `instant` is the instant this transaction created or took over, once it has."""
