@@ -8,11 +8,13 @@ import shutil
 import time
 
 import pyarrow as pa
+import pytest
 
 from airflow_lake.core import Table
 from airflow_lake.core.timeline.instant import Instant, State
 from airflow_lake.core.txn.heartbeat import Heartbeat
 from airflow_lake.core.view import unreferenced_files
+from tests.crashes import Crash, Dies
 
 from .conftest import invoke, invoke_json
 
@@ -262,27 +264,14 @@ def test_a_pending_writes_files_are_not_taken_for_a_stale_metadata_table(tmp_pat
     """A write that died after its data files (its commit not completed): the metadata table
     does not list them, as it should not yet. doctor warned that the listing misses them; it
     now says they are a pending instant's, and that the next writer rolls them back."""
-    from airflow_lake.core.storage import Storage
-
-    class Killed(BaseException):
-        pass
-
-    class DiesCompleting(Storage):
-        def create(self, path, data=b""):
-            if path.endswith(".commit") and "/metadata/" not in path:
-                raise Killed(path)
-            return super().create(path, data)
-
     path = str(tmp_path / "t")
     options = {"hoodie.write.table.version": 9, "hoodie.metadata.enable": "true"}
     t = Table.create(path, name="t", record_key="id", partition_fields="p", options=options)
     t.write(pa.table({"id": ["a"], "p": ["x"]}))
     dying = Table.open(path, options=options)
-    dying.storage = DiesCompleting(path)
-    try:
+    dying.storage = Dies(path, ops=("create",), match=lambda p: p.endswith(".commit") and "/metadata/" not in p)
+    with pytest.raises(Crash):  # (before its commit completes)
         dying.write(pa.table({"id": ["b"], "p": ["y"]}))
-    except Killed:
-        pass
     doc = invoke_json("doctor", path, code=3)  # (the dead writer's pending commit: its own warning)
     assert [f["level"] for f in by_check(doc)["pending"]] == ["warn"]
     levels = [(f["level"], f["message"]) for f in by_check(doc)["metadata"]]
@@ -295,28 +284,15 @@ def test_a_pending_cleans_deleted_files_are_not_taken_for_a_stale_metadata_table
     """A clean killed after deleting its files, before completing: the metadata table still
     lists them until the next clean finishes it. doctor warned of a stale listing; it now
     counts them apart (the pending clean is its own warning)."""
-    from airflow_lake.core.storage import Storage
-
-    class Killed(BaseException):
-        pass
-
-    class DiesCompleting(Storage):
-        def create(self, path, data=b""):
-            if path.endswith(".clean") and "/metadata/" not in path:
-                raise Killed(path)
-            return super().create(path, data)
-
     path = str(tmp_path / "t")
     options = {"hoodie.write.table.version": 9, "hoodie.metadata.enable": "true"}
     t = Table.create(path, name="t", record_key="id", partition_fields="p", options=options)
     for v in range(4):
         t.write(pa.table({"id": ["a", "b"], "p": ["x", "y"], "v": [v, v]}))
     dying = Table.open(path, options=options)
-    dying.storage = DiesCompleting(path)
-    try:
+    dying.storage = Dies(path, ops=("create",), match=lambda p: p.endswith(".clean") and "/metadata/" not in p)
+    with pytest.raises(Crash):  # (after deleting its files, before completing)
         dying.clean(retained=1)
-    except Killed:
-        pass
     doc = invoke_json("doctor", path, code=3)
     assert [f["level"] for f in by_check(doc)["pending"]] == ["warn"]
     levels = [(f["level"], f["message"]) for f in by_check(doc)["metadata"]]

@@ -9,42 +9,13 @@ import pytest
 
 from airflow_lake.core import Table
 from airflow_lake.core.metadata_writer import MetadataWriter
-from airflow_lake.core.storage import Storage
 from tests.conftest import hudi_read, let_time_pass, rows
+from tests.crashes import Crash, Dies
 
 FAST = {"hoodie.client.heartbeat.interval_in_ms": 50, "hoodie.write.lock.filesystem.expire": 0.005}
 OPTIONS = {**FAST, "hoodie.write.table.version": 9, "hoodie.metadata.enable": "true",
            "hoodie.metadata.compact.max.delta.commits": 2}
 COLS = ["id", "ts", "v"]
-
-
-class Crash(BaseException):
-    """Stands for the process dying."""
-
-
-class Counting(Storage):
-    """Dies at its `crash_at`-th mutation (write, create, delete); counts them."""
-
-    def __init__(self, uri: str, crash_at: int = 0):
-        super().__init__(uri)
-        self.crash_at, self.count = crash_at, 0
-
-    def _tick(self) -> None:
-        self.count += 1
-        if self.count == self.crash_at:
-            raise Crash(f"crash at mutation {self.count}")
-
-    def write(self, path, data):
-        self._tick()
-        return super().write(path, data)
-
-    def create(self, path, data=b""):
-        self._tick()
-        return super().create(path, data)
-
-    def delete(self, path, *args, **kwargs):
-        self._tick()
-        return super().delete(path, *args, **kwargs)
 
 
 def _batch(ids: list[str], ts: int) -> pa.Table:
@@ -71,7 +42,7 @@ def test_a_rollback_of_an_absorbed_commit_killed_anywhere_is_finished_by_the_ret
     counting = str(tmp_path / "count")
     target = _absorbed(counting)
     t = Table.open(counting, options=OPTIONS)
-    t.storage = Counting(counting)
+    t.storage = Dies(counting, at=0)
     t.rollback(target)
     total = t.storage.count
     assert total > 5
@@ -79,7 +50,7 @@ def test_a_rollback_of_an_absorbed_commit_killed_anywhere_is_finished_by_the_ret
         path = str(tmp_path / f"t{k}")
         target = _absorbed(path)
         t = Table.open(path, options=OPTIONS)
-        t.storage = Counting(path, crash_at=k)
+        t.storage = Dies(path, at=k)
         with pytest.raises(Crash):
             t.rollback(target)
         let_time_pass(path, 60)

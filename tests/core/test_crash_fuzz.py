@@ -15,8 +15,8 @@ import pytest
 from airflow_lake.cli.doctor import check_metadata_table
 from airflow_lake.core import Table
 from airflow_lake.core.errors import LakeError
-from airflow_lake.core.storage import Storage
 from tests.conftest import hudi_read, let_time_pass
+from tests.crashes import Crash, Dies
 from tests.reliability.harness import orphans
 
 FAST = {"hoodie.client.heartbeat.interval_in_ms": 50, "hoodie.write.lock.filesystem.expire": 0.005}
@@ -25,39 +25,6 @@ RI = {"hoodie.metadata.record.index.enable": "true", "hoodie.index.type": "RECOR
 KINDS = {"v6": {}, "v9": V9, "v9_ri": {**V9, **RI}}
 OPS = ["upsert", "upsert", "delete", "overwrite", "compact", "clean", "savepoint", "restore", "archive", "rollback"]
 INVISIBLE_WHEN_KILLED = {"upsert", "delete", "overwrite", "compact", "clean", "archive", "savepoint"}
-
-
-class Crash(BaseException):
-    """Stands for the process dying."""
-
-
-class Dies(Storage):
-    """Dies at its `at`-th mutation (heartbeat refreshes, whose number depends on timing, aside)."""
-
-    def __init__(self, uri: str, at: int):
-        super().__init__(uri)
-        self.left = at
-
-    def _tick(self) -> None:
-        import threading
-
-        if threading.current_thread().name.startswith("heartbeat-"):
-            return
-        self.left -= 1
-        if self.left == 0:
-            raise Crash("killed")
-
-    def write(self, path, data):
-        self._tick()
-        return super().write(path, data)
-
-    def create(self, path, data=b""):
-        self._tick()
-        return super().create(path, data)
-
-    def delete(self, path, *args, **kwargs):
-        self._tick()
-        return super().delete(path, *args, **kwargs)
 
 
 def _rows(table: pa.Table) -> list[tuple]:

@@ -14,26 +14,13 @@ import pytest
 
 from airflow_lake.core import Table
 from airflow_lake.core.metadata_writer import MetadataWriter
-from airflow_lake.core.storage import Storage
 from tests.conftest import hudi_read, let_time_pass, rows
+from tests.crashes import Crash, Dies
 
 FAST = {"hoodie.client.heartbeat.interval_in_ms": 50, "hoodie.write.lock.filesystem.expire": 0.005}
 OPTIONS = {**FAST, "hoodie.write.table.version": 9, "hoodie.metadata.enable": "true",
            "hoodie.metadata.compact.max.delta.commits": 3}
 COLS = ["id", "ts", "v"]
-
-
-class Crash(BaseException):
-    """Stands for the process dying."""
-
-
-class CompactionCrash(Storage):
-    """Dies writing the MDT `files` partition's compacted base file."""
-
-    def write(self, path, data):
-        if ".hoodie/metadata/files/files-" in path and path.endswith(".hfile"):
-            raise Crash(path)
-        return super().write(path, data)
 
 
 def _batch(ids: list[str], ts: int) -> pa.Table:
@@ -51,7 +38,8 @@ def _crashed_compaction(path: str, table_type: str) -> tuple[str, str]:
     t.write(_batch(["k3"], 2))
     w0 = t.timeline.commits().completed().last.time
     crashing = Table.open(path, options=OPTIONS)
-    crashing.storage = CompactionCrash(path)
+    crashing.storage = Dies(path, ops=("write",), match=lambda p: ".hoodie/metadata/files/files-" in p
+                            and p.endswith(".hfile"))  # (the MDT files partition's compacted base file)
     with pytest.raises(Crash):
         crashing.write(_batch(["k5"], 4))
     assert [i.action for i in MetadataWriter(t.storage).timeline().pending()] == ["compaction"]

@@ -10,32 +10,13 @@ import pyarrow as pa
 import pytest
 
 from airflow_lake.core import Table
-from airflow_lake.core.storage import Storage
 from tests.conftest import hudi_read, let_time_pass, rows
+from tests.crashes import Crash, Dies
 
 FAST = {"hoodie.client.heartbeat.interval_in_ms": 50, "hoodie.write.lock.filesystem.expire": 0.005}
 V9 = {"hoodie.write.table.version": 9, "hoodie.metadata.enable": "true"}
 COLS = ["id", "ts", "v"]
 SAVED = [(f"k{i}", 1, 1.0) for i in range(6)]
-
-
-class Crash(BaseException):
-    """Stands for the process dying."""
-
-
-class DeleteCrash(Storage):
-    """Dies at its `nth` deletion of a data table's log file."""
-
-    def __init__(self, uri: str, nth: int):
-        super().__init__(uri)
-        self.left = nth
-
-    def delete(self, path, *args, **kwargs):
-        if ".log." in path and ".hoodie" not in path:
-            self.left -= 1
-            if self.left == 0:
-                raise Crash(f"crash deleting {path}")
-        return super().delete(path, *args, **kwargs)
 
 
 def _batch(ids: list[str], ts: int) -> pa.Table:
@@ -86,7 +67,7 @@ def test_a_restore_that_dies_deleting_log_files_deletes_the_rest_when_finished(t
         t.write(_batch(["k0", "k1", "k2", "k3"], 2))
         assert len(_log_files(path)) == 2
         t = Table.open(path, options=options)
-        t.storage = DeleteCrash(path, nth)
+        t.storage = Dies(path, nth, ops=("delete",), match=lambda p: ".log." in p and ".hoodie" not in p)
         with pytest.raises(Crash):
             t.restore(saved)
         let_time_pass(path, 60)
