@@ -197,7 +197,7 @@ class MetadataTableSync:
             missing = [f"{MDT_PATH}/{op.partition}/{name}" for op in plan.operations
                        for name in ([op.data_file] if op.data_file else []) + list(op.delta_files)
                        if not self.storage.exists(f"{MDT_PATH}/{op.partition}/{name}")]
-            if missing:  # (a rollback before this fix deleted a log file it merges: it cannot finish)
+            if missing:  # (a rollback by an earlier version deleted a log file it merges: it cannot finish)
                 log.warning("table %s: the metadata table's pending compaction %s merges files that are gone (%s); "
                             "it is undone", self.storage.uri, requested.time, missing[:3])
                 self.drop_metadata_compaction(writer)
